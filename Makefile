@@ -1,0 +1,45 @@
+# Two commands for a new user: `make bench` and `make test`. Each creates .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CORE_STAMP := $(VENV)/.core-installed
+MODEL_STAMP := $(VENV)/.models-installed
+# The CPU build of torch (pip takes it from local disk on our machines); installed before the embeddings extra so
+# that sentence-transformers does not pull a multi-GB CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: bench test test-models test-all bench-all lint typecheck clean
+
+$(CORE_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,hf,bench,langchain,trafilatura]'
+	touch $@
+
+$(MODEL_STAMP): $(CORE_STAMP)
+	$(BIN)/python -m pip install -q '$(TORCH_SPEC)'
+	$(BIN)/python -m pip install -q -e '.[embeddings]'
+	touch $@
+
+## The main job: token savings of the default pipeline on the example corpus that ships in examples/.
+bench: $(MODEL_STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/ragtrim bench
+
+## The default test run (no model loading; < 10 minutes on 2 cores).
+test: $(CORE_STAMP)
+	$(BIN)/python -m pytest -q
+
+## Tests that load real models (MiniLM embeddings, the Gemma 3 270M GGUF through transformers).
+test-models: $(MODEL_STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m model
+
+test-all: test test-models
+
+typecheck: $(CORE_STAMP)
+	$(BIN)/mypy --strict ragtrim
+
+lint: $(CORE_STAMP)
+	$(BIN)/ruff check ragtrim tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .hypothesis

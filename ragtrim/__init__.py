@@ -1,0 +1,89 @@
+"""ragtrim: make RAG prompts small before they reach the model.
+
+``trim(chunks, query=..., budget=...)`` runs the default pipeline; build your own ``Pipeline`` from stages for
+control. Stage classes load on first access so ``import ragtrim`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ragtrim.api import default_pipeline, trim
+from ragtrim.errors import (
+    BudgetError,
+    ConfigError,
+    ContractError,
+    InputError,
+    MissingDependencyError,
+    RagtrimError,
+    StageError,
+)
+from ragtrim.models import Chunk, Message, Removal, StageOutput, StageReport, TrimContext, TrimResult
+from ragtrim.pipeline import Pipeline
+from ragtrim.stages.base import Stage
+from ragtrim.tokens import (
+    ApproxCounter,
+    HFTokenizerCounter,
+    TiktokenCounter,
+    TokenCounter,
+    WhitespaceCounter,
+    get_counter,
+)
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "DuplicateFilter": "ragtrim.stages.dedup",
+    "HistoryCompressor": "ragtrim.stages.history",
+    "HtmlCleaner": "ragtrim.stages.html",
+    "RelevanceFilter": "ragtrim.stages.relevance",
+    "Reorder": "ragtrim.stages.order",
+    "SentenceCompressor": "ragtrim.stages.compress",
+    "TokenBudget": "ragtrim.stages.budget",
+    "compress_history": "ragtrim.history",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ragtrim' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "ApproxCounter",
+    "BudgetError",
+    "Chunk",
+    "ConfigError",
+    "ContractError",
+    "DuplicateFilter",
+    "HFTokenizerCounter",
+    "HistoryCompressor",
+    "HtmlCleaner",
+    "InputError",
+    "Message",
+    "MissingDependencyError",
+    "Pipeline",
+    "RagtrimError",
+    "RelevanceFilter",
+    "Removal",
+    "Reorder",
+    "SentenceCompressor",
+    "Stage",
+    "StageError",
+    "StageOutput",
+    "StageReport",
+    "TiktokenCounter",
+    "TokenBudget",
+    "TokenCounter",
+    "TrimContext",
+    "TrimResult",
+    "WhitespaceCounter",
+    "__version__",
+    "compress_history",
+    "default_pipeline",
+    "get_counter",
+    "trim",
+]

@@ -1,0 +1,1 @@
+"""Benchmarks: measurement, statistics and reporting kept apart (see ``stats`` and ``report``)."""

@@ -1,0 +1,153 @@
+"""The token-savings benchmark behind ``ragtrim bench``: run pipelines over requests and measure what they save.
+
+A request is ``{"id", "query", "answers": [...], "chunks": [...]}`` (the format of ``examples/corpus/requests.jsonl``).
+Measurement and aggregation live here; ``ragtrim.cli`` prints.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+import tracemalloc
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragtrim.bench.stats import mean, percentile
+from ragtrim.errors import InputError
+from ragtrim.pipeline import Pipeline
+from ragtrim.qa_metrics import answer_in_text
+
+
+@dataclass(frozen=True)
+class SavingsRequest:
+    id: str
+    query: str
+    chunks: tuple[Any, ...]
+    answers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SavingsRecord:
+    """One request under one method. ``error`` is set instead of raising, so one bad request never hides the rest."""
+
+    method: str
+    request_id: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+    chunks_before: int = 0
+    chunks_after: int = 0
+    latency_ms: float = 0.0
+    answer_kept: bool | None = None
+    stage_tokens_saved: Mapping[str, int] = field(default_factory=dict)
+    stage_ms: Mapping[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+
+def load_requests(path: str | Path) -> list[SavingsRequest]:
+    """Read JSONL (optionally .gz) requests; each line needs ``query`` and ``chunks``."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"requests file {str(p)!r} does not exist")
+    opener: Callable[..., Any] = gzip.open if p.suffix == ".gz" else open
+    out: list[SavingsRequest] = []
+    with opener(p, "rt", encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict) or "chunks" not in obj:
+                raise InputError(f"{p}:{n}: each line must be an object with 'chunks' (and 'query')")
+            out.append(
+                SavingsRequest(
+                    id=str(obj.get("id", n)),
+                    query=str(obj.get("query", "")),
+                    chunks=tuple(obj["chunks"]),
+                    answers=tuple(str(a) for a in obj.get("answers", ())),
+                )
+            )
+    return out
+
+
+def measure(
+    method: str,
+    pipeline: Pipeline,
+    requests: Sequence[SavingsRequest],
+    *,
+    progress: Callable[[Iterable[SavingsRequest]], Iterable[SavingsRequest]] | None = None,
+) -> list[SavingsRecord]:
+    """Run ``pipeline`` on every request (after one warm-up call) and return per-request records."""
+    if requests:
+        pipeline.run(requests[0].chunks, query=requests[0].query)  # warm-up: lazy loads, caches
+    records: list[SavingsRecord] = []
+    for req in progress(requests) if progress else requests:
+        started = time.perf_counter()
+        try:
+            result = pipeline.run(req.chunks, query=req.query)
+        except Exception as exc:  # recorded, not raised: the report shows failures per method
+            records.append(SavingsRecord(method, req.id, error=f"{type(exc).__name__}: {exc}"))
+            continue
+        latency_ms = (time.perf_counter() - started) * 1000
+        records.append(
+            SavingsRecord(
+                method=method,
+                request_id=req.id,
+                tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after,
+                chunks_before=len(req.chunks),
+                chunks_after=len(result.chunks),
+                latency_ms=latency_ms,
+                answer_kept=answer_in_text(req.answers, result.text) if req.answers else None,
+                stage_tokens_saved={r.stage: r.tokens_saved for r in result.trace},
+                stage_ms={r.stage: r.seconds * 1000 for r in result.trace},
+            )
+        )
+    return records
+
+
+def peak_memory_mib(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """Run ``fn`` under tracemalloc; return its result and the peak Python heap in MiB."""
+    tracemalloc.start()
+    try:
+        value = fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return value, peak / 2**20
+
+
+def aggregate(records: Sequence[SavingsRecord]) -> dict[str, Any]:
+    """Flat summary of one method's records (units in key names)."""
+    ok = [r for r in records if r.error is None]
+    before = sum(r.tokens_before for r in ok)
+    after = sum(r.tokens_after for r in ok)
+    lat = [r.latency_ms for r in ok]
+    judged = [r.answer_kept for r in ok if r.answer_kept is not None]
+    stages: dict[str, int] = {}
+    stage_ms: dict[str, list[float]] = {}
+    for r in ok:
+        for k, v in r.stage_tokens_saved.items():
+            stages[k] = stages.get(k, 0) + v
+        for k, ms in r.stage_ms.items():
+            stage_ms.setdefault(k, []).append(ms)
+    return {
+        "method": records[0].method if records else "",
+        "requests": len(records),
+        "errors": len(records) - len(ok),
+        "mean_tokens_before": before / len(ok) if ok else 0.0,
+        "mean_tokens_after": after / len(ok) if ok else 0.0,
+        "tokens_saved": before - after,
+        "compression_ratio": before / after if after else float("inf") if before else 1.0,
+        "answer_recall": sum(judged) / len(judged) if judged else None,
+        "p50_latency_ms": percentile(lat, 50),
+        "p95_latency_ms": percentile(lat, 95),
+        "p99_latency_ms": percentile(lat, 99),
+        "mean_latency_ms": mean(lat),
+        "stage_tokens_saved": stages,
+        "stage_p50_ms": {k: percentile(v, 50) for k, v in stage_ms.items()},
+    }

@@ -1,0 +1,66 @@
+"""Every exception ragtrim raises, under one base class.
+
+Catch ``RagtrimError`` to handle them all. The tree::
+
+    RagtrimError
+    ├── ConfigError          (also ValueError)  a stage or pipeline parameter is invalid
+    ├── InputError           (also ValueError)  a chunk, query, message or file cannot be used as given
+    ├── BudgetError                             pinned chunks alone exceed the token budget
+    ├── MissingDependencyError (also ImportError) an optional extra is not installed
+    ├── StageError                              a stage raised; names the stage, keeps the cause
+    └── ContractError                           a stage broke the pipeline contract (wrong type, untraced loss)
+"""
+
+from __future__ import annotations
+
+
+class RagtrimError(Exception):
+    """Base class of every error raised by ragtrim."""
+
+
+class ConfigError(RagtrimError, ValueError):
+    """A parameter of a stage, a pipeline or a benchmark is invalid."""
+
+
+class InputError(RagtrimError, ValueError):
+    """Input data (chunks, query, messages, files) cannot be used as given."""
+
+
+class BudgetError(RagtrimError):
+    """The caller pinned more tokens than the budget allows."""
+
+
+class MissingDependencyError(RagtrimError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs the package {package!r}, which is not installed; "
+            f"install it with: pip install 'ragtrim[{extra}]'"
+        )
+
+
+class StageError(RagtrimError):
+    """A stage raised an exception; ``stage`` names it and ``__cause__`` keeps the original."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        self.stage = stage
+        super().__init__(f"stage {stage!r} failed: {message}")
+
+
+class ContractError(RagtrimError):
+    """A stage returned something the pipeline cannot accept (wrong type, a chunk lost without a trace)."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        self.stage = stage
+        super().__init__(f"stage {stage!r} broke the pipeline contract: {message}")
+
+
+def require(package: str, extra: str, purpose: str) -> None:
+    """Raise MissingDependencyError unless ``package`` can be imported."""
+    import importlib.util
+
+    if importlib.util.find_spec(package) is None:
+        raise MissingDependencyError(package, extra, purpose)

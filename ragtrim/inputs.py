@@ -1,0 +1,105 @@
+"""Turn what callers pass (strings, dicts, LangChain-like documents, Chunk objects, bytes) into Chunks and Messages.
+
+Rules: ``None`` and non-text values are errors; bytes must be valid UTF-8; dict keys ``text``/``page_content``/
+``content`` hold the text; missing ids become the input position (``"0"``, ``"1"``, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ragtrim.errors import InputError
+from ragtrim.models import Chunk, Message
+
+_TEXT_KEYS = ("text", "page_content", "content")
+
+
+def _decode(value: bytes, where: str) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{where}: bytes are not valid UTF-8 ({exc.reason} at byte {exc.start}); decode them yourself "
+            "(e.g. data.decode('utf-8', errors='replace')) and pass str"
+        ) from None
+
+
+def coerce_chunk(item: Any, index: int) -> Chunk:
+    where = f"chunk at index {index}"
+    if isinstance(item, Chunk):
+        return item
+    if item is None:
+        raise InputError(f"{where} is None; pass a str, a dict with 'text', or a Chunk")
+    if isinstance(item, (bytes, bytearray)):
+        return Chunk(text=_decode(bytes(item), where), id=str(index))
+    if isinstance(item, str):
+        return Chunk(text=item, id=str(index))
+    if isinstance(item, Mapping):
+        key = next((k for k in _TEXT_KEYS if k in item), None)
+        if key is None:
+            raise InputError(f"{where}: dict has none of the text keys {_TEXT_KEYS}; got keys {sorted(map(str, item))}")
+        text = item[key]
+        if isinstance(text, (bytes, bytearray)):
+            text = _decode(bytes(text), where)
+        if not isinstance(text, str):
+            raise InputError(f"{where}: {key!r} must be str, got {type(text).__name__}")
+        raw_id = item.get("id", index)
+        if raw_id is None or isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
+            raise InputError(f"{where}: 'id' must be a str or int, got {raw_id!r}")
+        metadata = item.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise InputError(f"{where}: 'metadata' must be a dict, got {type(metadata).__name__}")
+        score = item.get("score")
+        try:
+            return Chunk(
+                text=text,
+                id=str(raw_id),
+                metadata=metadata,
+                score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else score,
+                pinned=bool(item.get("pinned", False)),
+            )
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+    page_content = getattr(item, "page_content", None)  # LangChain Document and look-alikes
+    if isinstance(page_content, str):
+        meta = getattr(item, "metadata", None) or {}
+        doc_id = getattr(item, "id", None)
+        return Chunk(text=page_content, id=str(doc_id) if doc_id else str(index), metadata=dict(meta))
+    raise InputError(f"{where} has unsupported type {type(item).__name__}; pass a str, a dict with 'text', or a Chunk")
+
+
+def coerce_chunks(items: Iterable[Any] | None) -> tuple[Chunk, ...]:
+    if items is None:
+        raise InputError("chunks is None; pass a list (empty is fine)")
+    if isinstance(items, (str, bytes, Mapping)):
+        raise InputError("chunks must be a list of chunks, not a single str/bytes/dict; wrap it in a list")
+    return tuple(coerce_chunk(item, i) for i, item in enumerate(items))
+
+
+def coerce_message(item: Any, index: int) -> Message:
+    where = f"message at index {index}"
+    if isinstance(item, Message):
+        return item
+    if not isinstance(item, Mapping):
+        role = getattr(item, "type", None) or getattr(item, "role", None)
+        content = getattr(item, "content", None)
+        if isinstance(role, str) and isinstance(content, str):
+            return Message(role=role, content=content, turn_id=str(getattr(item, "id", None) or index))
+        raise InputError(f"{where} must be a dict with 'role' and 'content', got {type(item).__name__}")
+    role = item.get("role", item.get("speaker"))
+    content = item.get("content", item.get("text"))
+    if not isinstance(role, str) or not role:
+        raise InputError(f"{where}: 'role' must be a non-empty str, got {role!r}")
+    if not isinstance(content, str):
+        raise InputError(f"{where}: 'content' must be a str, got {type(content).__name__}")
+    turn_id = item.get("turn_id", item.get("id", item.get("dia_id", index)))
+    return Message(role=role, content=content, turn_id=str(turn_id))
+
+
+def coerce_history(items: Iterable[Any] | None) -> tuple[Message, ...]:
+    if items is None:
+        return ()
+    if isinstance(items, (str, bytes, Mapping)):
+        raise InputError("history must be a list of messages, not a single str/dict; wrap it in a list")
+    return tuple(coerce_message(m, i) for i, m in enumerate(items))

@@ -1,0 +1,191 @@
+"""Runs stages in order and checks each one's output against the contract.
+
+The contract: a stage returns a StageOutput; it may drop chunks only with a ``dropped`` removal record, may shorten
+them only with a record, and may not invent chunk ids. The pipeline counts tokens once per new text, times each
+stage, and wraps anything a stage raises in an error that names the stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ragtrim.errors import ConfigError, ContractError, RagtrimError, StageError
+from ragtrim.inputs import coerce_chunks, coerce_history
+from ragtrim.models import Chunk, Removal, StageOutput, StageReport, TrimContext, TrimResult
+from ragtrim.stages.base import Stage, stage_from_dict
+from ragtrim.tokens import TokenCounter, counter_spec, get_counter
+
+
+class Pipeline:
+    """An ordered list of stages sharing one token counter.
+
+    >>> from ragtrim.stages.budget import TokenBudget
+    >>> p = Pipeline([TokenBudget(max_tokens=5)], tokenizer="whitespace")
+    >>> p.run(["one two three", "four five six"]).tokens_after
+    3
+    """
+
+    def __init__(self, stages: Sequence[Stage] = (), *, tokenizer: str | TokenCounter | None = None) -> None:
+        stages = list(stages)
+        for i, stage in enumerate(stages):
+            if not isinstance(stage, Stage):
+                raise ConfigError(
+                    f"stages[{i}] must be a ragtrim Stage, got {type(stage).__name__}; "
+                    "subclass ragtrim.stages.base.Stage"
+                )
+        names = [s.name for s in stages]
+        self.stages = tuple(stages)
+        self.tokenizer = tokenizer
+        self.counter = get_counter(tokenizer)
+        self._warm = False
+        self._names = names
+
+    # -- config -------------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"tokenizer": counter_spec(self.counter), "stages": [s.to_dict() for s in self.stages]}
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any]) -> Pipeline:
+        if not isinstance(config, Mapping):
+            raise ConfigError(f"pipeline config must be a dict, got {type(config).__name__}")
+        unknown = set(config) - {"tokenizer", "stages"}
+        if unknown:
+            raise ConfigError(f"unknown pipeline config keys {sorted(unknown)}; allowed: 'tokenizer', 'stages'")
+        stages = config.get("stages", [])
+        if not isinstance(stages, (list, tuple)):
+            raise ConfigError(f"'stages' must be a list of stage dicts, got {type(stages).__name__}")
+        return cls([stage_from_dict(s) for s in stages], tokenizer=config.get("tokenizer"))
+
+    def __repr__(self) -> str:
+        return f"Pipeline(stages={list(self.stages)!r}, tokenizer={self.counter.name!r})"
+
+    # -- running ------------------------------------------------------------------------------------------------
+    def warm_up(self) -> None:
+        if not self._warm:
+            for stage in self.stages:
+                stage.warm_up()
+            self._warm = True
+
+    def run(
+        self,
+        chunks: Iterable[Any] | TrimContext = (),
+        *,
+        query: str = "",
+        history: Iterable[Any] | None = None,
+        state: Any = None,
+    ) -> TrimResult:
+        """Trim ``chunks`` (strings, dicts or Chunk objects, or a ready TrimContext) for ``query``."""
+        if isinstance(chunks, TrimContext):
+            context = chunks
+        else:
+            if query is None:
+                query = ""
+            if not isinstance(query, str):
+                raise ConfigError(f"query must be a str, got {type(query).__name__}")
+            context = TrimContext(
+                query=query,
+                chunks=coerce_chunks(chunks),
+                history=coerce_history(history) if history is not None else (),
+                state=state,
+            )
+        _check_unique_ids(context.chunks)
+        self.warm_up()
+        counter = self.counter
+        context = context.with_chunks(_fill_counts(context.chunks, counter))
+        tokens_before = context.total_tokens
+        reports: list[StageReport] = []
+        for stage in self.stages:
+            started = time.perf_counter()
+            try:
+                out = stage.run(context, counter=counter)
+            except RagtrimError as exc:
+                exc.add_note(f"raised in stage {stage.name!r}")
+                raise
+            except Exception as exc:
+                raise StageError(stage.name, f"{type(exc).__name__}: {exc}") from exc
+            if not isinstance(out, StageOutput):
+                raise ContractError(stage.name, f"run() must return StageOutput, got {type(out).__name__}")
+            new_chunks = _fill_counts(out.context.chunks, counter)
+            removals = _check_and_complete(stage.name, context.chunks, new_chunks, out.removals)
+            seconds = time.perf_counter() - started
+            new_context = out.context.with_chunks(new_chunks)
+            reports.append(
+                StageReport(
+                    stage=stage.name,
+                    chunks_in=len(context.chunks),
+                    chunks_out=len(new_chunks),
+                    tokens_in=context.total_tokens,
+                    tokens_out=new_context.total_tokens,
+                    removals=removals,
+                    seconds=seconds,
+                    info=out.info,
+                )
+            )
+            context = new_context
+        return TrimResult(
+            context=context,
+            trace=tuple(reports),
+            tokens_before=tokens_before,
+            tokens_after=context.total_tokens,
+            tokenizer=counter.name,
+        )
+
+
+def _fill_counts(chunks: Sequence[Chunk], counter: TokenCounter) -> tuple[Chunk, ...]:
+    return tuple(
+        c if c.token_count is not None else dataclasses.replace(c, token_count=counter.count(c.text)) for c in chunks
+    )
+
+
+def _check_unique_ids(chunks: Sequence[Chunk]) -> None:
+    seen: set[str] = set()
+    for c in chunks:
+        if c.id in seen:
+            from ragtrim.errors import InputError
+
+            raise InputError(f"chunk ids must be unique, {c.id!r} appears twice; give each chunk its own id")
+        seen.add(c.id)
+
+
+def _check_and_complete(
+    stage: str, before: Sequence[Chunk], after: Sequence[Chunk], removals: Sequence[Removal]
+) -> tuple[Removal, ...]:
+    """Check the stage's output and fill exact token numbers into its removal records."""
+    by_id = {c.id: c for c in before}
+    after_ids: set[str] = set()
+    for c in after:
+        if not isinstance(c, Chunk):
+            raise ContractError(stage, f"output chunks must be Chunk objects, got {type(c).__name__}")
+        if c.id not in by_id:
+            raise ContractError(stage, f"returned a chunk with unknown id {c.id!r}; stages may not invent chunks")
+        if c.id in after_ids:
+            raise ContractError(stage, f"returned chunk {c.id!r} twice")
+        after_ids.add(c.id)
+    recorded: dict[str, list[Removal]] = {}
+    for r in removals:
+        if not isinstance(r, Removal):
+            raise ContractError(stage, f"removals must be Removal records, got {type(r).__name__}")
+        if r.chunk_id not in by_id:
+            raise ContractError(stage, f"recorded a removal for unknown chunk id {r.chunk_id!r}")
+        recorded.setdefault(r.chunk_id, []).append(r)
+    after_by_id = {c.id: c for c in after}
+    completed: list[Removal] = []
+    for cid, chunk in by_id.items():
+        records = recorded.get(cid, [])
+        if cid not in after_by_id:
+            if not any(r.action == "dropped" for r in records):
+                raise ContractError(stage, f"chunk {cid!r} vanished without a 'dropped' removal record")
+        elif (after_by_id[cid].token_count or 0) < (chunk.token_count or 0) and not records:
+            raise ContractError(stage, f"chunk {cid!r} was shortened without a removal record")
+        for r in records:
+            if r.action == "dropped":
+                if cid in after_by_id:
+                    raise ContractError(stage, f"chunk {cid!r} is recorded as dropped but is still in the output")
+                exact = chunk.token_count or 0
+            else:
+                exact = max(0, (chunk.token_count or 0) - (after_by_id.get(cid, chunk).token_count or 0))
+            completed.append(r if r.tokens_removed == exact else dataclasses.replace(r, tokens_removed=exact))
+    return tuple(completed)

@@ -1,0 +1,112 @@
+"""The stage contract and registry: a stage takes a TrimContext and returns a StageOutput, never mutating input.
+
+Constructors only store and validate keyword-only parameters under their own names, so ``to_dict`` can read the
+config back and ``stage_from_dict`` can rebuild the stage. Heavy resources load lazily in ``warm_up``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+from ragtrim.errors import ConfigError
+from ragtrim.models import StageOutput, TrimContext
+from ragtrim.tokens import TokenCounter
+
+_REGISTRY: dict[str, type[Stage]] = {}
+
+S = TypeVar("S", bound="type[Stage]")
+
+
+class Stage(ABC):
+    """Base class of pipeline stages. Subclasses set ``name`` and implement ``run``."""
+
+    name: ClassVar[str] = "stage"
+
+    @abstractmethod
+    def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+        """Return a new context plus a record for every chunk dropped or shortened."""
+
+    def warm_up(self) -> None:
+        """Load heavy resources (models, indexes). Called once by the pipeline before the first run."""
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor's keyword-only parameters and their current values."""
+        sig = inspect.signature(type(self).__init__)
+        return {
+            p.name: getattr(self, p.name)
+            for p in sig.parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        params = {k: v for k, v in self.get_params().items() if _is_plain(v)}
+        return {"type": self.name, **params}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+
+def _is_plain(value: Any) -> bool:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+    return False
+
+
+def register_stage(cls: S) -> S:
+    """Class decorator: make a stage constructible from a dict by its ``name``."""
+    name = cls.name
+    if name in _REGISTRY and _REGISTRY[name] is not cls:
+        raise ConfigError(f"stage name {name!r} is already registered by {_REGISTRY[name].__name__}")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def registered_stages() -> dict[str, type[Stage]]:
+    _load_builtin_stages()
+    return dict(_REGISTRY)
+
+
+def stage_from_dict(config: Mapping[str, Any]) -> Stage:
+    """Build a stage from ``{"type": name, **params}``."""
+    if not isinstance(config, Mapping) or "type" not in config:
+        raise ConfigError(f"a stage config must be a dict with a 'type' key, got {config!r}")
+    stages = registered_stages()
+    kind = config["type"]
+    if kind not in stages:
+        raise ConfigError(f"unknown stage type {kind!r}; known: {sorted(stages)}")
+    params = {k: v for k, v in config.items() if k != "type"}
+    cls = stages[kind]
+    try:
+        return cls(**params)
+    except TypeError as exc:
+        raise ConfigError(f"stage {kind!r}: {exc}") from exc
+
+
+_BUILTIN_MODULES = (
+    "ragtrim.stages.html",
+    "ragtrim.stages.dedup",
+    "ragtrim.stages.budget",
+    "ragtrim.stages.relevance",
+    "ragtrim.stages.compress",
+    "ragtrim.stages.order",
+    "ragtrim.stages.history",
+)
+
+
+def _load_builtin_stages(importer: Callable[[str], Any] | None = None) -> None:
+    import importlib
+
+    for module in _BUILTIN_MODULES:
+        try:
+            (importer or importlib.import_module)(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # a stage's own optional import failing must not hide the stage
+                raise

@@ -1,0 +1,20 @@
+"""Shared fixtures: the whitespace counter makes token numbers easy to work out by hand."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ragtrim.datasets import data_dir
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    path = data_dir()
+    if not path.is_dir():
+        pytest.skip(f"shared evaluation data not found at {path} (set RAGTRIM_DATA)")
+    return path

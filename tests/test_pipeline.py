@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ragtrim.errors import ConfigError, ContractError, InputError, StageError
+from ragtrim.models import Removal, StageOutput, TrimContext
+from ragtrim.pipeline import Pipeline
+from ragtrim.stages.base import Stage, stage_from_dict
+from ragtrim.stages.budget import TokenBudget
+from ragtrim.tokens import TokenCounter, WhitespaceCounter
+
+
+class DropFirst(Stage):
+    name = "drop_first_test"
+
+    def __init__(self, *, record: bool = True) -> None:
+        self.record = record
+
+    def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+        if not context.chunks:
+            return StageOutput(context)
+        first, rest = context.chunks[0], context.chunks[1:]
+        removals = (Removal(first.id, self.name, "below_top_k", 0, "test"),) if self.record else ()
+        return StageOutput(context.with_chunks(rest), removals)
+
+
+class Shorten(Stage):
+    name = "shorten_test"
+
+    def __init__(self, *, record: bool = True) -> None:
+        self.record = record
+
+    def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+        chunks = tuple(c.with_text(" ".join(c.text.split()[:1])) for c in context.chunks)
+        removals = tuple(Removal(c.id, self.name, "compressed", 0, action="shortened") for c in context.chunks)
+        return StageOutput(context.with_chunks(chunks), removals if self.record else ())
+
+
+class Broken(Stage):
+    name = "broken_test"
+
+    def __init__(self, *, mode: str = "raise") -> None:
+        self.mode = mode
+
+    def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+        if self.mode == "raise":
+            raise ZeroDivisionError("boom")
+        if self.mode == "type":
+            return context  # type: ignore[return-value]
+        if self.mode == "invent":
+            return StageOutput(context.with_chunks((dataclasses.replace(context.chunks[0], id="new"),)))
+        if self.mode == "twice":
+            return StageOutput(context.with_chunks(context.chunks * 2))
+        if self.mode == "ghost":
+            return StageOutput(context, (Removal("nope", self.name, "empty", 0),))
+        if self.mode == "dropped_but_kept":
+            return StageOutput(context, (Removal(context.chunks[0].id, self.name, "empty", 0),))
+        raise AssertionError(self.mode)
+
+
+class CountingCounter(WhitespaceCounter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def count(self, text: str) -> int:
+        self.calls.append(text)
+        return super().count(text)
+
+
+class TestPipeline:
+    def test_empty_pipeline_passes_through(self) -> None:
+        r = Pipeline(tokenizer="whitespace").run(["a b", "c"])
+        assert [c.text for c in r.chunks] == ["a b", "c"]
+        assert (r.tokens_before, r.tokens_after, r.trace) == (3, 3, ())
+
+    def test_empty_input(self) -> None:
+        r = Pipeline([TokenBudget(max_tokens=3)], tokenizer="whitespace").run([])
+        assert r.chunks == () and r.tokens_before == 0 and r.ratio == 1.0
+
+    def test_report_numbers(self) -> None:
+        r = Pipeline([DropFirst()], tokenizer="whitespace").run(["a b c", "d e"])
+        (rep,) = r.trace
+        assert (rep.stage, rep.chunks_in, rep.chunks_out, rep.tokens_in, rep.tokens_out) == ("drop_first_test", 2, 1, 5, 2)
+        assert rep.removals[0].tokens_removed == 3  # filled in exactly by the pipeline
+        assert rep.seconds >= 0
+
+    def test_shortened_records_get_exact_tokens(self) -> None:
+        r = Pipeline([Shorten()], tokenizer="whitespace").run(["a b c", "d e"])
+        assert [x.tokens_removed for x in r.removals] == [2, 1]
+        assert r.tokens_after == 2
+
+    def test_counts_once_per_text(self) -> None:
+        counter = CountingCounter()
+        Pipeline([DropFirst(), TokenBudget(max_tokens=100)], tokenizer=counter).run(["a b", "c d", "e f"])
+        assert sorted(counter.calls) == ["a b", "c d", "e f"]
+
+    def test_untraced_drop_is_contract_error(self) -> None:
+        with pytest.raises(ContractError, match="vanished without a 'dropped' removal record"):
+            Pipeline([DropFirst(record=False)], tokenizer="whitespace").run(["a", "b"])
+
+    def test_untraced_shortening_is_contract_error(self) -> None:
+        with pytest.raises(ContractError, match="shortened without a removal record"):
+            Pipeline([Shorten(record=False)], tokenizer="whitespace").run(["a b"])
+
+    @pytest.mark.parametrize(
+        ("mode", "error", "message"),
+        [
+            ("raise", StageError, "stage 'broken_test' failed: ZeroDivisionError: boom"),
+            ("type", ContractError, "must return StageOutput"),
+            ("invent", ContractError, "unknown id 'new'"),
+            ("twice", ContractError, "twice"),
+            ("ghost", ContractError, "unknown chunk id 'nope'"),
+            ("dropped_but_kept", ContractError, "still in the output"),
+        ],
+    )
+    def test_broken_stages(self, mode: str, error: type[Exception], message: str) -> None:
+        with pytest.raises(error, match=message):
+            Pipeline([Broken(mode=mode)], tokenizer="whitespace").run(["a b"])
+
+    def test_stage_error_keeps_cause(self) -> None:
+        with pytest.raises(StageError) as info:
+            Pipeline([Broken()], tokenizer="whitespace").run(["a"])
+        assert isinstance(info.value.__cause__, ZeroDivisionError)
+        assert info.value.stage == "broken_test"
+
+    def test_duplicate_ids(self) -> None:
+        with pytest.raises(InputError, match="'x' appears twice"):
+            Pipeline(tokenizer="whitespace").run([{"text": "a", "id": "x"}, {"text": "b", "id": "x"}])
+
+    def test_not_a_stage(self) -> None:
+        with pytest.raises(ConfigError, match=r"stages\[0\] must be a ragtrim Stage"):
+            Pipeline([object()])  # type: ignore[list-item]
+
+    def test_bad_query(self) -> None:
+        with pytest.raises(ConfigError, match="query must be a str"):
+            Pipeline().run([], query=5)  # type: ignore[arg-type]
+
+    def test_does_not_mutate_input(self) -> None:
+        chunks = [{"text": "a b c", "id": "1"}, {"text": "d", "id": "2"}]
+        snapshot = [dict(c) for c in chunks]
+        Pipeline([Shorten(), DropFirst()], tokenizer="whitespace").run(chunks)
+        assert chunks == snapshot
+
+
+class TestConfig:
+    def test_round_trip(self) -> None:
+        p = Pipeline([TokenBudget(max_tokens=10, policy="position")], tokenizer="whitespace")
+        q = Pipeline.from_dict(p.to_dict())
+        assert q.to_dict() == p.to_dict() == {
+            "tokenizer": "whitespace",
+            "stages": [{"type": "budget", "max_tokens": 10, "policy": "position", "truncate": True,
+                        "min_truncated_tokens": 16, "per_chunk_overhead_tokens": 0}],
+        }
+
+    @pytest.mark.parametrize(
+        ("config", "message"),
+        [
+            ({"stages": [{"type": "nope"}]}, "unknown stage type 'nope'"),
+            ({"stages": [{"max_tokens": 3}]}, "must be a dict with a 'type' key"),
+            ({"stages": [{"type": "budget", "max_tokens": 3, "colour": "red"}]}, "unexpected keyword"),
+            ({"stages": [{"type": "budget", "max_tokens": -1}]}, "max_tokens must be >= 0, got -1"),
+            ({"stages": "budget"}, "'stages' must be a list"),
+            ({"stagez": []}, "unknown pipeline config keys"),
+        ],
+    )
+    def test_invalid(self, config: dict[str, object], message: str) -> None:
+        with pytest.raises(ConfigError, match=message):
+            Pipeline.from_dict(config)
+
+    def test_stage_from_dict(self) -> None:
+        assert isinstance(stage_from_dict({"type": "budget", "max_tokens": 5}), TokenBudget)

