@@ -88,11 +88,25 @@ def cmd_trim(args: argparse.Namespace) -> int:
 
 # -- bench ----------------------------------------------------------------------------------------------------------
 def cmd_bench(args: argparse.Namespace) -> int:
-    if args.dataset != "examples":
-        from ragtrim.bench import qa
-
-        return qa.run_bench(args)
     return _bench_examples(args)
+
+
+def _qa_bench(argv: list[str]) -> int:
+    """``ragtrim bench --dataset nq|nq-random|squad ...``: the QA savings benchmark (its own arguments)."""
+    from ragtrim.bench import qa
+
+    parser = argparse.ArgumentParser(prog="ragtrim bench", description="QA savings benchmark on ../shared/data")
+    qa.add_bench_args(parser)
+    return int(qa.run_bench(parser.parse_args(argv)))
+
+
+def _dataset_of(argv: list[str]) -> str:
+    for i, a in enumerate(argv):
+        if a == "--dataset" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--dataset="):
+            return a.split("=", 1)[1]
+    return "examples"
 
 
 def _bench_examples(args: argparse.Namespace) -> int:
@@ -177,19 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_trim)
 
     b = sub.add_parser("bench", help="measure token savings on a dataset (default: the shipped example corpus)")
-    b.add_argument("--dataset", default="examples", help="examples (default), nq, nq-random, squad")
+    b.add_argument("--dataset", default="examples", choices=["examples"],
+                   help="examples (default); nq, nq-random and squad run the QA benchmark (see --dataset nq --help)")
     b.add_argument("--requests", default=None, help="JSONL of requests for --dataset examples")
     b.add_argument("--budgets", default=None, help="comma-separated token budgets (examples: 500,1000)")
     b.add_argument("--limit", type=int, default=None, help="only the first N requests/questions")
     b.add_argument("--tokenizer", default=None)
     b.add_argument("--config", default=None, help="pipeline config JSON")
     b.add_argument("-o", "--output", default=None, help="JSON output path")
-    try:
-        from ragtrim.bench import qa
-
-        qa.add_bench_args(b)
-    except ImportError:
-        pass
     b.set_defaults(func=cmd_bench)
 
     for module in ("ragtrim.plan", "ragtrim.bench.model_prep"):
@@ -197,7 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
             mod = __import__(module, fromlist=["add_cli"])
         except ImportError:
             continue
+        before = set(sub.choices)
         mod.add_cli(sub)
+        for name in set(sub.choices) - before:
+            if sub.choices[name].get_default("func") is None:
+                sub.choices[name].set_defaults(func=mod.run_cli)
     return parser
 
 
@@ -205,9 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:2] == ["bench", "prepare-model"]:  # `ragtrim bench prepare-model` is an alias
         args_list = args_list[1:]
-    parser = build_parser()
-    args = parser.parse_args(args_list)
     try:
+        if args_list[:1] == ["bench"] and _dataset_of(args_list[1:]) != "examples":
+            return _qa_bench(args_list[1:])
+        parser = build_parser()
+        args = parser.parse_args(args_list)
         return int(args.func(args))
     except RagtrimError as exc:
         print(f"ragtrim: error: {exc}", file=sys.stderr)

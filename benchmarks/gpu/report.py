@@ -1,0 +1,64 @@
+"""Summarize committed GPU results: tables, the planner-vs-vLLM comparison, and plots.
+
+Run: .venv/bin/python benchmarks/gpu/report.py  (reads benchmarks/results/gpu/gpu_suite_*.json,
+writes benchmarks/results/gpu/summary.json and PNGs next to it)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from ragtrim.bench.gpu.report import (  # noqa: E402
+    accuracy_rows,
+    capacity_rows,
+    ladder_rows,
+    latency_rows,
+    ratio,
+    slo_rows,
+    write_plots,
+)
+from ragtrim.bench.table import format_table  # noqa: E402
+
+RESULTS = REPO / "benchmarks" / "results" / "gpu"
+
+
+def main() -> None:
+    suites = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("gpu_suite_*.json"))]
+    acc, lat, lad, slo = accuracy_rows(suites), latency_rows(suites), ladder_rows(suites), slo_rows(suites)
+    cap = capacity_rows(suites, REPO / "tests" / "fixtures" / "configs")
+    headline: dict[str, object] = {}
+    for config in dict.fromkeys(r["config"] for r in lat if r["config"].startswith("12b")):
+        headline[f"{config}_p50_ttft_speedup_trimmed_4x"] = ratio(lat, "p50_ttft_ms", "untrimmed", "trimmed_4x", config)
+        headline[f"{config}_p99_ttft_speedup_trimmed_4x"] = ratio(lat, "p99_ttft_ms", "untrimmed", "trimmed_4x", config)
+    for config in dict.fromkeys(r["config"] for r in slo):
+        headline[f"{config}_throughput_at_slo_gain_trimmed_4x"] = ratio(slo, "request_throughput", "trimmed_4x",
+                                                                       "untrimmed", config)
+    summary = {"headline": headline, "accuracy": acc, "single_request": lat, "load_ladder": lad,
+               "throughput_at_slo": slo, "capacity_vs_planner": cap}
+    (RESULTS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    plots = write_plots(lat, acc, lad, slo, RESULTS)
+    print("accuracy\n" + format_table(acc, [(k, k) for k in ("config", "arm", "questions", "accuracy",
+                                                                 "refusal_accuracy", "mean_prompt_tokens",
+                                                                 "prompt_token_ratio", "answer_in_prompt_rate")]))
+    print("\nsingle request\n" + format_table(lat, [(k, k) for k in ("config", "arm", "mean_prompt_tokens",
+                                                                      "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms")]))
+    print("\nload ladder\n" + format_table(lad, [(k, k) for k in ("config", "arm", "request_rate",
+                                                                  "request_throughput", "p50_ttft_ms", "p95_ttft_ms",
+                                                                  "p99_ttft_ms", "max_kv_cache_usage",
+                                                                  "prefix_cache_hit_rate")]))
+    print("\nthroughput at SLO\n" + format_table(slo, [(k, k) for k in ("config", "arm", "slo_ms", "request_rate",
+                                                                        "request_throughput")]))
+    print("\nKV capacity: vLLM vs planner\n" + format_table(cap, [(k, k) for k in (
+        "config", "available_kv_cache_gib", "vllm_kv_cache_tokens", "planner_kv_cache_tokens", "kv_tokens_error_pct",
+        "vllm_max_concurrency", "planner_max_concurrency", "concurrency_error_pct")]))
+    print("\nheadline\n" + json.dumps(headline, indent=1))
+    print("\nplots: " + ", ".join(str(p.relative_to(REPO)) for p in plots))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The GPU harness driver: prepare models, then run engine configurations one at a time, each in its own worker
+process, and write one JSON per suite (parsed KV-cache capacity from vLLM's logs included).
+
+Suites (one command each on the lent H200; each fits in 10 minutes):
+  a  Gemma 3 270M, real weights: accuracy per arm (untrimmed / trimmed 4x, 8x / oracle) with BF16 and FP8 KV
+     cache, single-request TTFT, and KV capacity at two max_model_len values.
+  b  Gemma-3-12B-shaped dummy weights: single-request TTFT per arm, Poisson load ladders per arm, KV capacity with
+     BF16/FP8 KV at two max_model_len values.
+  c  one-change-at-a-time knobs on the 12B shape (prefix caching off, async scheduling, smaller prefill chunks) and
+     the 270M GGUF Q4_K_M weights (the INT4 point).
+Usage (on the GPU machine, vLLM importable):
+  python benchmarks/gpu/run_gpu.py --suite a --prompts .gpu/prompts --out $OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from ragtrim.plan import parse_vllm_kv_log  # noqa: E402
+
+MODEL_DIR = Path(os.environ.get("RAGTRIM_GPU_MODEL_DIR", "/tmp/gemma-hf"))
+DUMMY_DIR = Path(os.environ.get("RAGTRIM_GPU_DUMMY_DIR", "/tmp/gemma-dummy"))
+GGUF = Path(os.environ.get("RAGTRIM_GGUF", "/tmp/gemma/gemma-3-270m-q4_k_m.gguf"))
+ARMS = ["untrimmed", "trimmed_4x", "trimmed_8x", "oracle"]
+BATCHED = 8192
+
+
+def engine(model: Path | str, *, max_model_len: int, kv: str = "auto", eager: bool = False, **extra: Any) -> dict[str, Any]:
+    kw: dict[str, Any] = {
+        "model": str(model),
+        "dtype": "bfloat16",
+        "max_model_len": max_model_len,
+        "kv_cache_dtype": kv,
+        "gpu_memory_utilization": 0.9,
+        "max_num_batched_tokens": BATCHED,
+        "seed": 0,
+        "enforce_eager": eager,
+    }
+    kw.update(extra)
+    return kw
+
+
+def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
+    nq = str(prompts / "nq20_middle.jsonl")
+    squad = str(prompts / "squad.jsonl")
+    m270 = MODEL_DIR
+    d12 = DUMMY_DIR / "12b"
+    if suite == "a":
+        return [
+            {"name": "270m_bf16kv_len4096", "engine": engine(m270, max_model_len=4096), "prompts_file": nq,
+             "tasks": [{"type": "accuracy", "arms": ARMS},
+                       {"type": "single", "arms": ["untrimmed", "trimmed_4x", "oracle"], "n": 20}]},
+            {"name": "270m_fp8kv_len4096", "engine": engine(m270, max_model_len=4096, kv="fp8"), "prompts_file": nq,
+             "tasks": [{"type": "accuracy", "arms": ARMS}]},
+            {"name": "270m_bf16kv_len4096_squad", "engine": engine(m270, max_model_len=4096, eager=True),
+             "prompts_file": squad, "tasks": [{"type": "accuracy", "arms": ["untrimmed", "trimmed_4x"]}]},
+            {"name": "270m_bf16kv_len16384", "engine": engine(m270, max_model_len=16384, eager=True), "tasks": []},
+            {"name": "270m_fp8kv_len16384", "engine": engine(m270, max_model_len=16384, kv="fp8", eager=True),
+             "tasks": []},
+        ]
+    if suite == "b":
+        ladder = {"type": "ladder", "arms": ["untrimmed", "trimmed_4x"], "slo_ms": 500,
+                  "rates": [2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96], "step_seconds": 5, "min_requests": 24,
+                  "stop_p95_ttft_ms": 2000, "reserve_s": 45}
+        return [
+            {"name": "12b_bf16kv_len4096", "engine": engine(d12, max_model_len=4096, load_format="dummy"),
+             "prompts_file": nq,
+             "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x", "trimmed_8x", "oracle"], "n": 20},
+                       ladder]},
+            {"name": "12b_fp8kv_len4096", "engine": engine(d12, max_model_len=4096, kv="fp8", eager=True,
+                                                           load_format="dummy"), "tasks": []},
+            {"name": "12b_bf16kv_len16384", "engine": engine(d12, max_model_len=16384, eager=True,
+                                                             load_format="dummy"), "tasks": []},
+            {"name": "12b_fp8kv_len16384", "engine": engine(d12, max_model_len=16384, kv="fp8", eager=True,
+                                                            load_format="dummy"), "tasks": []},
+        ]
+    if suite == "c":
+        single = {"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 20}
+        return [
+            {"name": "12b_no_prefix_cache", "engine": engine(d12, max_model_len=4096, load_format="dummy",
+                                                             enable_prefix_caching=False),
+             "prompts_file": nq, "tasks": [single]},
+            {"name": "12b_async_scheduling", "engine": engine(d12, max_model_len=4096, load_format="dummy",
+                                                              async_scheduling=True),
+             "prompts_file": nq, "tasks": [single]},
+            {"name": "12b_batched_2048", "engine": engine(d12, max_model_len=4096, load_format="dummy",
+                                                          max_num_batched_tokens=2048),
+             "prompts_file": nq, "tasks": [single]},
+            {"name": "270m_gguf_q4km", "engine": engine(GGUF, max_model_len=4096, eager=True, tokenizer=str(m270)),
+             "prompts_file": nq, "tasks": [{"type": "accuracy", "arms": ARMS}]},
+        ]
+    raise SystemExit(f"unknown suite {suite!r}; use a, b or c")
+
+
+def prepare_models() -> dict[str, Any]:
+    """Write the 270M HF directory (dequantized from the GGUF) and the dummy-shaped configs, once per machine."""
+    from ragtrim.bench import model_prep
+
+    info: dict[str, Any] = {}
+    started = time.perf_counter()
+    if not (MODEL_DIR / "config.json").exists():
+        model_prep.write_hf_model_dir(MODEL_DIR, GGUF)
+    info["model_dir_s"] = time.perf_counter() - started
+    for size in ("4b", "12b", "27b"):
+        if not (DUMMY_DIR / size / "config.json").exists():
+            model_prep.write_dummy_config(DUMMY_DIR / size, size, tokenizer_dir=MODEL_DIR)
+    return info
+
+
+def run_worker(spec: dict[str, Any], workdir: Path, deadline: float) -> dict[str, Any]:
+    spec = dict(spec, deadline_unix=deadline)
+    spec_path = workdir / f"{spec['name']}.spec.json"
+    out_path = workdir / f"{spec['name']}.result.json"
+    log_path = workdir / f"{spec['name']}.log"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_LOGGING_LEVEL="INFO")
+    started = time.perf_counter()
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.run([sys.executable, "-m", "ragtrim.bench.gpu.worker", str(spec_path), str(out_path)],
+                                  stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                  timeout=max(30.0, deadline - time.time()))
+            rc: int | str = proc.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    result: dict[str, Any] = json.loads(out_path.read_text()) if out_path.exists() else {"name": spec["name"]}
+    result["returncode"] = rc
+    result["wall_s"] = time.perf_counter() - started
+    result["vllm_kv_log"] = parse_vllm_kv_log(text)
+    result["log_tail"] = text.splitlines()[-40:]
+    print(f"[run_gpu] {spec['name']}: rc={rc} wall={result['wall_s']:.0f}s kv={result['vllm_kv_log']}", flush=True)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="ragtrim GPU harness driver")
+    parser.add_argument("--suite", required=True, choices=["a", "b", "c"])
+    parser.add_argument("--prompts", type=Path, default=REPO / ".gpu" / "prompts")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/ragtrim-gpu-out")))
+    parser.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget of this command")
+    parser.add_argument("--only", default=None, help="comma-separated spec names")
+    args = parser.parse_args()
+    t0 = time.time()
+    deadline = t0 + args.budget_s
+    args.out.mkdir(parents=True, exist_ok=True)
+    workdir = Path("/tmp/ragtrim-gpu-work") / args.suite
+    workdir.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {"suite": args.suite, "started_unix": t0, "runs": []}
+    summary["prepare"] = prepare_models()
+    try:
+        import torch
+        import vllm
+
+        summary["versions"] = {"vllm": vllm.__version__, "torch": torch.__version__,
+                               "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    except Exception as exc:  # recorded; the workers will fail visibly too
+        summary["versions"] = {"error": repr(exc)}
+    specs = specs_for(args.suite, args.prompts)
+    if args.only:
+        wanted = set(args.only.split(","))
+        specs = [s for s in specs if s["name"] in wanted]
+    for spec in specs:
+        if time.time() > deadline - 40:
+            summary["runs"].append({"name": spec["name"], "skipped": "deadline"})
+            continue
+        summary["runs"].append(run_worker(spec, workdir, deadline))
+        (args.out / f"gpu_suite_{args.suite}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    summary["wall_s"] = time.time() - t0
+    (args.out / f"gpu_suite_{args.suite}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    with tarfile.open(args.out / f"gpu_suite_{args.suite}_logs.tar.gz", "w:gz") as tar:
+        for log in sorted(workdir.glob("*.log")):
+            tar.add(log, arcname=log.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

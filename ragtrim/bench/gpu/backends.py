@@ -1,0 +1,276 @@
+"""Backends behind one interface: vLLM in-process (AsyncLLM), an OpenAI-compatible server over HTTP streaming, and
+transformers on CPU for small local runs.
+
+Every backend's ``complete`` returns a RequestRecord with TTFT measured from send to the first generated token and
+never raises for a failed request: the error goes into the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from ragtrim.bench.gpu.records import RequestRecord
+from ragtrim.errors import ConfigError, MissingDependencyError
+
+
+class VLLMInProcessBackend:
+    """vLLM's AsyncLLM engine in this process (its engine core runs in a child process, started with spawn).
+
+    ``engine_kwargs`` go to ``AsyncEngineArgs`` unchanged (``model``, ``max_model_len``, ``kv_cache_dtype``,
+    ``quantization``, ``load_format``, ``enable_prefix_caching``, ``async_scheduling``, ...).
+    """
+
+    def __init__(self, *, engine_kwargs: Mapping[str, Any]) -> None:
+        self.engine_kwargs = dict(engine_kwargs)
+        self._engine: Any = None
+
+    def start(self) -> None:
+        try:
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.v1.engine.async_llm import AsyncLLM
+        except ImportError as exc:
+            raise MissingDependencyError("vllm", "bench", "the vLLM backend (bring your own vLLM)") from exc
+        self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_kwargs))
+
+    async def ready(self, timeout_s: float) -> None:
+        if self._engine is None:
+            self.start()
+
+    async def complete(self, request_id: str, prompt: str, *, max_tokens: int, arm: str) -> RequestRecord:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(
+            temperature=0.0, max_tokens=max_tokens, ignore_eos=True, output_kind=RequestOutputKind.DELTA
+        )
+        sent = time.perf_counter()
+        first: float | None = None
+        last = sent
+        itl: list[float] = []
+        text_parts: list[str] = []
+        n_out = 0
+        prompt_tokens = 0
+        try:
+            async for out in self._engine.generate(request_id=request_id, prompt=prompt, sampling_params=params):
+                now = time.perf_counter()
+                if out.prompt_token_ids is not None:
+                    prompt_tokens = len(out.prompt_token_ids)
+                completion = out.outputs[0]
+                new = len(completion.token_ids)
+                if new:
+                    if first is None:
+                        first = now
+                    else:
+                        itl.append((now - last) * 1000)
+                    last = now
+                    n_out += new
+                    text_parts.append(completion.text)
+        except Exception as exc:  # recorded per request
+            return RequestRecord(request_id, arm, False, error=f"{type(exc).__name__}: {exc}")
+        end = time.perf_counter()
+        return RequestRecord(
+            request_id=request_id,
+            arm=arm,
+            success=first is not None,
+            prompt_tokens=prompt_tokens,
+            output_tokens=n_out,
+            ttft_ms=((first or end) - sent) * 1000,
+            e2e_ms=(end - sent) * 1000,
+            itl_ms=tuple(itl),
+            output_text="".join(text_parts),
+            error="" if first is not None else "no tokens generated",
+        )
+
+    def shutdown(self) -> None:
+        if self._engine is not None:
+            self._engine.shutdown()
+            self._engine = None
+
+
+class OpenAICompletionsBackend:
+    """Streams ``/v1/completions`` from an OpenAI-compatible server (e.g. ``vllm serve``), standard library only.
+
+    TTFT runs from just before the request is written to the first SSE event that carries text.
+    """
+
+    def __init__(self, *, base_url: str, model: str, timeout_s: float = 600.0) -> None:
+        parsed = urllib.parse.urlparse(base_url)
+        if parsed.scheme != "http" or not parsed.hostname:
+            raise ConfigError(f"base_url must be an http://host:port URL, got {base_url!r}")
+        self.base_url = base_url
+        self.model = model
+        self.timeout_s = timeout_s
+        self._host = parsed.hostname
+        self._port = parsed.port or 80
+        self._prefix = parsed.path.rstrip("/")
+
+    async def _request(self, method: str, path: str, body: bytes | None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
+        reader, writer = await asyncio.open_connection(self._host, self._port)
+        head = (
+            f"{method} {self._prefix}{path} HTTP/1.1\r\nHost: {self._host}:{self._port}\r\n"
+            "Accept: text/event-stream\r\nConnection: close\r\n"
+        )
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        writer.write(head.encode() + b"\r\n" + (body or b""))
+        await writer.drain()
+        status_line = await reader.readline()
+        try:
+            status = int(status_line.split()[1])
+        except (IndexError, ValueError):
+            status = 0
+        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+            pass
+        return reader, writer, status
+
+    async def ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                _, writer, status = await self._request("GET", "/v1/models", None)
+                writer.close()
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"server at {self.base_url} not ready after {timeout_s:.0f} s")
+            await asyncio.sleep(1.0)
+
+    async def complete(self, request_id: str, prompt: str, *, max_tokens: int, arm: str) -> RequestRecord:
+        body = json.dumps(
+            {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
+             "ignore_eos": True, "stream_options": {"include_usage": True}}
+        ).encode()
+        sent = time.perf_counter()
+        first: float | None = None
+        last = sent
+        itl: list[float] = []
+        parts: list[str] = []
+        usage: dict[str, int] = {}
+        try:
+            reader, writer, status = await asyncio.wait_for(self._request("POST", "/v1/completions", body), self.timeout_s)
+            if status != 200:
+                detail = (await reader.read(2000)).decode(errors="replace")
+                writer.close()
+                return RequestRecord(request_id, arm, False, error=f"HTTP {status}: {detail[:300]}")
+            async for event in _sse_events(reader):
+                if event == "[DONE]":
+                    break
+                data = json.loads(event)
+                now = time.perf_counter()
+                if data.get("usage"):
+                    usage = data["usage"]
+                choices = data.get("choices") or []
+                text = choices[0].get("text", "") if choices else ""
+                if text:
+                    if first is None:
+                        first = now
+                    else:
+                        itl.append((now - last) * 1000)
+                    last = now
+                    parts.append(text)
+            writer.close()
+        except Exception as exc:  # recorded per request
+            return RequestRecord(request_id, arm, False, error=f"{type(exc).__name__}: {exc}")
+        end = time.perf_counter()
+        return RequestRecord(
+            request_id=request_id,
+            arm=arm,
+            success=first is not None,
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            output_tokens=int(usage.get("completion_tokens", len(parts))),
+            ttft_ms=((first or end) - sent) * 1000,
+            e2e_ms=(end - sent) * 1000,
+            itl_ms=tuple(itl),
+            output_text="".join(parts),
+            error="" if first is not None else "no tokens streamed",
+        )
+
+
+async def _sse_events(reader: asyncio.StreamReader) -> AsyncIterator[str]:
+    """Yield the ``data:`` payloads of a server-sent-event stream (chunked transfer framing tolerated)."""
+    while True:
+        line = await reader.readline()
+        if not line:
+            return
+        s = line.decode("utf-8", errors="replace").strip()
+        if s.startswith("data:"):
+            yield s[5:].strip()
+
+
+def start_vllm_server(
+    *, model: str, port: int, extra_args: Sequence[str] = (), log_path: str | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``vllm serve`` on loopback; the caller waits with ``OpenAICompletionsBackend.ready`` and terminates it."""
+    cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model, "--host", "127.0.0.1",
+           "--port", str(port), *extra_args]
+    log = open(log_path, "wb") if log_path else subprocess.DEVNULL
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+
+
+class TransformersBackend:
+    """transformers ``generate`` on CPU, one request at a time: for small local runs and for checking prompts.
+
+    TTFT is the time of the first forward pass plus the first token (a streamer marks it).
+    """
+
+    def __init__(self, *, model_dir: str, device: str = "cpu") -> None:
+        self.model_dir = model_dir
+        self.device = device
+        self._model: Any = None
+        self._tok: Any = None
+        self._lock = asyncio.Lock()
+
+    def start(self) -> None:
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:
+            raise MissingDependencyError("transformers", "bench", "the transformers backend") from exc
+        self._tok = AutoTokenizer.from_pretrained(self.model_dir)
+        self._model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch.float32).to(self.device).eval()
+
+    async def ready(self, timeout_s: float) -> None:
+        if self._model is None:
+            await asyncio.to_thread(self.start)
+
+    def _generate(self, prompt: str, max_tokens: int) -> tuple[int, list[float], int, str, float]:
+        import torch
+
+        ids = self._tok(prompt, return_tensors="pt").input_ids.to(self.device)
+        times: list[float] = []
+        out_ids: list[int] = []
+        past = None
+        cur = ids
+        with torch.no_grad():
+            for _ in range(max_tokens):
+                res = self._model(input_ids=cur, past_key_values=past, use_cache=True)
+                past = res.past_key_values
+                nxt = int(res.logits[0, -1].argmax())
+                times.append(time.perf_counter())
+                out_ids.append(nxt)
+                if nxt == self._tok.eos_token_id:
+                    break
+                cur = torch.tensor([[nxt]], device=self.device)
+        text = self._tok.decode(out_ids, skip_special_tokens=True)
+        return ids.shape[1], times, len(out_ids), text, time.perf_counter()
+
+    async def complete(self, request_id: str, prompt: str, *, max_tokens: int, arm: str) -> RequestRecord:
+        async with self._lock:
+            sent = time.perf_counter()
+            try:
+                n_prompt, times, n_out, text, end = await asyncio.to_thread(self._generate, prompt, max_tokens)
+            except Exception as exc:
+                return RequestRecord(request_id, arm, False, error=f"{type(exc).__name__}: {exc}")
+        itl = tuple((b - a) * 1000 for a, b in zip(times, times[1:]))
+        return RequestRecord(request_id, arm, bool(times), n_prompt, n_out, 0.0,
+                             ((times[0] if times else end) - sent) * 1000, (end - sent) * 1000, itl, text)

@@ -1,0 +1,174 @@
+"""Turn the GPU suites' JSON into flat summaries, the planner comparison, and plots (matplotlib, Agg).
+
+Pure functions build the rows; ``write_plots`` draws them; ``benchmarks/gpu/report.py`` prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def accuracy_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (engine configuration, arm) of every accuracy task."""
+    rows = []
+    for suite in suites:
+        for run in suite.get("runs", []):
+            for task in run.get("tasks", []):
+                if task.get("type") != "accuracy":
+                    continue
+                base = task["arms"].get("untrimmed", {}).get("mean_prompt_tokens")
+                for arm, a in task["arms"].items():
+                    rows.append({
+                        "config": run["name"], "arm": arm, "questions": a["questions"], "accuracy": a["accuracy"],
+                        "refusal_accuracy": a.get("refusal_accuracy"), "mean_prompt_tokens": a["mean_prompt_tokens"],
+                        "prompt_token_ratio": (base / a["mean_prompt_tokens"]) if base else None,
+                        "answer_in_prompt_rate": a["answer_in_prompt_rate"],
+                    })
+    return rows
+
+
+def latency_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Single-request rows (one per configuration and arm)."""
+    rows = []
+    for suite in suites:
+        for run in suite.get("runs", []):
+            for task in run.get("tasks", []):
+                if task.get("type") != "single":
+                    continue
+                for arm, s in task["arms"].items():
+                    rows.append({"config": run["name"], "arm": arm, "mean_prompt_tokens": s["mean_prompt_tokens"],
+                                 "p50_ttft_ms": s["p50_ttft_ms"], "p99_ttft_ms": s["p99_ttft_ms"],
+                                 "p50_tpot_ms": s["p50_tpot_ms"], "p50_e2el_ms": s["p50_e2el_ms"]})
+    return rows
+
+
+def ladder_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for suite in suites:
+        for run in suite.get("runs", []):
+            for task in run.get("tasks", []):
+                if task.get("type") != "ladder":
+                    continue
+                for arm, data in task["arms"].items():
+                    for step in data["steps"]:
+                        if "completed" not in step:
+                            continue
+                        rows.append({"config": run["name"], "arm": arm, "request_rate": step["request_rate"],
+                                     "request_throughput": step["request_throughput"],
+                                     "p50_ttft_ms": step["p50_ttft_ms"], "p95_ttft_ms": step["p95_ttft_ms"],
+                                     "p99_ttft_ms": step["p99_ttft_ms"], "goodput": step.get("goodput"),
+                                     "max_kv_cache_usage": step.get("max_kv_cache_usage"),
+                                     "prefix_cache_hit_rate": step.get("prefix_cache_hit_rate"),
+                                     "mean_prompt_tokens": step["mean_prompt_tokens"]})
+    return rows
+
+
+def slo_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for suite in suites:
+        for run in suite.get("runs", []):
+            for task in run.get("tasks", []):
+                if task.get("type") == "ladder":
+                    for arm, data in task["arms"].items():
+                        rows.append({"config": run["name"], "arm": arm, **data["at_slo"]})
+    return rows
+
+
+def ratio(rows: Sequence[Mapping[str, Any]], key: str, arm_a: str, arm_b: str, config: str) -> float | None:
+    """``rows[arm_a][key] / rows[arm_b][key]`` within one configuration (None when either is missing or zero)."""
+    a = next((r[key] for r in rows if r["config"] == config and r["arm"] == arm_a), None)
+    b = next((r[key] for r in rows if r["config"] == config and r["arm"] == arm_b), None)
+    if not a or not b:
+        return None
+    return float(a) / float(b)
+
+
+def capacity_rows(suites: Iterable[Mapping[str, Any]], config_dir: Path) -> list[dict[str, Any]]:
+    """vLLM's reported KV capacity and max concurrency next to the planner's, from the same available KV memory."""
+    from ragtrim.plan import ModelSpec, planner_from_available_kv_memory
+
+    rows = []
+    for suite in suites:
+        for run in suite.get("runs", []):
+            kv = run.get("vllm_kv_log") or {}
+            eng = run.get("engine") or {}
+            if "kv_cache_tokens" not in kv or "available_kv_cache_gib" not in kv:
+                continue
+            cfg_name = "gemma-3-270m.json" if run["name"].startswith("270m") else "gemma-3-12b-text.json"
+            model = ModelSpec.from_config_file(config_dir / cfg_name)
+            kv_dtype = "fp8" if eng.get("kv_cache_dtype") == "fp8" else "bf16"
+            est = planner_from_available_kv_memory(
+                float(kv["available_kv_cache_gib"]), model, kv_dtype=kv_dtype,  # type: ignore[arg-type]
+                max_model_len=int(eng["max_model_len"]),
+                max_num_batched_tokens=int(eng.get("max_num_batched_tokens", 8192)),
+            )
+            rows.append({
+                "config": run["name"], "kv_cache_dtype": kv_dtype, "max_model_len": eng["max_model_len"],
+                "available_kv_cache_gib": kv["available_kv_cache_gib"],
+                "vllm_kv_cache_tokens": kv["kv_cache_tokens"], "planner_kv_cache_tokens": est.vllm_kv_cache_tokens,
+                "kv_tokens_error_pct": 100 * (est.vllm_kv_cache_tokens - kv["kv_cache_tokens"]) / kv["kv_cache_tokens"],
+                "vllm_max_concurrency": kv.get("max_concurrency"), "planner_max_concurrency": est.vllm_max_concurrency,
+                "concurrency_error_pct": (100 * (est.vllm_max_concurrency - kv["max_concurrency"]) / kv["max_concurrency"]
+                                          if kv.get("max_concurrency") else None),
+            })
+    return rows
+
+
+def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping[str, Any]],
+                ladder: Sequence[Mapping[str, Any]], slo: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    if latency:
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        for config in dict.fromkeys(r["config"] for r in latency):
+            sel = sorted((r for r in latency if r["config"] == config), key=lambda r: r["mean_prompt_tokens"])
+            x = [r["mean_prompt_tokens"] for r in sel]
+            ax.plot(x, [r["p50_ttft_ms"] for r in sel], "o-", label=f"{config} p50")
+            ax.plot(x, [r["p99_ttft_ms"] for r in sel], "s--", label=f"{config} p99")
+            for r in sel:
+                ax.annotate(r["arm"], (r["mean_prompt_tokens"], r["p50_ttft_ms"]), fontsize=7)
+        ax.set(xlabel="mean prompt tokens", ylabel="TTFT (ms), single request", title="TTFT vs prompt tokens per arm")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        paths.append(out_dir / "ttft_vs_prompt_tokens.png")
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+    if accuracy:
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        for config in dict.fromkeys(r["config"] for r in accuracy):
+            sel = [r for r in accuracy if r["config"] == config and r["accuracy"] is not None]
+            ax.scatter([r["prompt_token_ratio"] for r in sel], [r["accuracy"] for r in sel], label=config)
+            for r in sel:
+                ax.annotate(r["arm"], (r["prompt_token_ratio"], r["accuracy"]), fontsize=7)
+        ax.set(xscale="log", xlabel="prompt-token compression ratio (untrimmed / arm)", ylabel="accuracy",
+               title="Reader accuracy vs compression")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        paths.append(out_dir / "accuracy_vs_compression.png")
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+    if ladder:
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        for arm in dict.fromkeys(r["arm"] for r in ladder):
+            sel = sorted((r for r in ladder if r["arm"] == arm), key=lambda r: r["request_rate"])
+            ax1.plot([r["request_rate"] for r in sel], [r["p95_ttft_ms"] for r in sel], "o-", label=f"{arm} p95")
+            ax1.plot([r["request_rate"] for r in sel], [r["p50_ttft_ms"] for r in sel], "x:", label=f"{arm} p50")
+        if slo:
+            ax1.axhline(slo[0]["slo_ms"], color="grey", ls="--", lw=1, label="SLO")
+        ax1.set(xscale="log", yscale="log", xlabel="Poisson request rate (req/s)", ylabel="TTFT (ms)",
+                title="TTFT under load")
+        ax1.legend(fontsize=7)
+        ax2.bar([r["arm"] for r in slo], [r["request_throughput"] for r in slo])
+        ax2.set(ylabel="req/s", title=f"throughput at p95 TTFT <= {slo[0]['slo_ms']:.0f} ms" if slo else "")
+        fig.tight_layout()
+        paths.append(out_dir / "load_and_throughput_at_slo.png")
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+    return paths

@@ -1,0 +1,217 @@
+"""One engine configuration, run in its own process: start vLLM, run the tasks of a spec, write a JSON result.
+
+Run as ``python -m ragtrim.bench.gpu.worker SPEC.json OUT.json``. The orchestrator captures this process's output
+(vLLM's engine logs included) and reads KV-cache capacity from it. Each task records errors instead of raising.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragtrim.bench.gpu.backends import VLLMInProcessBackend
+from ragtrim.bench.gpu.load import LoadSpec, run_load
+from ragtrim.bench.gpu.metrics import summarize_records, throughput_at_slo
+from ragtrim.bench.gpu.records import RequestRecord
+from ragtrim.qa_metrics import best_subspan_em, normalize_answer
+
+
+def load_prompts(path: str) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def gpu_memory_used_mib() -> float | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+        return float(out.split()[0])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def prom_snapshot() -> dict[str, float]:
+    """Sum of every ``vllm:`` sample in this process's Prometheus registry, by sample name."""
+    try:
+        from prometheus_client import REGISTRY
+    except ImportError:
+        return {}
+    out: dict[str, float] = {}
+    for family in REGISTRY.collect():
+        for s in family.samples:
+            if s.name.startswith("vllm:") and not s.name.endswith(("_bucket", "_created")):
+                out[s.name] = out.get(s.name, 0.0) + float(s.value)
+    return out
+
+
+def score_answer(pred: str, row: dict[str, Any]) -> float:
+    if row.get("is_impossible"):
+        return 1.0 if "unanswerable" in normalize_answer(pred) else 0.0
+    return best_subspan_em(pred, row["answers"])
+
+
+async def task_accuracy(engine: Any, rows: Sequence[dict[str, Any]], task: dict[str, Any]) -> dict[str, Any]:
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=task.get("max_tokens", 32), stop=["\n"])
+
+    async def one(i: int, row: dict[str, Any]) -> str:
+        final = ""
+        async for out in engine.generate(request_id=f"acc-{i}-{row['arm']}-{row['id']}", prompt=row["prompt"],
+                                         sampling_params=params):
+            final = out.outputs[0].text
+        return final
+
+    started = time.perf_counter()
+    preds = await asyncio.gather(*(one(i, r) for i, r in enumerate(rows)))
+    seconds = time.perf_counter() - started
+    per_arm: dict[str, dict[str, Any]] = {}
+    items = []
+    for row, pred in zip(rows, preds):
+        s = score_answer(pred, row)
+        a = per_arm.setdefault(row["arm"], {"n": 0, "correct": 0.0, "prompt_tokens": 0, "answer_in_prompt": 0,
+                                            "n_impossible": 0, "refusals_correct": 0.0})
+        a["n"] += 1
+        a["prompt_tokens"] += row["prompt_tokens"]
+        a["answer_in_prompt"] += int(bool(row.get("answer_in_prompt")))
+        if row.get("is_impossible"):
+            a["n_impossible"] += 1
+            a["refusals_correct"] += s
+        else:
+            a["correct"] += s
+        items.append({"id": row["id"], "arm": row["arm"], "prediction": pred, "score": s})
+    summary = {}
+    for arm, a in per_arm.items():
+        answerable = a["n"] - a["n_impossible"]
+        summary[arm] = {
+            "questions": a["n"],
+            "accuracy": a["correct"] / answerable if answerable else None,
+            "refusal_accuracy": a["refusals_correct"] / a["n_impossible"] if a["n_impossible"] else None,
+            "mean_prompt_tokens": a["prompt_tokens"] / a["n"],
+            "answer_in_prompt_rate": a["answer_in_prompt"] / a["n"],
+        }
+    return {"type": "accuracy", "seconds": seconds, "arms": summary, "predictions": items}
+
+
+async def task_single(backend: VLLMInProcessBackend, rows: Sequence[dict[str, Any]], task: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "single", "arms": {}}
+    for arm in task["arms"]:
+        prompts = [(r["id"], r["prompt"]) for r in rows if r["arm"] == arm][: task.get("n", 20)]
+        if not prompts:
+            continue
+        records, duration = await run_load(backend, prompts, LoadSpec(num_requests=len(prompts), concurrency=1,
+                                                                       max_tokens=task.get("max_tokens", 32)), arm=arm)
+        out["arms"][arm] = summarize_records(records, duration_s=duration)
+    return out
+
+
+async def task_ladder(backend: VLLMInProcessBackend, rows: Sequence[dict[str, Any]], task: dict[str, Any],
+                      deadline: float) -> dict[str, Any]:
+    slo = float(task.get("slo_ms", 500.0))
+    out: dict[str, Any] = {"type": "ladder", "slo_ms": slo, "arms": {}}
+    for arm in task["arms"]:
+        prompts = [(r["id"], r["prompt"]) for r in rows if r["arm"] == arm]
+        if not prompts:
+            continue
+        steps: list[dict[str, Any]] = []
+        for rate in task["rates"]:
+            if time.time() > deadline - task.get("reserve_s", 60):
+                steps.append({"request_rate": rate, "skipped": "deadline"})
+                break
+            n = max(task.get("min_requests", 30), int(rate * task.get("step_seconds", 6)))
+            kv_max = 0.0
+            stop = asyncio.Event()
+
+            async def poll_kv() -> None:
+                nonlocal kv_max
+                while not stop.is_set():
+                    kv_max = max(kv_max, prom_snapshot().get("vllm:kv_cache_usage_perc", 0.0))
+                    await asyncio.sleep(0.25)
+
+            before = prom_snapshot()
+            poller = asyncio.create_task(poll_kv())
+            records, duration = await run_load(backend, prompts, LoadSpec(num_requests=n, request_rate=rate,
+                                                                           max_tokens=task.get("max_tokens", 32),
+                                                                           seed=int(rate * 1000), warmup_requests=2),
+                                               arm=arm)
+            stop.set()
+            await poller
+            after = prom_snapshot()
+            s = summarize_records(records, duration_s=duration, ttft_slo_ms=slo)
+            s["request_rate"] = rate
+            s["max_kv_cache_usage"] = kv_max
+            s.update(_prefix_cache_delta(before, after))
+            steps.append(s)
+            if s["p95_ttft_ms"] > task.get("stop_p95_ttft_ms", 4 * slo) or s["failed"]:
+                break
+        out["arms"][arm] = {"steps": steps, "at_slo": throughput_at_slo([x for x in steps if "completed" in x],
+                                                                         slo_ms=slo)}
+    return out
+
+
+def _prefix_cache_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    q = after.get("vllm:prefix_cache_queries_total", 0.0) - before.get("vllm:prefix_cache_queries_total", 0.0)
+    h = after.get("vllm:prefix_cache_hits_total", 0.0) - before.get("vllm:prefix_cache_hits_total", 0.0)
+    return {"prefix_cache_queries": q, "prefix_cache_hits": h, "prefix_cache_hit_rate": h / q if q else 0.0}
+
+
+async def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    deadline = float(spec.get("deadline_unix", time.time() + 3600))
+    result: dict[str, Any] = {"name": spec["name"], "engine": spec["engine"], "tasks": [], "errors": []}
+    mem_before = gpu_memory_used_mib()
+    backend = VLLMInProcessBackend(engine_kwargs=spec["engine"])
+    started = time.perf_counter()
+    try:
+        backend.start()
+    except Exception as exc:
+        result["errors"].append(f"engine start: {type(exc).__name__}: {exc}")
+        return result
+    result["engine_start_s"] = time.perf_counter() - started
+    result["gpu_memory_used_mib_before"] = mem_before
+    result["gpu_memory_used_mib_after_start"] = gpu_memory_used_mib()
+    rows = load_prompts(spec["prompts_file"]) if spec.get("prompts_file") else []
+    try:
+        for task in spec.get("tasks", []):
+            if time.time() > deadline - 30:
+                result["errors"].append(f"task {task['type']} skipped: deadline")
+                continue
+            t_rows = [r for r in rows if r["arm"] in task.get("arms", [r["arm"]])]
+            if task.get("limit"):
+                ids = []
+                for r in t_rows:
+                    if r["id"] not in ids:
+                        ids.append(r["id"])
+                keep = set(ids[: task["limit"]])
+                t_rows = [r for r in t_rows if r["id"] in keep]
+            try:
+                if task["type"] == "accuracy":
+                    result["tasks"].append(await task_accuracy(backend._engine, t_rows, task))
+                elif task["type"] == "single":
+                    result["tasks"].append(await task_single(backend, t_rows, task))
+                elif task["type"] == "ladder":
+                    result["tasks"].append(await task_ladder(backend, t_rows, task, deadline))
+            except Exception as exc:
+                result["errors"].append(f"task {task['type']}: {type(exc).__name__}: {exc}")
+        result["gpu_memory_used_mib_end"] = gpu_memory_used_mib()
+        result["prometheus"] = prom_snapshot()
+    finally:
+        backend.shutdown()
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    result = asyncio.run(run_spec(spec))
+    Path(args[1]).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0 if not result["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

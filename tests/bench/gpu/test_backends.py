@@ -1,0 +1,75 @@
+"""The OpenAI streaming client against a small local fake server on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from ragtrim.bench.gpu.backends import OpenAICompletionsBackend
+from ragtrim.errors import ConfigError
+
+
+async def _fake_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    request_line = await reader.readline()
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    body = json.loads(await reader.readexactly(length)) if length else {}
+    if request_line.startswith(b"GET /v1/models"):
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"data\": []}")
+    elif body.get("prompt") == "fail":
+        writer.write(b"HTTP/1.1 400 Bad Request\r\n\r\n{\"error\": \"bad prompt\"}")
+    else:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+        for tok in ["Pa", "ris", "."]:
+            writer.write(f"data: {json.dumps({'choices': [{'text': tok}]})}\n\n".encode())
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        usage = {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+        writer.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+    await writer.drain()
+    writer.close()
+
+
+async def _with_server(coro_fn):  # type: ignore[no-untyped-def]
+    server = await asyncio.start_server(_fake_server, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        return await coro_fn(OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{port}", model="m"))
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def test_streaming_ttft_and_tokens() -> None:
+    async def go(b: OpenAICompletionsBackend):  # type: ignore[no-untyped-def]
+        await b.ready(5)
+        return await b.complete("r1", "The capital of France is", max_tokens=3, arm="a")
+
+    rec = asyncio.run(_with_server(go))
+    assert rec.success and rec.output_text == "Paris."
+    assert (rec.prompt_tokens, rec.output_tokens) == (7, 3)
+    assert 0 < rec.ttft_ms < rec.e2e_ms
+    assert len(rec.itl_ms) == 2 and all(x > 5 for x in rec.itl_ms)
+
+
+def test_http_error_is_recorded_not_raised() -> None:
+    async def go(b: OpenAICompletionsBackend):  # type: ignore[no-untyped-def]
+        return await b.complete("r2", "fail", max_tokens=3, arm="a")
+
+    rec = asyncio.run(_with_server(go))
+    assert not rec.success and rec.error.startswith("HTTP 400")
+
+
+def test_connection_refused_is_recorded() -> None:
+    b = OpenAICompletionsBackend(base_url="http://127.0.0.1:9", model="m")
+    rec = asyncio.run(b.complete("r3", "x", max_tokens=1, arm="a"))
+    assert not rec.success and rec.error
+
+
+def test_bad_url() -> None:
+    with pytest.raises(ConfigError, match="http://host:port"):
+        OpenAICompletionsBackend(base_url="ftp://x", model="m")
