@@ -125,8 +125,14 @@ def _bench_examples(args: argparse.Namespace) -> int:
     summaries = []
     all_records = []
     for name, pipeline in methods:
-        bar = lambda it, n=name: tqdm(it, desc=n, total=len(requests), file=sys.stderr, leave=False)  # noqa: E731
-        records, peak = peak_memory_mib(lambda p=pipeline, b=bar, n=name: measure(n, p, requests, progress=b))
+
+        def bar(it: Any, n: str = name) -> Any:
+            return tqdm(it, desc=n, total=len(requests), file=sys.stderr, leave=False)
+
+        def job(p: Any = pipeline, n: str = name) -> Any:
+            return measure(n, p, requests, progress=bar)
+
+        records, peak = peak_memory_mib(job)
         summary = aggregate(records)
         summary["peak_python_heap_mib"] = peak
         summary["pipeline"] = pipeline.to_dict()

@@ -237,7 +237,8 @@ class TransformersBackend:
         except ImportError as exc:
             raise MissingDependencyError("transformers", "bench", "the transformers backend") from exc
         self._tok = AutoTokenizer.from_pretrained(self.model_dir)
-        self._model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch.float32).to(self.device).eval()
+        model: Any = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch.float32)
+        self._model = model.to(self.device).eval()
 
     async def ready(self, timeout_s: float) -> None:
         if self._model is None:

@@ -73,9 +73,12 @@ def build_arm_prompts(
         docs = [p.content for p in inst.passages]
         full = format_prompt(inst.question, docs, instruction=instruction)
         full_tokens = reader_counter.count(full)
-        common = {"id": inst.id, "question": inst.question, "answers": inst.answers, "is_impossible": inst.is_impossible}
-        out.append(ArmPrompt(arm="untrimmed", prompt=full, prompt_tokens=full_tokens,
-                             answer_in_prompt=answer_in_text(inst.answers, "\n".join(docs)), **common))
+        def arm_prompt(arm: str, prompt: str, n: int, answer_in: bool, budget: int | None = None) -> ArmPrompt:
+            return ArmPrompt(id=inst.id, arm=arm, question=inst.question, answers=inst.answers, prompt=prompt,
+                             prompt_tokens=n, budget_tokens=budget, is_impossible=inst.is_impossible,
+                             answer_in_prompt=answer_in)
+
+        out.append(arm_prompt("untrimmed", full, full_tokens, answer_in_text(inst.answers, "\n".join(docs))))
         chunks = [{"id": p.id, "text": p.content} for p in inst.passages]
         for r in ratios:
             target = int(full_tokens / r)
@@ -89,11 +92,10 @@ def build_arm_prompts(
                 if n <= target or budget <= 1:
                     break
                 budget = max(1, int(budget * target / n) - 1)
-            out.append(ArmPrompt(arm=f"trimmed_{r:g}x", prompt=prompt, prompt_tokens=n, budget_tokens=budget,
-                                 answer_in_prompt=answer_in_text(inst.answers, result.text), **common))
+            out.append(arm_prompt(f"trimmed_{r:g}x", prompt, n, answer_in_text(inst.answers, result.text), budget))
         gold = [p.content for p in inst.passages if p.is_gold]
         if gold:
             oracle = format_prompt(inst.question, gold, instruction=instruction)
-            out.append(ArmPrompt(arm="oracle", prompt=oracle, prompt_tokens=reader_counter.count(oracle),
-                                 answer_in_prompt=answer_in_text(inst.answers, "\n".join(gold)), **common))
+            out.append(arm_prompt("oracle", oracle, reader_counter.count(oracle),
+                                  answer_in_text(inst.answers, "\n".join(gold))))
     return out

@@ -1,0 +1,97 @@
+"""The history stage: folds older conversation turns into a compact state and keeps the last turns verbatim.
+
+It works on ``TrimContext.history`` and ``.state`` only; chunks pass through untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from ragtrim._validate import check_float, check_int
+from ragtrim.errors import ConfigError, InputError
+from ragtrim.history import HistoryState, Summarizer, compress_history, format_turns
+from ragtrim.models import StageOutput, TrimContext
+from ragtrim.stages.base import Stage, register_stage
+from ragtrim.tokens import TokenCounter
+
+
+@register_stage
+class HistoryCompressor(Stage):
+    """Replace the history with its last turns and put the folded turns into a ``HistoryState``.
+
+    Parameters:
+        keep_last_turns: how many of the last turns stay verbatim in ``context.history``.
+        keep_last_tokens: optionally, keep only as many of those as fit this many tokens.
+        max_tokens: budget for state text + kept turns (``None``: no budget for history).
+        summarizer: the extractor (default ``RuleBasedSummarizer()``); not part of ``to_dict``.
+        recency_weight: how much later state items are favoured when the budget forces a choice.
+
+    Output: ``context.history`` = the verbatim recent turns, ``context.state`` = the new ``HistoryState`` (pass it
+    back on the next call to fold incrementally). ``info`` holds ``folded_turn_ids``, ``history_tokens_before``,
+    ``history_tokens_after``, ``state_text`` (the budgeted block to put in the prompt), ``state_items`` and
+    ``dropped_state_items``.
+    """
+
+    name = "history"
+
+    def __init__(
+        self,
+        *,
+        keep_last_turns: int = 4,
+        keep_last_tokens: int | None = None,
+        max_tokens: int | None = None,
+        summarizer: Summarizer | None = None,
+        recency_weight: float = 1.0,
+    ) -> None:
+        check_int("keep_last_turns", keep_last_turns, minimum=0)
+        check_int("keep_last_tokens", keep_last_tokens, minimum=0, allow_none=True)
+        check_int("max_tokens", max_tokens, minimum=0, allow_none=True)
+        check_float("recency_weight", recency_weight, minimum=0.0)
+        if summarizer is not None and not isinstance(summarizer, Summarizer):
+            raise ConfigError(
+                f"summarizer must have an extract(turns) -> list[StateItem] method, got {type(summarizer).__name__}"
+            )
+        self.keep_last_turns = keep_last_turns
+        self.keep_last_tokens = keep_last_tokens
+        self.max_tokens = max_tokens
+        self.summarizer = summarizer
+        self.recency_weight = recency_weight
+
+    def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+        state = context.state
+        if state is not None and not isinstance(state, (HistoryState, Mapping)):
+            raise InputError(
+                f"the history stage needs context.state to be a HistoryState, its to_dict() or None, got "
+                f"{type(state).__name__}; do not share the state slot with another component"
+            )
+        if not context.history and state is None:
+            return StageOutput(context=context, info={
+                "folded_turn_ids": [], "history_tokens_before": 0, "history_tokens_after": 0, "state_text": "",
+                "state_items": 0, "dropped_state_items": 0,
+            })
+        result = compress_history(
+            context.history,
+            state=state,
+            keep_last_turns=self.keep_last_turns,
+            keep_last_tokens=self.keep_last_tokens,
+            max_tokens=self.max_tokens,
+            counter=counter,
+            summarizer=self.summarizer,
+            recency_weight=self.recency_weight,
+        )
+        new_context = dataclasses.replace(context, history=result.recent, state=result.state)
+        return StageOutput(
+            context=new_context,
+            info={
+                "folded_turn_ids": list(result.folded_turn_ids),
+                "history_tokens_before": counter.count(format_turns(context.history)),
+                "history_tokens_after": result.tokens_after,
+                "state_tokens": result.state_tokens,
+                "recent_tokens": result.recent_tokens,
+                "state_text": result.state_text,
+                "state_items": len(result.state),
+                "dropped_state_items": len(result.dropped_items),
+                "notes": list(result.notes),
+            },
+        )
