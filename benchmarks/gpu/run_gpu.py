@@ -87,7 +87,13 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
         ]
     if suite == "c":
         single = {"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 20}
+        tp2_ladder = {"type": "ladder", "arms": ["untrimmed", "trimmed_4x"], "slo_ms": 500,
+                      "rates": [2, 4, 8, 12, 16, 24, 32, 48], "step_seconds": 4, "min_requests": 20,
+                      "stop_p95_ttft_ms": 2000, "reserve_s": 60}
         return [
+            {"name": "27b_tp2_bf16kv_len4096", "engine": engine(DUMMY_DIR / "27b", max_model_len=4096,
+                                                                load_format="dummy", tensor_parallel_size=2),
+             "prompts_file": nq, "tasks": [single, tp2_ladder], "needs_gpus": 2},
             {"name": "12b_no_prefix_cache", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                              enable_prefix_caching=False),
              "prompts_file": nq, "tasks": [single]},
@@ -114,7 +120,11 @@ def prepare_models() -> dict[str, Any]:
     info["model_dir_s"] = time.perf_counter() - started
     for size in ("4b", "12b", "27b"):
         if not (DUMMY_DIR / size / "config.json").exists():
-            model_prep.write_dummy_config(DUMMY_DIR / size, size, tokenizer_dir=MODEL_DIR)
+            model_prep.write_dummy_config(DUMMY_DIR / size, size, tokenizer_dir=MODEL_DIR)  # type: ignore[arg-type]
+    info["model_configs"] = {
+        "270m": json.loads((MODEL_DIR / "config.json").read_text()),
+        **{size: json.loads((DUMMY_DIR / size / "config.json").read_text()) for size in ("4b", "12b", "27b")},
+    }
     return info
 
 
@@ -171,7 +181,16 @@ def main() -> int:
     if args.only:
         wanted = set(args.only.split(","))
         specs = [s for s in specs if s["name"] in wanted]
+    try:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    except Exception:
+        gpus = 0
     for spec in specs:
+        if spec.get("needs_gpus", 1) > gpus:
+            summary["runs"].append({"name": spec["name"], "skipped": f"needs {spec['needs_gpus']} GPUs, found {gpus}"})
+            continue
         if time.time() > deadline - 40:
             summary["runs"].append({"name": spec["name"], "skipped": "deadline"})
             continue

@@ -89,15 +89,25 @@ def capacity_rows(suites: Iterable[Mapping[str, Any]], config_dir: Path) -> list
     """vLLM's reported KV capacity and max concurrency next to the planner's, from the same available KV memory."""
     from ragtrim.plan import ModelSpec, planner_from_available_kv_memory
 
+    import json
+    import tempfile
+
     rows = []
     for suite in suites:
+        configs = (suite.get("prepare") or {}).get("model_configs") or {}
         for run in suite.get("runs", []):
             kv = run.get("vllm_kv_log") or {}
             eng = run.get("engine") or {}
             if "kv_cache_tokens" not in kv or "available_kv_cache_gib" not in kv:
                 continue
-            cfg_name = "gemma-3-270m.json" if run["name"].startswith("270m") else "gemma-3-12b-text.json"
-            model = ModelSpec.from_config_file(config_dir / cfg_name)
+            size = run["name"].split("_", 1)[0]
+            if size in configs:  # the exact config vLLM was started with
+                with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+                    json.dump(configs[size], fh)
+                model = ModelSpec.from_config_file(Path(fh.name))
+            else:
+                cfg_name = "gemma-3-270m.json" if size == "270m" else f"gemma-3-{size}-text.json"
+                model = ModelSpec.from_config_file(config_dir / cfg_name)
             kv_dtype = "fp8" if eng.get("kv_cache_dtype") == "fp8" else "bf16"
             est = planner_from_available_kv_memory(
                 float(kv["available_kv_cache_gib"]), model, kv_dtype=kv_dtype,  # type: ignore[arg-type]
