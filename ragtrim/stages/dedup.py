@@ -9,29 +9,37 @@ How duplicates are decided:
   (``keep="first"``: pinned, then input position). A visited chunk is dropped when it duplicates a chunk already
   *kept*; otherwise it is kept. Comparing only against kept chunks means no chaining (A~B and B~C does not drop C
   unless C~A) and the kept set never holds two chunks at or above the threshold (up to LSH misses, see below).
-* Exact: the normalized text (``ragtrim.text.normalize_text``: NFKC, lower case, collapsed whitespace) is equal. Two empty chunks are exact
-  duplicates of each other.
-* Near: words are ``\\w+`` runs of the normalized text (punctuation is ignored); shingles are runs of
-  ``shingle_words`` consecutive words; a chunk with fewer words has one shingle made of all its words; a chunk with
-  no words is never a near duplicate. Shingles are hashed to 64 bits (FNV-style over crc32 word hashes), and the
-  "exact" Jaccard is that of the hashed sets (a 64-bit collision would be needed to change it).
-* Candidates: for up to ``PAIRWISE_MAX_CHUNKS`` chunks every kept chunk is a candidate (cheaper than MinHash at that
-  size); above it, MinHash (datasketch's ``affine32`` scheme, same permutations for the same ``num_perm`` and
-  ``seed``) with ``b`` bands of ``r`` rows, ``r`` the largest value for which a pair at exactly ``threshold``
-  becomes a candidate with probability >= 0.995. Both paths confirm with the exact Jaccard, so they differ only in
-  the rare pair LSH misses.
+* Exact: the normalized text (``ragtrim.text.normalize_text``: NFKC, lower case, collapsed whitespace) is equal. Two
+  empty chunks are exact duplicates of each other. Template lines (below) play no part here.
+* Near: words are ``\\w+`` runs of the normalized text (punctuation is ignored). Shingles never cross a line break:
+  each line (``str.splitlines``) is shingled on its own into runs of ``shingle_words`` consecutive words, and a line
+  with fewer words contributes one shingle of all its words; a chunk with no words is never a near duplicate.
+* Template lines (site-template detection): a line whose words recur verbatim in at least ``template_min_chunks``
+  distinct chunks of the batch (distinct normalized texts, so exact copies do not inflate the count) and that has
+  at most ``template_max_words`` words is boilerplate ("Read more", "Skip to main content"). Its shingles are left
+  out of the sets near-duplicate detection compares (the text itself is untouched), so two copies of a passage
+  with different headers and footers from a shared pool are judged on their content. A chunk whose lines are all
+  template lines keeps its full shingle set. A line that occurs once in the batch is always content.
+* Shingle identity: in small batches (pure Python path) the hash of the word tuple; otherwise a 64-bit vectorized
+  hash (FNV-style over per-word hashes). Either way only a 64-bit collision could change a Jaccard value.
+* Candidates: for up to ``PAIRWISE_MAX_CHUNKS`` chunks every kept chunk is a candidate (an inverted index gives the
+  exact intersection sizes); above it, MinHash (datasketch's ``affine32`` scheme, same permutations for the same
+  ``num_perm`` and ``seed``) with ``b`` bands of ``r`` rows, ``r`` the largest value for which a pair at exactly
+  ``threshold`` becomes a candidate with probability >= 0.995. Both paths confirm with the exact Jaccard, so they
+  differ only in the rare pair LSH misses.
 * Pinned chunks are never dropped; unpinned copies of them are.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from itertools import chain
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -41,12 +49,17 @@ from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.stages.base import Stage, register_stage
 from ragtrim.stages.budget import priority_order
+from ragtrim.text import normalize_text
 from ragtrim.tokens import TokenCounter
 
 KeepPolicy = Literal["best", "first"]
 
 PAIRWISE_MAX_CHUNKS = 48
 """Up to this many distinct chunks, compare each one with every kept chunk instead of building MinHash/LSH."""
+
+PYTHON_PATH_MAX_CHARS = 500_000
+"""Up to this many characters in a small batch, shingles are Python sets built without numpy (no array set-up cost);
+above it, the vectorized 64-bit hashing keeps memory bounded."""
 
 LSH_MIN_RECALL_AT_THRESHOLD = 0.995
 """Band shape is chosen so that a pair exactly at the threshold becomes a candidate at least this often."""
@@ -67,16 +80,18 @@ U64Array = npt.NDArray[np.uint64]
 
 # -- shingling and hashing ----------------------------------------------------------------------------------------
 def normalize(text: str) -> str:
-    """Same result as ``ragtrim.text.normalize_text`` (NFKC, lower case, whitespace runs -> one space, stripped),
-    about 5x faster: ``str.split`` and ``re``'s ``\\s`` use the same Unicode whitespace test."""
-    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+    """``ragtrim.text.normalize_text``: NFKC, lower case, whitespace runs -> one space, stripped."""
+    return normalize_text(text)
+
+
+def _nfkc_lower(text: str) -> str:
+    """NFKC and lower case: ``" ".join(_nfkc_lower(t).split()) == normalize_text(t)``; its lines are the lines."""
+    return unicodedata.normalize("NFKC", text).lower()
 
 
 # Every ASCII character that is neither a word character (``\w``) nor whitespace becomes a space, so that
 # ``translate(...).split()`` equals ``_WORD.findall`` on ASCII text at a fraction of the cost.
-_ASCII_NON_WORD = str.maketrans(
-    {c: " " for c in map(chr, range(128)) if not (c.isalnum() or c == "_" or c.isspace())}
-)
+_ASCII_NON_WORD = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalnum() or c == "_")})
 
 
 def word_text(normalized: str) -> str:
@@ -88,7 +103,36 @@ def word_text(normalized: str) -> str:
 
 def words_of(normalized: str) -> list[str]:
     """The words near-duplicate detection compares: the ``\\w+`` runs of normalized text."""
-    return word_text(normalized).split()
+    if normalized.isascii():
+        return normalized.translate(_ASCII_NON_WORD).split()
+    return _WORD.findall(normalized)
+
+
+def line_words(text: str) -> list[list[str]]:
+    """The words of each line of ``text`` (NFKC, lower-cased) that has any: shingles never cross these lines."""
+    return [w for w in map(words_of, _nfkc_lower(text).splitlines()) if w]
+
+
+def _line_shingles(words: list[str], shingle_words: int) -> Iterable[tuple[str, ...]]:
+    if len(words) < shingle_words:
+        return (tuple(words),)
+    return zip(*(words[j:] for j in range(shingle_words)))
+
+
+def line_shingles(text: str, shingle_words: int) -> set[tuple[str, ...]]:
+    """The word shingles of ``text`` as near-duplicate detection forms them (no template discounting): each line
+    shingled on its own, a line shorter than ``shingle_words`` giving one shingle of all its words."""
+    return {sh for words in line_words(text) for sh in _line_shingles(words, shingle_words)}
+
+
+def template_lines(chunk_lines: Iterable[Sequence[Sequence[str]]], *, min_chunks: int,
+                   max_words: int) -> frozenset[tuple[str, ...]]:
+    """Lines (word tuples) of at most ``max_words`` words found in at least ``min_chunks`` of the given chunks
+    (each chunk's lines as word lists; a line counts once per chunk)."""
+    counts: Counter[tuple[str, ...]] = Counter()
+    for lines in chunk_lines:
+        counts.update({tuple(w) for w in lines if len(w) <= max_words})
+    return frozenset(line for line, n in counts.items() if n >= min_chunks)
 
 
 def _fmix64(h: U64Array) -> U64Array:
@@ -303,6 +347,9 @@ def lsh_buckets(signatures: U32Array, bands: int, rows: int, seed: int) -> list[
 
 
 # -- the stage ----------------------------------------------------------------------------------------------------
+ShingleSet = frozenset[int] | set[int] | U64Array
+
+
 @register_stage
 class DuplicateFilter(Stage):
     """Drop exact and near-duplicate chunks, keeping the best-scored (or first) copy.
@@ -316,9 +363,13 @@ class DuplicateFilter(Stage):
         near: drop chunks whose shingle Jaccard with a kept chunk is >= ``threshold``.
         keep: ``"best"`` keeps the highest-scored copy (unscored count as worst; ties by position);
             ``"first"`` keeps the earliest copy.
+        template_min_chunks: a line found in at least this many distinct chunks of the batch (and no longer than
+            ``template_max_words``) is a template line, left out of near-duplicate comparison; ``None`` disables.
+        template_max_words: longest line (in words) that can be a template line.
 
     Each dropped chunk gets a removal with reason ``exact_duplicate`` or ``near_duplicate``, ``kept_id`` naming the
-    chunk it duplicated, and a detail such as ``"jaccard 0.91 with chunk 17"``. Output keeps the input order.
+    chunk it duplicated, and a detail such as ``"jaccard 0.91 with chunk 17"`` (plus ``", 2 template lines not
+    compared"`` when template lines of either chunk were left out). Output keeps the input order.
     """
 
     name = "dedup"
@@ -333,6 +384,8 @@ class DuplicateFilter(Stage):
         exact: bool = True,
         near: bool = True,
         keep: KeepPolicy = "best",
+        template_min_chunks: int | None = 3,
+        template_max_words: int = 20,
     ) -> None:
         check_float("threshold", threshold, minimum=0.0, maximum=1.0, min_exclusive=True)
         check_int("num_perm", num_perm, minimum=8, maximum=4096)
@@ -341,6 +394,10 @@ class DuplicateFilter(Stage):
         check_bool("exact", exact)
         check_bool("near", near)
         check_choice("keep", keep, ("best", "first"))
+        # 2 would call any line shared by a pair of chunks "template": exactly the evidence near-duplicate
+        # detection needs, so the smallest useful value is 3.
+        check_int("template_min_chunks", template_min_chunks, minimum=3, allow_none=True)
+        check_int("template_max_words", template_max_words, minimum=1)
         if not exact and not near:
             raise ConfigError("exact and near are both False, so the stage would do nothing; set one of them True")
         self.threshold = threshold
@@ -350,6 +407,8 @@ class DuplicateFilter(Stage):
         self.exact = exact
         self.near = near
         self.keep = keep
+        self.template_min_chunks = template_min_chunks
+        self.template_max_words = template_max_words
 
     def _visit_order(self, chunks: tuple[Chunk, ...]) -> list[int]:
         order = priority_order(chunks, "score" if self.keep == "best" else "position")
@@ -361,23 +420,28 @@ class DuplicateFilter(Stage):
         order = self._visit_order(chunks)
         dropped: dict[int, Removal] = {}
 
-        # Exact duplicates first: they need no shingles.
-        norms = [normalize(c.text) for c in chunks]
+        # Exact duplicates first: they need no shingles. NFKC + lower once per chunk; lines come from the same form.
+        folded = [_nfkc_lower(c.text) for c in chunks]
+        norms = [" ".join(f.split()) for f in folded]
         exact_kept: dict[str, int] = {}
         survivors: list[int] = []  # visit order, exact duplicates removed
+        distinct: list[int] = []  # one chunk per normalized text: template lines are counted over these
         for i in order:
-            first = exact_kept.get(norms[i]) if self.exact else None
-            if first is not None and not chunks[i].pinned:
+            first = exact_kept.get(norms[i])
+            if first is None:
+                exact_kept[norms[i]] = i
+                distinct.append(i)
+            elif self.exact and not chunks[i].pinned:
                 kept = chunks[first]
                 dropped[i] = Removal(chunks[i].id, self.name, "exact_duplicate", chunks[i].token_count or 0,
                                      f"same normalized text as chunk {kept.id}", kept_id=kept.id)
                 continue
-            exact_kept.setdefault(norms[i], i)
             survivors.append(i)
 
         method = "none"
+        n_template = 0
         if self.near and len(survivors) > 1:
-            method = self._near(chunks, norms, survivors, dropped)
+            method, n_template = self._near(chunks, folded, survivors, distinct, dropped)
         out = tuple(c for i, c in enumerate(chunks) if i not in dropped)
         removals = tuple(dropped[i] for i in sorted(dropped))
         exact_n = sum(r.reason == "exact_duplicate" for r in removals)
@@ -385,21 +449,79 @@ class DuplicateFilter(Stage):
             context.with_chunks(out),
             removals,
             info={"exact_duplicates": exact_n, "near_duplicates": len(removals) - exact_n,
-                  "near_method": method, "chunks_in": n},
+                  "near_method": method, "template_lines": n_template, "chunks_in": n},
         )
 
-    def _near(self, chunks: tuple[Chunk, ...], norms: list[str], survivors: list[int],
-              dropped: dict[int, Removal]) -> str:
-        raw = batch_shingle_hashes([word_text(norms[i]) for i in survivors], self.shingle_words)
-        hashes = dict(zip(survivors, raw, strict=True))
-        exact_sets: dict[int, frozenset[int] | U64Array] = {}
+    def _shingle_sets(self, folded: list[str], survivors: list[int], distinct: list[int],
+                      small_batch: bool) -> tuple[dict[int, ShingleSet], dict[int, int], int]:
+        """Per survivor: its near-duplicate shingles (template lines left out), how many template lines it had,
+        and the number of distinct template lines in the batch."""
+        k = self.shingle_words
+        max_words = self.template_max_words
+        use_template = self.template_min_chunks is not None and len(distinct) >= self.template_min_chunks
 
-        def shingles(t: int) -> frozenset[int] | U64Array:
+        def split_lines(text: str) -> list[tuple[str, tuple[str, ...] | None]]:
+            # (words joined by spaces, the word tuple when the line is short enough to be a template line)
+            out: list[tuple[str, tuple[str, ...] | None]] = []
+            for line in text.splitlines():
+                wt = word_text(line)
+                if not use_template:
+                    if wt and not wt.isspace():
+                        out.append((wt, None))
+                    continue
+                head = wt.split(maxsplit=max_words)  # never splits a long line beyond its first words
+                if head:
+                    out.append((wt, tuple(head) if len(head) <= max_words else None))
+            return out
+
+        lines = {i: split_lines(folded[i]) for i in survivors}
+        template: frozenset[tuple[str, ...]] = frozenset()
+        if use_template:
+            # Counted over distinct normalized texts: exact copies (even pinned ones) do not add evidence.
+            template = template_lines(([key for _, key in lines[i] if key] for i in distinct if i in lines),
+                                      min_chunks=cast(int, self.template_min_chunks), max_words=max_words)
+        ignored: dict[int, int] = {}
+        content: dict[int, list[str]] = {}
+        for i, own in lines.items():
+            kept = [wt for wt, key in own if key is None or key not in template] if template else []
+            if kept and len(kept) < len(own):
+                content[i], ignored[i] = kept, len(own) - len(kept)
+            else:  # nothing left out, or only template lines: the full set
+                content[i], ignored[i] = [wt for wt, _ in own], 0
+
+        sets: dict[int, ShingleSet] = {}
+        if small_batch and sum(len(folded[i]) for i in survivors) <= PYTHON_PATH_MAX_CHARS:
+            # No numpy for small inputs: array set-up costs more than hashing a few thousand word tuples.
+            for i, texts in content.items():
+                sets[i] = set(map(hash, chain.from_iterable(_line_shingles(t.split(), k) for t in texts)))
+            return sets, ignored, len(template)
+        line_texts: list[str] = []
+        bounds: dict[int, tuple[int, int]] = {}
+        for i in survivors:
+            start = len(line_texts)
+            line_texts.extend(content[i])
+            bounds[i] = (start, len(line_texts))
+        per_line = batch_shingle_hashes(line_texts, k)
+        empty = np.empty(0, dtype=np.uint64)
+        for i, (a, b) in bounds.items():
+            sets[i] = per_line[a] if b - a == 1 else (np.concatenate(per_line[a:b]) if b > a else empty)
+        return sets, ignored, len(template)
+
+    def _near(self, chunks: tuple[Chunk, ...], folded: list[str], survivors: list[int], distinct: list[int],
+              dropped: dict[int, Removal]) -> tuple[str, int]:
+        small_batch = len(survivors) <= PAIRWISE_MAX_CHUNKS
+        raw, ignored, n_template = self._shingle_sets(folded, survivors, distinct, small_batch)
+        exact_sets: dict[int, ShingleSet] = {}
+
+        def shingles(t: int) -> ShingleSet:
             got = exact_sets.get(t)
             if got is None:
-                h = hashes[t]
-                # Python sets are fastest to intersect; sorted arrays keep a 10 MB chunk's set small.
-                got = exact_sets[t] = np.unique(h) if len(h) > _MAX_SET_SHINGLES else frozenset(h.tolist())
+                h = raw[t]
+                if isinstance(h, (set, frozenset)):
+                    got = h
+                else:  # Python sets are fastest to intersect; sorted arrays keep a 10 MB chunk's set small.
+                    got = np.unique(h) if len(h) > _MAX_SET_SHINGLES else frozenset(h.tolist())
+                exact_sets[t] = got
             return got
 
         def similarity(i: int, j: int) -> float:
@@ -407,14 +529,28 @@ class DuplicateFilter(Stage):
             small, large = sorted((len(a), len(b)))
             if small < self.threshold * large:  # Jaccard <= small/large: cannot reach the threshold
                 return 0.0
-            if isinstance(a, frozenset) and isinstance(b, frozenset):
+            if not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
                 return jaccard(a, b)
-            return sorted_jaccard(np.unique(np.fromiter(a, np.uint64)) if isinstance(a, frozenset) else a,
-                                  np.unique(np.fromiter(b, np.uint64)) if isinstance(b, frozenset) else b)
+            return sorted_jaccard(np.unique(np.fromiter(a, np.uint64)) if not isinstance(a, np.ndarray) else a,
+                                  np.unique(np.fromiter(b, np.uint64)) if not isinstance(b, np.ndarray) else b)
 
-        small_batch = len(survivors) <= PAIRWISE_MAX_CHUNKS
+        pure_python = isinstance(raw[survivors[0]], set)
+        prefix_index: dict[int, list[int]] = {}
+        prefixes: dict[int, list[int]] = {}
+
+        def prefix(t: int) -> list[int]:
+            # Prefix filtering (Chaudhuri et al. 2006; Bayardo et al.'s All-Pairs): with every set sorted in one
+            # global order, J(a, b) >= threshold implies |a & b| >= ceil(threshold * |a|), so the first
+            # |a| - ceil(threshold * |a|) + 1 elements of a and of b share one. Exact: no pair above it is missed.
+            got = prefixes.get(t)
+            if got is None:
+                h = raw[t]
+                need = math.ceil(self.threshold * len(h) - 1e-9)  # rounding can only lengthen the prefix
+                got = prefixes[t] = sorted(cast(set[int], h))[: len(h) - need + 1]
+            return got
+
         rank = {i: r for r, i in enumerate(survivors)}
-        # Candidate sources. Small batches: an inverted index shingle -> kept chunks gives every kept chunk that
+        # Candidate sources. Tiny batches (pure Python path): every kept chunk. Small batches: an inverted index shingle -> kept chunks gives every kept chunk that
         # shares a shingle, with the exact intersection size (all pairs, no MinHash). Big batches: LSH buckets.
         index: dict[int, list[int]] = {}
         giants: list[int] = []  # kept chunks too big for the index; compared directly (size bound prunes most)
@@ -422,17 +558,23 @@ class DuplicateFilter(Stage):
         bucket_ids: dict[int, list[int]] = {}
         if not small_batch:
             bands, rows = lsh_bands(self.threshold, self.num_perm)
-            sig = minhash_signatures([hashes[i] for i in survivors], self.num_perm, self.seed)
+            arrays = [cast(U64Array, raw[i]) for i in survivors]  # big batches always take the numpy path
+            sig = minhash_signatures(arrays, self.num_perm, self.seed)
             bucket_ids = dict(zip(survivors, lsh_buckets(sig, bands, rows, self.seed), strict=True))
 
         def candidates(i: int) -> list[tuple[int, float]]:
+            if pure_python:  # prefix filter: only kept chunks sharing a prefix shingle can reach the threshold
+                found_p: set[int] = set()
+                for sh in prefix(i):
+                    found_p.update(prefix_index.get(sh, ()))
+                return [(j, similarity(i, j)) for j in found_p]
             if not small_batch:
                 found: set[int] = set()
                 for bid in bucket_ids[i]:
                     found.update(buckets.get(bid, ()))
                 return [(j, similarity(i, j)) for j in found]
             own = shingles(i)
-            if not isinstance(own, frozenset):  # a giant chunk: compare with every kept chunk
+            if isinstance(own, np.ndarray):  # a giant chunk: compare with every kept chunk
                 return [(j, similarity(i, j)) for j in kept]
             shared = Counter(chain.from_iterable(filter(None, map(index.get, own))))
             out = [(j, c / (len(own) + len(shingles(j)) - c)) for j, c in shared.items()]
@@ -440,7 +582,7 @@ class DuplicateFilter(Stage):
 
         kept: list[int] = []
         for i in survivors:
-            if not len(hashes[i]):
+            if not len(raw[i]):
                 kept.append(i)
                 continue
             best_j, best_sim = -1, -1.0
@@ -450,18 +592,26 @@ class DuplicateFilter(Stage):
                     best_j, best_sim = j, sim
             if best_j >= 0 and not chunks[i].pinned:
                 kept_chunk = chunks[best_j]
+                detail = f"jaccard {best_sim:.2f} with chunk {kept_chunk.id}"
+                n_ignored = ignored[i] + ignored[best_j]
+                if n_ignored:
+                    detail += f", {n_ignored} template line{'s' if n_ignored > 1 else ''} not compared"
                 dropped[i] = Removal(chunks[i].id, self.name, "near_duplicate", chunks[i].token_count or 0,
-                                     f"jaccard {best_sim:.2f} with chunk {kept_chunk.id}", kept_id=kept_chunk.id)
+                                     detail, kept_id=kept_chunk.id)
                 continue
             kept.append(i)
             if not small_batch:
                 for bid in bucket_ids[i]:
                     buckets.setdefault(bid, []).append(i)
                 continue
+            if pure_python:
+                for sh in prefix(i):
+                    prefix_index.setdefault(sh, []).append(i)
+                continue
             own = shingles(i)
-            if isinstance(own, frozenset):
+            if isinstance(own, np.ndarray):
+                giants.append(i)
+            else:
                 for sh in own:
                     index.setdefault(sh, []).append(i)
-            else:
-                giants.append(i)
-        return "exact_pairwise" if small_batch else "minhash_lsh"
+        return ("exact_pairwise" if small_batch else "minhash_lsh"), n_template

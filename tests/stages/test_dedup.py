@@ -18,10 +18,12 @@ from ragtrim.stages.dedup import (
     DuplicateFilter,
     batch_shingle_hashes,
     jaccard,
+    line_shingles,
     lsh_bands,
     minhash_signatures,
     normalize,
     shingle_hashes,
+    template_lines,
     word_text,
     words_of,
 )
@@ -44,7 +46,7 @@ class TestDuplicateFilter:
     def test_defaults(self) -> None:
         s = DuplicateFilter()
         assert s.get_params() == {"threshold": 0.8, "num_perm": 128, "shingle_words": 3, "seed": 1, "exact": True,
-                                  "near": True, "keep": "best"}
+                                  "near": True, "keep": "best", "template_min_chunks": 3, "template_max_words": 20}
         assert stage_from_dict(s.to_dict()).get_params() == s.get_params()
 
     @pytest.mark.parametrize(
@@ -61,11 +63,20 @@ class TestDuplicateFilter:
             ({"near": None}, "near must be True or False"),
             ({"keep": "last"}, "keep must be one of"),
             ({"exact": False, "near": False}, "exact and near are both False"),
+            ({"template_min_chunks": 2}, "template_min_chunks must be >= 3, got 2"),
+            ({"template_min_chunks": 3.0}, "template_min_chunks must be an int"),
+            ({"template_max_words": 0}, "template_max_words must be >= 1, got 0"),
+            ({"template_max_words": None}, "template_max_words must be an int"),
         ],
     )
     def test_invalid(self, kwargs: dict[str, object], message: str) -> None:
         with pytest.raises(ConfigError, match=message):
             DuplicateFilter(**kwargs)  # type: ignore[arg-type]
+
+    def test_template_can_be_disabled(self) -> None:
+        s = DuplicateFilter(template_min_chunks=None, template_max_words=5)
+        assert (s.template_min_chunks, s.template_max_words) == (None, 5)
+        assert stage_from_dict(s.to_dict()).get_params() == s.get_params()
 
     def test_empty(self) -> None:
         out = DuplicateFilter().run(TrimContext(), counter=WhitespaceCounter())
@@ -222,3 +233,84 @@ class TestMinHashLsh:
         out = DuplicateFilter().run(TrimContext(chunks=tuple(chunks)), counter=WhitespaceCounter())
         assert time.perf_counter() - started < 30
         assert [(r.chunk_id, r.kept_id, r.reason) for r in out.removals] == [("big2", "big", "near_duplicate")]
+
+
+SHORT = "the river flows north through the old town past the mill and into the lake below the hills"  # 18 words
+OTHER = [f"an unrelated passage number {n} about {topic} with several words of its own here"
+         for n, topic in enumerate(["trains", "bread", "stars", "chess"])]
+
+
+class TestLineShinglesAndTemplates:
+    def test_shingles_do_not_cross_lines(self) -> None:
+        assert line_shingles("A b c d\ne, f", 3) == {("a", "b", "c"), ("b", "c", "d"), ("e", "f")}
+        # Same eight words on one line vs two lines: the two line-crossing shingles are missing, J = 4/6.
+        one, two = "w1 w2 w3 w4 w5 w6 w7 w8", "w1 w2 w3 w4\nw5 w6 w7 w8"
+        result = run(DuplicateFilter(threshold=0.6, exact=False), [one, two])
+        assert result.removals[0].detail == "jaccard 0.67 with chunk 0"
+        assert run(DuplicateFilter(exact=False), [one, two]).removals == ()
+
+    def test_template_lines_function(self) -> None:
+        chunks = [[["read", "more"], ["body", str(i)]] for i in range(3)] + [[["read", "more"]] * 2]
+        assert template_lines(chunks, min_chunks=3, max_words=20) == {("read", "more")}  # once per chunk
+        assert template_lines(chunks, min_chunks=5, max_words=20) == frozenset()
+        assert template_lines(chunks, min_chunks=3, max_words=1) == frozenset()  # too long to be a template
+
+    def test_copy_with_replaced_template_lines_is_caught(self) -> None:
+        # Header/footer lines from a shared pool, each in >= 3 chunks: template lines, not compared.
+        base = f"Skip to main content\n{SHORT}\nRead more"
+        copy = f"Advertisement\n{SHORT}\nComments (0)"
+        others = [f"{h}\n{o}\n{f}" for h, o, f in zip(["Skip to main content", "Advertisement"] * 2, OTHER,
+                                                        ["Read more", "Comments (0)"] * 2, strict=True)]
+        result = run(DuplicateFilter(), [base, *others, copy])
+        (r,) = result.removals
+        assert (r.chunk_id, r.reason, r.kept_id) == ("5", "near_duplicate", "0")
+        assert r.detail == "jaccard 1.00 with chunk 0, 4 template lines not compared"
+        assert result.trace[0].info["template_lines"] == 4
+        # Without template discounting the changed lines count as content: J = 16 / (16 + 3 + 2) = 0.76
+        assert run(DuplicateFilter(template_min_chunks=None), [base, *others, copy]).removals == ()
+
+    def test_one_off_changed_line_is_judged_on_content(self) -> None:
+        # The header occurs once in the batch: it is content. Body 16 shingles + 2 x 4 header shingles: J = 16/24.
+        base = f"Posted by user17 on 3 May\n{SHORT}"
+        copy = f"Posted by user42 on 9 June\n{SHORT}"
+        chunks = [base, *OTHER, copy]
+        assert run(DuplicateFilter(), chunks).removals == ()
+        (r,) = run(DuplicateFilter(threshold=0.65), chunks).removals
+        assert r.detail == "jaccard 0.67 with chunk 0"
+
+    def test_exact_copies_do_not_make_template_lines(self) -> None:
+        # Three exact copies share every line, but count once: nothing becomes a template line.
+        text = f"Short header line\n{SHORT}"
+        chunks = [text, text.upper(), text + "  ", f"Short header line\n{OTHER[0]}"]
+        result = run(DuplicateFilter(), chunks)
+        assert result.trace[0].info["template_lines"] == 0
+        assert [r.reason for r in result.removals] == ["exact_duplicate", "exact_duplicate"]
+
+    def test_chunk_of_only_template_lines_keeps_its_full_set(self) -> None:
+        lines = ["Read more", "Comments (0)"]
+        chunks = [f"{lines[0]}\n{lines[1]}", *(f"{lines[0]}\n{o}\n{lines[1]}" for o in OTHER),
+                  f"{lines[1]}\n{lines[0]}"]
+        result = run(DuplicateFilter(), chunks)
+        # The first and last chunks are all template lines: compared on their full sets, equal -> near duplicate.
+        (r,) = result.removals
+        assert (r.chunk_id, r.kept_id, r.detail) == ("5", "0", "jaccard 1.00 with chunk 0")
+
+    def test_template_paths_agree(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        rng = random.Random(11)
+        pool = ["Skip to main content", "Advertisement", "Read more", "Comments (0)", "Share this"]
+        texts = []
+        for _ in range(80):
+            body = random_text(rng, rng.randrange(10, 60))
+            texts.append(f"{rng.choice(pool)}\n{body}\n{rng.choice(pool)}")
+            if rng.random() < 0.4:
+                texts.append(f"{rng.choice(pool)}\n{body}\n{rng.choice(pool)}")
+        chunks = [Chunk(t, f"c{i}") for i, t in enumerate(texts)]
+        lsh = run(DuplicateFilter(), chunks)
+        assert lsh.trace[0].info["near_method"] == "minhash_lsh"
+        monkeypatch.setattr(dedup_module, "PAIRWISE_MAX_CHUNKS", 10**6)
+        pure = run(DuplicateFilter(), chunks)
+        monkeypatch.setattr(dedup_module, "PYTHON_PATH_MAX_CHARS", 0)
+        indexed = run(DuplicateFilter(), chunks)
+        got = [[(r.chunk_id, r.kept_id, r.detail) for r in res.removals] for res in (lsh, pure, indexed)]
+        assert got[0] == got[1] == got[2]
+        assert len(got[0]) == len(texts) - 80
