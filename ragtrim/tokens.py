@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -40,6 +41,7 @@ class _CachedCounter:
 
     def __init__(self) -> None:
         self._cache: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()  # pipelines are shared across threads (asyncio.to_thread, web servers)
 
     @property
     def name(self) -> str:
@@ -53,14 +55,16 @@ class _CachedCounter:
             raise InputError(f"token counter {self.name!r} needs str, got {type(text).__name__}")
         if not text:
             return 0
-        cached = self._cache.get(text)
-        if cached is not None:
-            self._cache.move_to_end(text)
-            return cached
+        with self._lock:
+            cached = self._cache.get(text)
+            if cached is not None:
+                self._cache.move_to_end(text)
+                return cached
         n = sum(self._count_raw(piece) for piece in _pieces(text)) if len(text) > _PIECE_CHARS else self._count_raw(text)
-        self._cache[text] = n
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[text] = n
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
         return n
 
     def __repr__(self) -> str:

@@ -79,3 +79,15 @@ class TestGetCounter:
     def test_hf_missing_file(self, tmp_path: object) -> None:
         with pytest.raises(ConfigError, match="does not exist"):
             get_counter("hf:/nonexistent/tokenizer.json").count("x")
+
+
+def test_cache_is_thread_safe() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    counter = ApproxCounter()
+    counter.cache_size = 2
+    texts = [f"text number {i} " * (i % 7 + 1) for i in range(400)]
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(counter.count, texts * 4))
+    assert results == [ApproxCounter().count(t) for t in texts * 4]
+    assert len(counter._cache) <= 2

@@ -1,0 +1,4 @@
+"""Adapters that plug ragtrim into other frameworks; each submodule imports its framework only when imported itself.
+
+``ragtrim.integrations.langchain``: ``RagtrimRetriever`` and ``RagtrimCompressor`` (extra ``ragtrim[langchain]``).
+"""

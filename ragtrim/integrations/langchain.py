@@ -1,0 +1,350 @@
+"""LangChain integration: ``RagtrimRetriever`` wraps any ``BaseRetriever``; ``RagtrimCompressor`` is a document compressor.
+
+Depends on langchain-core only (``pip install 'ragtrim[langchain]'``). Every trim is traced as a child run named
+``ragtrim`` whose output lists what was removed and why, and as the custom event ``ragtrim_trim`` (same data), so
+LangSmith-style tracers and ``astream_events`` consumers both see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ragtrim.errors import ConfigError, InputError, MissingDependencyError
+
+try:
+    from langchain_core.callbacks import (
+        AsyncCallbackManager,
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManager,
+        CallbackManagerForRetrieverRun,
+        Callbacks,
+    )
+    from langchain_core.documents import BaseDocumentCompressor, Document
+    from langchain_core.retrievers import BaseRetriever
+    from pydantic import ConfigDict, PrivateAttr
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("langchain-core", "langchain", "ragtrim.integrations.langchain") from exc
+
+from ragtrim.models import Chunk, TrimResult
+from ragtrim.pipeline import Pipeline
+
+__all__ = [
+    "EVENT_NAME",
+    "METADATA_SCORE",
+    "METADATA_TOKENS",
+    "METADATA_TOKENS_REMOVED",
+    "RUN_NAME",
+    "RagtrimCompressor",
+    "RagtrimRetriever",
+    "chunks_to_documents",
+    "document_ids",
+    "documents_to_chunks",
+    "trim_event",
+]
+
+EVENT_NAME = "ragtrim_trim"
+"""Name of the custom callback event dispatched after every trim (``on_custom_event`` / ``astream_events``)."""
+RUN_NAME = "ragtrim"
+"""Name of the child run that wraps every trim (visible in LangSmith and other tracers)."""
+METADATA_SCORE = "ragtrim_score"
+METADATA_TOKENS = "ragtrim_tokens"
+METADATA_TOKENS_REMOVED = "ragtrim_tokens_removed"
+
+
+# -- conversion -----------------------------------------------------------------------------------------------------
+def document_ids(documents: Sequence[Document]) -> list[str]:
+    """Chunk ids for ``documents``: their ``Document.id`` when every one has a distinct id, else positions "0", "1"...
+
+    All-or-nothing, so a position id can never collide with a real id.
+    """
+    ids = [d.id for d in documents]
+    if all(isinstance(i, str) and i for i in ids) and len(set(ids)) == len(ids):
+        return [str(i) for i in ids]
+    return [str(i) for i in range(len(documents))]
+
+
+def documents_to_chunks(documents: Sequence[Document], *, score_key: str | None = None) -> tuple[Chunk, ...]:
+    """One Chunk per Document (text, metadata copy, id from ``document_ids``; score from ``metadata[score_key]``)."""
+    for index, doc in enumerate(documents):
+        if not isinstance(doc, Document):
+            raise InputError(
+                f"document at index {index} must be a langchain_core Document, got {type(doc).__name__}"
+            )
+    out: list[Chunk] = []
+    for index, (doc, cid) in enumerate(zip(documents, document_ids(documents))):
+        score: float | None = None
+        if score_key is not None and score_key in doc.metadata:
+            raw = doc.metadata[score_key]
+            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+                raise InputError(
+                    f"document at index {index}: metadata[{score_key!r}] must be a number to use as its score, "
+                    f"got {raw!r}; pass score_key=None to ignore it"
+                )
+            score = float(raw)
+        out.append(Chunk(text=doc.page_content, id=cid, metadata=dict(doc.metadata), score=score))
+    return tuple(out)
+
+
+def chunks_to_documents(result: TrimResult, documents: Sequence[Document]) -> list[Document]:
+    """The kept chunks of ``result`` as copies of their original Documents, in the pipeline's output order.
+
+    Each copy keeps the original's class, id and metadata, takes the (possibly shortened) text, and adds
+    ``ragtrim_score`` (the chunk's score, None when no stage scored it), ``ragtrim_tokens`` and
+    ``ragtrim_tokens_removed``. The originals are not modified.
+    """
+    by_id = {cid: doc for cid, doc in zip(document_ids(documents), documents)}
+    original_tokens = _original_tokens(result)
+    out: list[Document] = []
+    for chunk in result.chunks:
+        doc = by_id.get(chunk.id)
+        if doc is None:  # the pipeline contract forbids new ids; guard against custom pipelines anyway
+            raise InputError(f"pipeline returned chunk {chunk.id!r}, which matches no input document")
+        tokens = chunk.token_count or 0
+        metadata = {
+            **doc.metadata,
+            METADATA_SCORE: chunk.score,
+            METADATA_TOKENS: tokens,
+            METADATA_TOKENS_REMOVED: max(0, original_tokens.get(chunk.id, tokens) - tokens),
+        }
+        out.append(doc.model_copy(update={"page_content": chunk.text, "metadata": metadata}))
+    return out
+
+
+def _original_tokens(result: TrimResult) -> dict[str, int]:
+    """Token count of each chunk as it entered the pipeline: kept tokens plus every recorded removal."""
+    totals = {c.id: c.token_count or 0 for c in result.chunks}
+    for r in result.removals:
+        totals[r.chunk_id] = totals.get(r.chunk_id, 0) + r.tokens_removed
+    return totals
+
+
+def trim_event(result: TrimResult, documents: Sequence[Document]) -> dict[str, Any]:
+    """The JSON-ready summary sent with the ``ragtrim_trim`` event and as the ``ragtrim`` run's output.
+
+    Each removal carries ``document_index`` (position in the base retriever's list) and ``document_id``.
+    """
+    ids = document_ids(documents)
+    index_of = {cid: i for i, cid in enumerate(ids)}
+    removals = []
+    for r in result.removals:
+        i = index_of.get(r.chunk_id)
+        removals.append({**r.to_dict(), "document_index": i, "document_id": None if i is None else documents[i].id})
+    return {
+        "query": result.context.query,
+        "tokenizer": result.tokenizer,
+        "documents_in": len(documents),
+        "documents_out": len(result.chunks),
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "tokens_saved": result.tokens_saved,
+        "removals": removals,
+        "stages": [
+            {k: v for k, v in report.to_dict().items() if k not in ("removals", "info")} for report in result.trace
+        ],
+    }
+
+
+# -- configuration --------------------------------------------------------------------------------------------------
+def _check_config(pipeline: Any, budget: Any, tokenizer: Any, score_key: Any) -> None:
+    from ragtrim._validate import check_int
+
+    if pipeline is not None and not isinstance(pipeline, Pipeline):
+        raise ConfigError(f"pipeline must be a ragtrim Pipeline or None, got {type(pipeline).__name__}")
+    if pipeline is not None and (budget is not None or tokenizer is not None):
+        raise ConfigError("pass either pipeline= or budget=/tokenizer=, not both; put the budget stage in your pipeline")
+    check_int("budget", budget, minimum=1, allow_none=True)
+    if score_key is not None and (not isinstance(score_key, str) or not score_key):
+        raise ConfigError(f"score_key must be a metadata key (non-empty str) or None, got {score_key!r}")
+
+
+def _build_pipeline(pipeline: Pipeline | None, budget: int | None, tokenizer: Any) -> Pipeline:
+    if pipeline is not None:
+        return pipeline
+    from ragtrim.api import default_pipeline
+
+    return default_pipeline(budget=budget, tokenizer=tokenizer)
+
+
+class _Trimmer:
+    """The pipeline plus what both LangChain classes share: one-time warm-up, conversion, tracing."""
+
+    def __init__(self, pipeline: Pipeline, score_key: str | None) -> None:
+        self.pipeline = pipeline
+        self.score_key = score_key
+        self._warm = False
+        self._lock = threading.Lock()
+
+    def trim(self, documents: Sequence[Document], query: str) -> tuple[list[Document], TrimResult]:
+        if not self._warm:  # concurrent first calls must not load models twice
+            with self._lock:
+                if not self._warm:
+                    self.pipeline.warm_up()
+                    self._warm = True
+        result = self.pipeline.run(documents_to_chunks(documents, score_key=self.score_key), query=query)
+        return chunks_to_documents(result, documents), result
+
+    def traced(self, documents: Sequence[Document], query: str, manager: CallbackManager) -> list[Document]:
+        run = manager.on_chain_start(None, {"query": query, "documents": len(documents)}, name=RUN_NAME)
+        try:
+            out, result = self.trim(documents, query)
+        except BaseException as exc:
+            run.on_chain_error(exc)
+            raise
+        event = trim_event(result, documents)
+        run.get_child().on_custom_event(EVENT_NAME, event, run_id=run.run_id)
+        run.on_chain_end(event)
+        return out
+
+    async def atraced(
+        self, documents: Sequence[Document], query: str, manager: AsyncCallbackManager
+    ) -> list[Document]:
+        run = await manager.on_chain_start(None, {"query": query, "documents": len(documents)}, name=RUN_NAME)
+        try:
+            # Tokenizing, hashing and embedding are CPU work: keep them off the event loop.
+            out, result = await asyncio.to_thread(self.trim, documents, query)
+        except BaseException as exc:
+            await run.on_chain_error(exc)
+            raise
+        event = trim_event(result, documents)
+        await run.get_child().on_custom_event(EVENT_NAME, event, run_id=run.run_id)
+        await run.on_chain_end(event)
+        return out
+
+
+def _note_base_error(exc: BaseException, base: BaseRetriever) -> None:
+    exc.add_note(f"raised by the base retriever {type(base).__name__} wrapped in RagtrimRetriever")
+
+
+# -- the retriever --------------------------------------------------------------------------------------------------
+class RagtrimRetriever(BaseRetriever):
+    """A retriever that fetches from ``base_retriever`` and trims the result with a ragtrim pipeline.
+
+    Parameters:
+        base_retriever: any LangChain retriever; it is invoked (sync or async) as a child run.
+        pipeline: the ragtrim Pipeline to run; by default ``ragtrim.default_pipeline(budget=budget,
+            tokenizer=tokenizer)`` (HTML cleanup, duplicates, then the budget when one is given).
+        budget: max tokens of all returned page contents together (only without ``pipeline``).
+        tokenizer: the token counter name or object (only without ``pipeline``; default cl100k_base).
+        score_key: a metadata key holding the base retriever's relevance score, used as the chunk score
+            (e.g. by the budget's score policy). None ignores metadata scores.
+
+    Returned Documents are copies of the base retriever's (same class, id and metadata) with the trimmed text and
+    ``ragtrim_score``, ``ragtrim_tokens`` and ``ragtrim_tokens_removed`` added to their metadata. What was removed
+    and why is reported through callbacks: the child run ``ragtrim`` and the custom event ``ragtrim_trim``.
+    ``trim_documents`` returns the full ``TrimResult`` for direct use.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    base_retriever: BaseRetriever
+    pipeline: Pipeline | None = None
+    budget: int | None = None
+    tokenizer: Any = None
+    score_key: str | None = None
+
+    _trimmer: _Trimmer = PrivateAttr()
+
+    def __init__(
+        self,
+        *,
+        base_retriever: BaseRetriever,
+        pipeline: Pipeline | None = None,
+        budget: int | None = None,
+        tokenizer: Any = None,
+        score_key: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(base_retriever, BaseRetriever):
+            raise ConfigError(
+                f"base_retriever must be a LangChain BaseRetriever, got {type(base_retriever).__name__}; "
+                "wrap a vector store with vectorstore.as_retriever()"
+            )
+        _check_config(pipeline, budget, tokenizer, score_key)
+        fields: dict[str, Any] = {"base_retriever": base_retriever, "pipeline": pipeline, "budget": budget,
+                                  "tokenizer": tokenizer, "score_key": score_key}
+        super().__init__(**fields, **kwargs)
+        self._trimmer = _Trimmer(_build_pipeline(pipeline, budget, tokenizer), score_key)
+
+    @property
+    def trim_pipeline(self) -> Pipeline:
+        """The pipeline actually run (``pipeline`` or the default one built from ``budget``/``tokenizer``)."""
+        return self._trimmer.pipeline
+
+    def trim_documents(self, documents: Sequence[Document], query: str) -> tuple[list[Document], TrimResult]:
+        """Trim already-retrieved documents: the Documents to return and the full TrimResult (no callbacks)."""
+        return self._trimmer.trim(documents, query)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        try:
+            documents = self.base_retriever.invoke(query, config={"callbacks": run_manager.get_child()})
+        except Exception as exc:
+            _note_base_error(exc, self.base_retriever)
+            raise
+        return self._trimmer.traced(documents, query, run_manager.get_child())
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        try:
+            documents = await self.base_retriever.ainvoke(query, config={"callbacks": run_manager.get_child()})
+        except Exception as exc:
+            _note_base_error(exc, self.base_retriever)
+            raise
+        return await self._trimmer.atraced(documents, query, run_manager.get_child())
+
+
+# -- the compressor -------------------------------------------------------------------------------------------------
+class RagtrimCompressor(BaseDocumentCompressor):
+    """A ``BaseDocumentCompressor`` running a ragtrim pipeline (e.g. inside ``ContextualCompressionRetriever``).
+
+    Parameters are those of ``RagtrimRetriever`` without ``base_retriever``. Output Documents carry the same
+    ``ragtrim_*`` metadata; the trace goes to the callbacks passed in (run ``ragtrim``, event ``ragtrim_trim``).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    pipeline: Pipeline | None = None
+    budget: int | None = None
+    tokenizer: Any = None
+    score_key: str | None = None
+
+    _trimmer: _Trimmer = PrivateAttr()
+
+    def __init__(
+        self,
+        *,
+        pipeline: Pipeline | None = None,
+        budget: int | None = None,
+        tokenizer: Any = None,
+        score_key: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        _check_config(pipeline, budget, tokenizer, score_key)
+        fields: dict[str, Any] = {"pipeline": pipeline, "budget": budget, "tokenizer": tokenizer, "score_key": score_key}
+        super().__init__(**fields, **kwargs)
+        self._trimmer = _Trimmer(_build_pipeline(pipeline, budget, tokenizer), score_key)
+
+    @property
+    def trim_pipeline(self) -> Pipeline:
+        return self._trimmer.pipeline
+
+    def trim_documents(self, documents: Sequence[Document], query: str) -> tuple[list[Document], TrimResult]:
+        """Trim documents: the Documents to return and the full TrimResult (no callbacks)."""
+        return self._trimmer.trim(documents, query)
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        manager = CallbackManager.configure(inheritable_callbacks=callbacks)
+        return self._trimmer.traced(list(documents), query, manager)
+
+    async def acompress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        manager = AsyncCallbackManager.configure(inheritable_callbacks=callbacks)
+        return await self._trimmer.atraced(list(documents), query, manager)
