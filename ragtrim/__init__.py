@@ -34,7 +34,13 @@ from ragtrim.tokens import (
 __version__ = "0.1.0"
 
 _LAZY = {
+    "BM25Scorer": "ragtrim.scoring",
     "DuplicateFilter": "ragtrim.stages.dedup",
+    "EmbeddingScorer": "ragtrim.scoring",
+    "FixedScorer": "ragtrim.scoring",
+    "HybridScorer": "ragtrim.scoring",
+    "Scorer": "ragtrim.scoring",
+    "get_scorer": "ragtrim.scoring",
     "HistoryCompressor": "ragtrim.stages.history",
     "HtmlCleaner": "ragtrim.stages.html",
     "RelevanceFilter": "ragtrim.stages.relevance",
@@ -61,16 +67,20 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ApproxCounter",
+    "BM25Scorer",
     "BudgetError",
     "Chunk",
     "ConfigError",
     "ContractError",
     "DuplicateFilter",
+    "EmbeddingScorer",
+    "FixedScorer",
     "HFTokenizerCounter",
     "HistoryCompressor",
     "HistoryResult",
     "HistoryState",
     "HtmlCleaner",
+    "HybridScorer",
     "InputError",
     "Message",
     "MissingDependencyError",
@@ -81,6 +91,7 @@ __all__ = [
     "Removal",
     "Reorder",
     "RuleBasedSummarizer",
+    "Scorer",
     "ScriptedSummarizer",
     "SentenceCompressor",
     "Stage",
@@ -99,5 +110,6 @@ __all__ = [
     "compress_history",
     "default_pipeline",
     "get_counter",
+    "get_scorer",
     "trim",
 ]

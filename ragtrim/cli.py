@@ -30,7 +30,7 @@ def _build_pipeline(args: argparse.Namespace, budget: int | None) -> Any:
         if args.tokenizer:
             config["tokenizer"] = args.tokenizer
         return Pipeline.from_dict(config)
-    return default_pipeline(budget=budget, tokenizer=args.tokenizer)
+    return default_pipeline(budget=budget, tokenizer=args.tokenizer, scorer=args.scorer)
 
 
 # -- trim -----------------------------------------------------------------------------------------------------------
@@ -194,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-b", "--budget", type=int, default=None, help="token budget for the kept chunks")
     p.add_argument("--tokenizer", default=None, help="cl100k_base (default), tiktoken:<enc>, hf:<path>, approx")
     p.add_argument("--config", default=None, help="pipeline config JSON (see Pipeline.to_dict)")
+    p.add_argument("--scorer", default="auto", choices=["auto", "bm25", "embedding", "hybrid"],
+                   help="chunk ranking (auto: MiniLM when installed, else BM25)")
     p.set_defaults(func=cmd_trim)
 
     b = sub.add_parser("bench", help="measure token savings on a dataset (default: the shipped example corpus)")
@@ -204,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--limit", type=int, default=None, help="only the first N requests/questions")
     b.add_argument("--tokenizer", default=None)
     b.add_argument("--config", default=None, help="pipeline config JSON")
+    b.add_argument("--scorer", default="auto", choices=["auto", "bm25", "embedding", "hybrid"])
     b.add_argument("-o", "--output", default=None, help="JSON output path")
     b.set_defaults(func=cmd_bench)
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
-_ABBREVIATIONS = frozenset(
-    """mr mrs ms dr prof sr jr st mt ft vs etc e.g i.e cf al fig figs no nos vol vols pp p ed eds approx
-    est dept univ inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed thu fri sat sun
-    gen col lt sgt capt cmdr gov sen rep rev hon u.s u.k u.n a.m p.m b.c a.d ph.d""".split()
-)
+_ABBREVIATIONS = frozenset({
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "e.g", "i.e", "cf", "al",
+    "fig", "figs", "no", "nos", "vol", "vols", "pp", "p", "ed", "eds", "approx", "est", "dept", "univ",
+    "inc", "ltd", "co", "corp", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct",
+    "nov", "dec", "mon", "tue", "wed", "thu", "fri", "sat", "sun", "gen", "col", "lt", "sgt", "capt",
+    "cmdr", "gov", "sen", "rep", "rev", "hon", "u.s", "u.k", "u.n", "a.m", "p.m", "b.c", "a.d", "ph.d",
+})
 
 # A candidate boundary: terminal punctuation, optional closing quotes/brackets, then whitespace; a blank line; a
 # newline before a list item.
@@ -26,27 +29,39 @@ _QUOTED = re.compile(r"\"[^\"\n]{1,400}\"|“[^”\n]{1,400}”")
 _CODE_LINE = re.compile(r"^(?:\t|    )[^\n]*\S[^\n]*$|^[^\n]*(?:[;{}]|\):)[ \t]*$", re.MULTILINE)
 
 
-def _protected_ranges(text: str) -> list[tuple[int, int]]:
-    ranges: list[tuple[int, int]] = []
-    for pattern in (_FENCE, _INLINE_CODE, _QUOTED, _CODE_LINE):
-        ranges.extend((m.start(), m.end()) for m in pattern.finditer(text))
-    return ranges
+def _fences(text: str) -> list[tuple[int, int]]:
+    if "```" not in text and "~~~" not in text:
+        return []
+    return [(m.start(), m.end()) for m in _FENCE.finditer(text)]
+
+
+def _code_lines(text: str) -> list[tuple[int, int]]:
+    if not any(ch in text for ch in ";{}\t") and "):" not in text and "\n    " not in text and not text.startswith("    "):
+        return []
+    return [(m.start(), m.end()) for m in _CODE_LINE.finditer(text)]
+
+
+def _inline_and_quoted(text: str) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    if "`" in text:
+        out.extend((m.start(), m.end()) for m in _INLINE_CODE.finditer(text))
+    if '"' in text or "“" in text:
+        out.extend((m.start(), m.end()) for m in _QUOTED.finditer(text))
+    return out
 
 
 def _inside(pos: int, ranges: list[tuple[int, int]]) -> bool:
     return any(a < pos < b for a, b in ranges)
 
 
-def _line_breaks_around_code(text: str) -> set[int]:
+def _line_breaks_around(text: str, blocks: list[tuple[int, int]]) -> set[int]:
     """Positions right after the newline that ends a fenced block or a code line: code stays on whole lines."""
     cuts: set[int] = set()
-    for pattern in (_FENCE, _CODE_LINE):
-        for m in pattern.finditer(text):
-            if m.start() > 0 and text[m.start() - 1] == "\n":
-                cuts.add(m.start())
-            end = m.end()
-            if end < len(text) and text[end] == "\n":
-                cuts.add(end + 1)
+    for start, end in blocks:
+        if start > 0 and text[start - 1] == "\n":
+            cuts.add(start)
+        if end < len(text) and text[end] == "\n":
+            cuts.add(end + 1)
     return cuts
 
 
@@ -60,21 +75,28 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     """
     if not text:
         return []
-    protected = _protected_ranges(text)
-    fences = [(m.start(), m.end()) for m in _FENCE.finditer(text)]
+    return list(_sentence_spans(text))
+
+
+@lru_cache(maxsize=16384)
+def _sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
+    fences = _fences(text)
+    code = _code_lines(text)
+    protected = fences + code + _inline_and_quoted(text)
     cuts: set[int] = set()
     for m in _BOUNDARY.finditer(text):
         end = m.end()
         token = m.group(0)
         if token[0] in ".!?…":
-            if _inside(m.start(), protected) or not _NEXT_START.match(text, end):
+            if (protected and _inside(m.start(), protected)) or not _NEXT_START.match(text, end):
                 continue
             if token.startswith(".") and len(token.rstrip("\"'”’)]")) == 1 and _is_abbreviation(text, m.start()):
                 continue
-        elif _inside(m.start(), fences):
+        elif fences and _inside(m.start(), fences):
             continue
         cuts.add(end)
-    cuts |= _line_breaks_around_code(text)
+    if fences or code:
+        cuts |= _line_breaks_around(text, fences + code)
     spans: list[tuple[int, int]] = []
     start = 0
     for cut in sorted(cuts):
@@ -84,13 +106,13 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
             ws += 1
         if ws <= start:
             continue
-        if _inside(ws, fences) and not any(a <= ws and not text[a:ws].strip() for a, _ in fences):
+        if fences and _inside(ws, fences) and not any(a <= ws and not text[a:ws].strip() for a, _ in fences):
             continue
         spans.append((start, ws))
         start = ws
     if start < len(text):
         spans.append((start, len(text)))
-    return spans
+    return tuple(spans)
 
 
 def _is_abbreviation(text: str, dot: int) -> bool:
@@ -114,5 +136,8 @@ _WS = re.compile(r"\s+")
 
 
 def normalize_text(text: str) -> str:
-    """Lower-case, NFKC, collapse whitespace: the form exact-duplicate hashing compares."""
-    return _WS.sub(" ", unicodedata.normalize("NFKC", text)).strip().lower()
+    """Lower-case, NFKC, collapse whitespace: the form exact-duplicate hashing compares.
+
+    ``str.split()`` and ``re``'s ``\\s`` use the same Unicode whitespace test, so this equals
+    ``_WS.sub(" ", nfkc).strip().lower()`` at about a fifth of the cost."""
+    return " ".join(unicodedata.normalize("NFKC", text).lower().split())

@@ -23,7 +23,7 @@ class TestTrim:
     def test_readme_example(self) -> None:
         chunks = [PAGE, "The Eiffel Tower is 330 metres tall and was completed in 1889 for the World's Fair.",
                   {"text": "Gustave Eiffel's company built the tower.", "id": "doc-7", "score": 0.8}]
-        result = trim(chunks, query="How tall is the Eiffel Tower?", budget=40)
+        result = trim(chunks, query="How tall is the Eiffel Tower?", budget=40, scorer="bm25")
         assert result.tokens_after <= 40
         assert "330 metres" in result.text
         assert "Home" not in result.text and "var x" not in result.text
@@ -33,11 +33,11 @@ class TestTrim:
         assert kept_and_dropped == {"0", "1", "doc-7"}
 
     def test_empty(self) -> None:
-        r = trim([], query="q", budget=10)
+        r = trim([], query="q", budget=10, scorer="bm25")
         assert r.chunks == () and r.tokens_before == 0 and r.ratio == 1.0
 
     def test_empty_query_is_a_pass_through_for_query_aware_stages(self) -> None:
-        r = trim(["alpha beta.", "gamma delta."], query="", budget=100)
+        r = trim(["alpha beta.", "gamma delta."], query="", budget=100, scorer="bm25")
         assert [c.text for c in r.chunks] == ["alpha beta.", "gamma delta."]
 
     def test_pipeline_and_budget_conflict(self) -> None:
@@ -51,7 +51,7 @@ class TestTrim:
     def test_to_dict_is_json(self) -> None:
         import json
 
-        json.dumps(trim([PAGE], query="tower", budget=30).to_dict())
+        json.dumps(trim([PAGE], query="tower", budget=30, scorer="bm25").to_dict())
 
 
 class TestBadInput:
@@ -83,10 +83,10 @@ class TestBadInput:
     def test_ten_megabyte_chunk_finishes(self) -> None:
         big = ("The quick brown fox jumps over the lazy dog. " * 230_000)[:10_000_000]
         started = time.perf_counter()
-        r = trim([big, "short answer chunk."], query="fox", budget=500)
+        r = trim([big, "short answer chunk."], query="fox", budget=500, scorer="bm25")
         assert r.tokens_after <= 500
         assert time.perf_counter() - started < 120
 
     def test_broken_html_does_not_crash(self) -> None:
-        r = trim(["<div><p>Unclosed <b>bold <i>text</div></span></p>", "<<<>>> <p"], query="q", budget=100)
+        r = trim(["<div><p>Unclosed <b>bold <i>text</div></span></p>", "<<<>>> <p"], query="q", budget=100, scorer="bm25")
         assert r.tokens_after <= 100

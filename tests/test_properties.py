@@ -23,7 +23,7 @@ _text = st.lists(_word, max_size=40).map(" ".join)
 def test_default_pipeline_properties(texts: list[str], repeat: list[int], budget: int, query: str) -> None:
     texts = texts + [texts[i] for i in repeat if i < len(texts)]  # exact duplicates
     chunks = [{"text": t, "id": f"c{i}"} for i, t in enumerate(texts)]
-    pipeline = default_pipeline(budget=budget, tokenizer="cl100k_base")
+    pipeline = default_pipeline(budget=budget, tokenizer="cl100k_base", scorer="bm25")
     result = pipeline.run(chunks, query=query)
     counter = pipeline.counter
     assert sum(counter.count(c.text) for c in result.chunks) <= budget
@@ -33,6 +33,6 @@ def test_default_pipeline_properties(texts: list[str], repeat: list[int], budget
     dropped = {r.chunk_id for r in result.removals if r.action == "dropped"}
     assert set(out_ids) | dropped == input_ids
     assert not set(out_ids) & dropped
-    again = default_pipeline(budget=budget, tokenizer="cl100k_base").run(chunks, query=query)
+    again = default_pipeline(budget=budget, tokenizer="cl100k_base", scorer="bm25").run(chunks, query=query)
     assert [c.to_dict() for c in again.chunks] == [c.to_dict() for c in result.chunks]
     assert [r.to_dict() for r in again.removals] == [r.to_dict() for r in result.removals]

@@ -1,0 +1,78 @@
+"""Dev-only trim latency of the relevance recipes on NQ 20-passage requests (cold and warm embedding cache).
+
+cold: every text is new to the scorer (passages, sentences, query all embedded in one encode call).
+warm: passage and sentence embeddings are cached (seen in an earlier request); only the query is new.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from ragtrim.bench.stats import percentile
+from ragtrim.datasets.nq import build_multidoc, load_nq_open
+from ragtrim.models import Chunk
+from ragtrim.pipeline import Pipeline
+from ragtrim.scoring import BM25Scorer, EmbeddingScorer, Scorer
+from ragtrim.stages.base import Stage
+from ragtrim.stages.budget import TokenBudget
+from ragtrim.stages.compress import SentenceCompressor
+from ragtrim.stages.relevance import RelevanceFilter
+from ragtrim.tokens import get_counter
+
+
+def stages(chunk_scorer: Scorer, sentence_scorer: Scorer, budget: int) -> list[Stage]:
+    return [RelevanceFilter(scorer=chunk_scorer, top_k=20),
+            SentenceCompressor(scorer=sentence_scorer, max_tokens=budget), TokenBudget(max_tokens=budget)]
+
+
+def timed(requests: list[tuple[str, tuple[Chunk, ...]]], make: Callable[[int], list[Stage]],
+          before_each: Callable[[], None] = lambda: None) -> list[float]:
+    counter = get_counter("cl100k_base")
+    out: list[float] = []
+    for query, chunks in requests:
+        budget = sum(counter.count(c.text) for c in chunks) // 16
+        pipe = Pipeline(make(budget), tokenizer=counter)
+        before_each()
+        t0 = time.perf_counter()
+        pipe.run(chunks, query=query)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def main(n: int = 10, bm25_only: bool = False) -> int:
+    questions = load_nq_open()
+    chosen = questions[len(questions) // 2:][:n + 1]
+    inst = build_multidoc(chosen, n_docs=20, gold_position="middle", distractors="bm25", pool=questions)
+    reqs = [(i.question, tuple(Chunk(text=p.content, id=p.id) for p in i.passages)) for i in inst]
+    bm25 = BM25Scorer()
+    emb = EmbeddingScorer()
+    if not bm25_only:
+        emb.warm_up()
+    timed(reqs[:1], lambda b: stages(bm25, bm25, b))  # warm-up: imports, tiktoken
+    report("bm25 chunks+sentences, first sight", timed(reqs[1:], lambda b: stages(bm25, bm25, b)))
+    report("bm25 chunks+sentences, repeat", timed(reqs[1:], lambda b: stages(bm25, bm25, b)))
+    if bm25_only:
+        return 0
+    timed(reqs[:1], lambda b: stages(emb, emb, b))
+    report("minilm chunks+sentences, cold cache",
+           timed(reqs[1:], lambda b: stages(emb, emb, b), before_each=emb._cache.clear))
+    report("minilm chunks, bm25 sentences, cold cache",
+           timed(reqs[1:], lambda b: stages(emb, bm25, b), before_each=emb._cache.clear))
+    timed(reqs[1:], lambda b: stages(emb, emb, b))  # fill the cache with passages and sentences
+    warm = [(q + " ?", chunks) for q, chunks in reqs[1:]]  # a new query over passages seen before
+    report("minilm chunks+sentences, warm cache (new query)", timed(warm, lambda b: stages(emb, emb, b)))
+    return 0
+
+
+def report(name: str, values: list[float]) -> None:
+    print(f"{name:50s} p50={percentile(values, 50):8.1f} ms  p95={percentile(values, 95):8.1f} ms  n={len(values)}",
+          flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(n=int(sys.argv[1]) if len(sys.argv) > 1 else 10, bm25_only="--bm25-only" in sys.argv))

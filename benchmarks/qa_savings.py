@@ -1,0 +1,28 @@
+"""QA savings benchmark: how much of the prompt each trimming method removes and whether the answer survives.
+
+Usage: python benchmarks/qa_savings.py --dataset nq|nq-random|squad [--n-docs 20|30] [--positions first,middle,last]
+       [--limit 500] [--methods none,bm25-budget,...] [--fractions 1/2,1/4,1/8,1/16]
+Writes benchmarks/results/qa_savings_<dataset>.json and qa_recall_vs_ratio_<dataset>.png. See docs/qa-benchmark.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ragtrim.bench.qa import QABenchConfig, add_bench_args, run_bench  # noqa: E402
+
+__all__ = ["QABenchConfig", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_bench_args(parser)
+    return run_bench(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,661 @@
+"""The QA savings benchmark: trim multi-document QA contexts with several methods and measure what survives.
+
+Measurement (``measure``), aggregation (``aggregate``) and the run driver live here; ``report`` prints and ``plots``
+draws. Per-request records carry an error string instead of raising, so one failure never hides the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import resource
+import time
+import tracemalloc
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragtrim.bench.stats import mean, summarize_ms
+from ragtrim.datasets.nq import DistractorKind, GoldPosition, QAInstance
+from ragtrim.errors import ConfigError, InputError
+from ragtrim.models import Chunk
+from ragtrim.pipeline import Pipeline
+from ragtrim.qa_metrics import answer_in_text
+from ragtrim.stages.base import Stage
+from ragtrim.stages.budget import TokenBudget
+from ragtrim.tokens import TokenCounter, TiktokenCounter
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
+
+DATASETS = ("nq", "nq-random", "squad")
+FAMILIES = ("none", "bm25-topk", "emb-topk", "bm25-budget", "emb-budget", "ragtrim-default", "ragtrim-bm25",
+            "ragtrim-emb", "langchain")
+DEFAULT_FRACTIONS = (1 / 2, 1 / 4, 1 / 8, 1 / 16)
+EMBEDDING_FAMILIES = frozenset({"emb-topk", "emb-budget", "ragtrim-emb", "langchain"})
+
+
+# -- configuration --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class QABenchConfig:
+    """Everything one benchmark run depends on (recorded in the JSON)."""
+
+    dataset: str = "nq"
+    n_docs: int = 20
+    positions: tuple[str, ...] = ("first", "middle", "last")
+    limit: int = 500
+    """NQ: the first ``limit`` questions of the file (distractors still come from all 2,124). SQuAD: the first
+    ceil(limit / articles) questions of every article."""
+    methods: tuple[str, ...] = FAMILIES
+    fractions: tuple[float, ...] = DEFAULT_FRACTIONS
+    seed: int = 0
+    latency_sample: int = 50
+    """Requests per method family for the cold latency pass (no embedding cache, budget 1/4, first setting)."""
+    gemma: bool = True
+    output_dir: str = str(RESULTS_DIR)
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.dataset not in DATASETS:
+            raise ConfigError(f"dataset must be one of {list(DATASETS)}, got {self.dataset!r}")
+        if self.n_docs < 2:
+            raise ConfigError(f"n_docs must be >= 2, got {self.n_docs}")
+        for p in self.positions:
+            if p not in ("first", "middle", "last") and not p.isdigit():
+                raise ConfigError(f"positions must be first, middle, last or 0-based ints, got {p!r}")
+        if self.limit < 1:
+            raise ConfigError(f"limit must be >= 1, got {self.limit}")
+        unknown = [m for m in self.methods if m not in FAMILIES]
+        if unknown:
+            raise ConfigError(f"unknown methods {unknown}; choose from {list(FAMILIES)}")
+        for f in self.fractions:
+            if not 0 < f <= 1:
+                raise ConfigError(f"budget fractions must be within (0, 1], got {f}")
+        if self.latency_sample < 0:
+            raise ConfigError(f"latency_sample must be >= 0, got {self.latency_sample}")
+
+
+# -- data -----------------------------------------------------------------------------------------------------------
+def load_settings(config: QABenchConfig) -> dict[str, list[QAInstance]]:
+    """Setting name -> instances: ``nq20-bm25-first`` ... for NQ, ``squad-article`` for SQuAD."""
+    if config.dataset == "squad":
+        from ragtrim.datasets.squad import load_squad, squad_instances
+
+        articles = load_squad()
+        per_article = math.ceil(config.limit / max(1, len(articles)))
+        return {"squad-article": squad_instances(articles, limit_per_article=per_article)}
+    from ragtrim.datasets.nq import build_multidoc, load_nq_open
+
+    pool = load_nq_open()
+    questions = pool[: config.limit]
+    kind: DistractorKind = "bm25" if config.dataset == "nq" else "random"
+    out: dict[str, list[QAInstance]] = {}
+    for pos in config.positions:
+        position: GoldPosition | int = int(pos) if pos.isdigit() else pos  # type: ignore[assignment]
+        out[f"nq{config.n_docs}-{kind}-{pos}"] = build_multidoc(
+            questions, n_docs=config.n_docs, gold_position=position, distractors=kind, seed=config.seed, pool=pool
+        )
+    return out
+
+
+def instance_chunks(instance: QAInstance, counter: TokenCounter) -> tuple[Chunk, ...]:
+    return tuple(Chunk(text=p.content, id=p.id, token_count=counter.count(p.content)) for p in instance.passages)
+
+
+# -- scoring tools --------------------------------------------------------------------------------------------------
+CACHE_DIR = REPO_ROOT / ".cache"
+
+
+class CachedEmbedder:
+    """A Scorer over ``ragtrim.scoring.EmbeddingScorer`` (MiniLM) whose embeddings persist in ``.cache/``.
+
+    Embeddings are deterministic, so reusing them changes no result; it only spares re-encoding thousands of
+    passages on every run. The cold latency pass uses a plain ``EmbeddingScorer(cache_size=0)`` instead.
+    """
+
+    def __init__(self, *, inner: Any = None) -> None:
+        from ragtrim.scoring import EmbeddingScorer
+
+        self.inner = inner if inner is not None else EmbeddingScorer(cache_size=0)
+        self._store: dict[str, np.ndarray] = {}
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    def warm_up(self) -> None:
+        self.inner.warm_up()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._store))
+        if missing:
+            for t, v in zip(missing, self.inner.embed(missing)):
+                self._store[t] = np.asarray(v, dtype=np.float32)
+        return np.stack([self._store[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        if not texts:
+            return []
+        m = self.embed([query, *texts])
+        return [float(x) for x in m[1:] @ m[0]]
+
+    def precompute(self, texts: Sequence[str], *, progress: bool, cache_file: Path | None = None,
+                   batch: int = 128) -> None:
+        import hashlib
+
+        if cache_file is not None and cache_file.is_file():
+            with np.load(cache_file) as data:
+                keys, vecs = list(data["keys"]), data["vecs"]
+            by_key = dict(zip(keys, vecs))
+            for t in texts:
+                v = by_key.get(hashlib.sha1(t.encode()).hexdigest())
+                if v is not None:
+                    self._store[t] = v
+        missing = [t for t in dict.fromkeys(texts) if t not in self._store]
+        for i in _progress(range(0, len(missing), batch), progress, desc="embedding", unit="batch"):
+            self.embed(missing[i:i + batch])
+        if cache_file is not None and missing:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            keys = [hashlib.sha1(t.encode()).hexdigest() for t in self._store]
+            np.savez(cache_file, keys=np.array(keys), vecs=np.stack(list(self._store.values())))
+
+
+def embedding_scorer(*, cached: bool = True) -> Any:
+    """The MiniLM scorer the embedding methods share: cached (quality pass) or not (cold latency pass)."""
+    from ragtrim.scoring import EmbeddingScorer
+
+    return CachedEmbedder() if cached else EmbeddingScorer(cache_size=0)
+
+
+def bm25_scores(query: str, texts: Sequence[str]) -> list[float]:
+    """Okapi BM25 of each text against the query, statistics from these texts only (``ragtrim.scoring``)."""
+    from ragtrim.scoring import BM25Scorer
+
+    return BM25Scorer().score(query, texts)
+
+
+def embedding_scores(scorer: Any, query: str, texts: Sequence[str]) -> list[float]:
+    return [float(x) for x in scorer.score(query, texts)]
+
+
+# -- methods --------------------------------------------------------------------------------------------------------
+Trim = Callable[[QAInstance, tuple[Chunk, ...], int], tuple[Chunk, ...]]
+
+
+@dataclass(frozen=True)
+class Method:
+    """A named configuration: ``trim(instance, chunks, budget_tokens) -> kept chunks``."""
+
+    name: str
+    family: str
+    budget_fraction: float | None
+    trim: Trim
+    description: str = ""
+
+
+def fraction_label(f: float | None) -> str:
+    if f is None:
+        return "full"
+    inv = 1 / f
+    return f"1/{round(inv)}" if abs(inv - round(inv)) < 1e-9 else f"{f:g}"
+
+
+def top_k_for(n_chunks: int, fraction: float) -> int:
+    """Whole passages kept by a fixed top-k sized to a budget fraction: round(n * fraction), at least 1."""
+    return max(1, round(n_chunks * fraction))
+
+
+def _top_k(chunks: tuple[Chunk, ...], scores: Sequence[float], k: int) -> tuple[Chunk, ...]:
+    best = sorted(range(len(chunks)), key=lambda i: (-scores[i], i))[:k]
+    return tuple(chunks[i] for i in sorted(best))
+
+
+def _fill_budget(chunks: Sequence[Chunk], query: str, budget: int, counter: TokenCounter,
+                 policy: str = "score") -> tuple[Chunk, ...]:
+    """Whole passages best-first until the budget, the last one cut at a sentence boundary (TokenBudget)."""
+    stage = TokenBudget(max_tokens=budget, policy=policy, truncate=True)  # type: ignore[arg-type]
+    return Pipeline([stage], tokenizer=counter).run(list(chunks), query=query).chunks
+
+
+@dataclass
+class Tools:
+    counter: TokenCounter
+    embedder: Any
+    """An ``EmbeddingScorer`` shared by every embedding-based method (one model, one cache)."""
+    notes: list[str] = field(default_factory=list)
+
+
+def _scored(chunks: tuple[Chunk, ...], scores: Sequence[float]) -> list[Chunk]:
+    return [c.with_score(s) for c, s in zip(chunks, scores)]
+
+
+def ragtrim_stages(budget: int, scorer: Any) -> list[Stage]:
+    """The ragtrim pipeline measured here: clean HTML -> drop duplicates -> query-aware sentence compression to
+    the budget (sentences compete across all passages) -> hard token budget.
+
+    No top-k cap before compression: a cap at a fixed k throws away the gold passage whenever it ranks k+1, while
+    sentence selection over all passages spends the budget where the query matches.
+    """
+    from ragtrim.stages.compress import SentenceCompressor
+    from ragtrim.stages.dedup import DuplicateFilter
+    from ragtrim.stages.html import HtmlCleaner
+
+    return [HtmlCleaner(), DuplicateFilter(), SentenceCompressor(scorer=scorer, max_tokens=budget),
+            TokenBudget(max_tokens=budget)]
+
+
+def hybrid(tools: Tools) -> Any:
+    """BM25 + MiniLM min-max mix (weights 0.3 / 0.7, as ``get_scorer("hybrid")``) over the shared embedder."""
+    from ragtrim.scoring import BM25Scorer, HybridScorer
+
+    return HybridScorer(scorers=(BM25Scorer(), tools.embedder), method="mix", weights=(0.3, 0.7))
+
+
+def build_methods(config: QABenchConfig, tools: Tools) -> list[Method]:
+    counter = tools.counter
+    out: list[Method] = []
+    fams = config.methods
+
+    if "none" in fams:
+        out.append(Method("none", "none", None, lambda inst, chunks, budget: chunks, "no trimming"))
+    for f in config.fractions:
+        label = fraction_label(f)
+
+        def bm25_topk(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int, f: float = f) -> tuple[Chunk, ...]:
+            return _top_k(chunks, bm25_scores(inst.question, [c.text for c in chunks]), top_k_for(len(chunks), f))
+
+        def emb_topk(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int, f: float = f) -> tuple[Chunk, ...]:
+            scores = embedding_scores(tools.embedder, inst.question, [c.text for c in chunks])
+            return _top_k(chunks, scores, top_k_for(len(chunks), f))
+
+        def bm25_budget(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int) -> tuple[Chunk, ...]:
+            scores = bm25_scores(inst.question, [c.text for c in chunks])
+            return _fill_budget(_scored(chunks, scores), inst.question, budget, counter)
+
+        def emb_budget(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int) -> tuple[Chunk, ...]:
+            scores = embedding_scores(tools.embedder, inst.question, [c.text for c in chunks])
+            return _fill_budget(_scored(chunks, scores), inst.question, budget, counter)
+
+        def ragtrim_default(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int) -> tuple[Chunk, ...]:
+            from ragtrim.api import default_stages
+
+            return Pipeline(default_stages(budget=budget), tokenizer=counter).run(
+                list(chunks), query=inst.question).chunks
+
+        def ragtrim_bm25(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int) -> tuple[Chunk, ...]:
+            return Pipeline(ragtrim_stages(budget, "bm25"), tokenizer=counter).run(
+                list(chunks), query=inst.question).chunks
+
+        def ragtrim_emb(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int) -> tuple[Chunk, ...]:
+            return Pipeline(ragtrim_stages(budget, hybrid(tools)), tokenizer=counter).run(
+                list(chunks), query=inst.question).chunks
+
+        table: dict[str, tuple[Trim, str]] = {
+            "bm25-topk": (bm25_topk, "fixed top-k = round(n x fraction) whole passages by BM25"),
+            "emb-topk": (emb_topk, "fixed top-k = round(n x fraction) whole passages by MiniLM cosine"),
+            "bm25-budget": (bm25_budget, "BM25 rank, fill the budget best-first, last passage cut at a sentence"),
+            "emb-budget": (emb_budget, "MiniLM rank, fill the budget best-first, last passage cut at a sentence"),
+            "ragtrim-default": (ragtrim_default, "ragtrim.api.default_stages(budget) as it stands"),
+            "ragtrim-bm25": (ragtrim_bm25, "dedup + SentenceCompressor(BM25) to the budget + TokenBudget"),
+            "ragtrim-emb": (ragtrim_emb, "dedup + SentenceCompressor(BM25+MiniLM hybrid) to the budget + TokenBudget"),
+        }
+        for fam in fams:
+            if fam in table:
+                trim, desc = table[fam]
+                out.append(Method(f"{fam}@{label}", fam, f, trim, desc))
+        if "langchain" in fams:
+            peer = langchain_trim(tools)
+            if peer is None:
+                if f == config.fractions[0]:
+                    tools.notes.append("langchain: not installable (langchain-community/classic import failed)")
+            else:
+                out.append(Method(f"langchain@{label}", "langchain", f, peer,
+                                  "LangChain EmbeddingsRedundantFilter + EmbeddingsFilter (MiniLM), then TokenBudget"))
+    return out
+
+
+def langchain_trim(tools: Tools) -> Trim | None:
+    """The LangChain peer: redundancy filter + relevance filter over the same MiniLM model, budget stage after.
+
+    EmbeddingsFilter keeps the k most similar documents in descending similarity; a similarity threshold cannot
+    hit a token budget, so k is all documents and TokenBudget (position policy on that order) enforces the budget.
+    Returns None when the LangChain packages cannot be imported.
+    """
+    try:
+        from langchain_classic.retrievers.document_compressors import (
+            DocumentCompressorPipeline,
+            EmbeddingsFilter,
+        )
+        from langchain_community.document_transformers import EmbeddingsRedundantFilter
+        from langchain_core.documents import Document
+        from langchain_core.embeddings import Embeddings
+    except Exception:
+        return None
+
+    class MiniLMEmbeddings(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [list(map(float, v)) for v in tools.embedder.embed(texts)]
+
+        def embed_query(self, text: str) -> list[float]:
+            return [float(x) for x in tools.embedder.embed([text])[0]]
+
+    def trim(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int) -> tuple[Chunk, ...]:
+        emb = MiniLMEmbeddings()
+        pipe = DocumentCompressorPipeline(transformers=[
+            EmbeddingsRedundantFilter(embeddings=emb),
+            EmbeddingsFilter(embeddings=emb, k=len(chunks)),
+        ])
+        docs = [Document(page_content=c.text, metadata={"id": c.id}) for c in chunks]
+        kept = pipe.compress_documents(docs, inst.question)
+        by_id = {c.id: c for c in chunks}
+        ordered = [by_id[str(d.metadata["id"])] for d in kept]
+        return _fill_budget(ordered, inst.question, budget, tools.counter, policy="position")
+
+    return trim
+
+
+# -- measurement ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class QARecord:
+    """One request under one method."""
+
+    setting: str
+    method: str
+    instance_id: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+    gemma_tokens_before: int | None = None
+    gemma_tokens_after: int | None = None
+    chunks_before: int = 0
+    chunks_after: int = 0
+    budget_tokens: int = 0
+    latency_ms: float = 0.0
+    is_impossible: bool = False
+    answer_kept: bool | None = None
+    gold_kept: bool | None = None
+    plausible_kept: bool | None = None
+    error: str | None = None
+
+
+def budget_for(tokens_before: int, fraction: float | None) -> int:
+    """The token budget of a request: floor(tokens_before x fraction), at least 1 (no fraction: no limit)."""
+    return tokens_before if fraction is None else max(1, math.floor(tokens_before * fraction))
+
+
+def measure(setting: str, method: Method, instance: QAInstance, chunks: tuple[Chunk, ...], counter: TokenCounter,
+            gemma: TokenCounter | None = None) -> QARecord:
+    """Trim one request with one method and judge what is left (errors recorded, never raised)."""
+    before = sum(c.token_count if c.token_count is not None else counter.count(c.text) for c in chunks)
+    budget = budget_for(before, method.budget_fraction)
+    base = QARecord(setting=setting, method=method.name, instance_id=instance.id, tokens_before=before,
+                    chunks_before=len(chunks), budget_tokens=budget, is_impossible=instance.is_impossible)
+    started = time.perf_counter()
+    try:
+        kept = method.trim(instance, chunks, budget)
+    except Exception as exc:  # a record, not a crash: one bad request must not hide the rest
+        return replace(base, error=f"{type(exc).__name__}: {exc}")
+    latency_ms = (time.perf_counter() - started) * 1000
+    gold = set(instance.gold_ids)
+    texts = [c.text for c in kept]
+    return replace(
+        base,
+        tokens_after=sum(counter.count(t) for t in texts),
+        gemma_tokens_before=None if gemma is None else sum(gemma.count(c.text) for c in chunks),
+        gemma_tokens_after=None if gemma is None else sum(gemma.count(t) for t in texts),
+        chunks_after=len(kept),
+        latency_ms=latency_ms,
+        answer_kept=None if instance.is_impossible else any(answer_in_text(instance.answers, t) for t in texts),
+        gold_kept=bool(gold & {c.id for c in kept}) if gold else None,
+        plausible_kept=(any(answer_in_text(instance.plausible_answers, t) for t in texts)
+                        if instance.is_impossible and instance.plausible_answers else None),
+    )
+
+
+def _rate(values: Iterable[bool | None]) -> float:
+    xs = [v for v in values if v is not None]
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def aggregate(records: Sequence[QARecord], methods: Sequence[Method]) -> list[dict[str, Any]]:
+    """One flat row per (setting, method): token means, compression ratio, recalls, latency percentiles."""
+    by_key: dict[tuple[str, str], list[QARecord]] = {}
+    for r in records:
+        by_key.setdefault((r.setting, r.method), []).append(r)
+    info = {m.name: m for m in methods}
+    rows: list[dict[str, Any]] = []
+    for (setting, name), recs in by_key.items():
+        ok = [r for r in recs if r.error is None]
+        m = info.get(name)
+        before = sum(r.tokens_before for r in ok)
+        after = sum(r.tokens_after for r in ok)
+        gemma_ok = [r for r in ok if r.gemma_tokens_before is not None]
+        g_before = sum(r.gemma_tokens_before or 0 for r in gemma_ok)
+        g_after = sum(r.gemma_tokens_after or 0 for r in gemma_ok)
+        row: dict[str, Any] = {
+            "setting": setting,
+            "method": name,
+            "family": m.family if m else "",
+            "budget_fraction": m.budget_fraction if m else None,
+            "budget_label": fraction_label(m.budget_fraction if m else None),
+            "n_requests": len(recs),
+            "n_errors": len(recs) - len(ok),
+            "n_answerable": sum(1 for r in ok if not r.is_impossible),
+            "n_unanswerable": sum(1 for r in ok if r.is_impossible),
+            "mean_tokens_before_cl100k": mean([r.tokens_before for r in ok]),
+            "mean_tokens_after_cl100k": mean([r.tokens_after for r in ok]),
+            "compression_ratio_cl100k": before / after if after else math.inf if before else 1.0,
+            "mean_tokens_before_gemma3": mean([float(r.gemma_tokens_before or 0) for r in gemma_ok])
+            if gemma_ok else None,
+            "mean_tokens_after_gemma3": mean([float(r.gemma_tokens_after or 0) for r in gemma_ok])
+            if gemma_ok else None,
+            "compression_ratio_gemma3": (g_before / g_after if g_after else None) if gemma_ok else None,
+            "max_budget_overrun_tokens": max([max(0, r.tokens_after - r.budget_tokens) for r in ok], default=0),
+            "answer_recall": _rate(r.answer_kept for r in ok),
+            "gold_passage_recall": _rate(r.gold_kept for r in ok if not r.is_impossible),
+            "unanswerable_plausible_kept_rate": _rate(r.plausible_kept for r in ok),
+            "mean_chunks_after": mean([r.chunks_after for r in ok]),
+        }
+        row.update(summarize_ms([r.latency_ms for r in ok], prefix="trim"))
+        if any(r.error for r in recs):
+            row["first_error"] = next(r.error for r in recs if r.error)
+        rows.append(row)
+    return rows
+
+
+# -- the run --------------------------------------------------------------------------------------------------------
+def gemma_counter(notes: list[str]) -> TokenCounter | None:
+    """The Gemma 3 tokenizer from the GGUF (via ``ragtrim.bench.model_prep``), or None with a note why not."""
+    try:
+        from ragtrim.bench import model_prep
+    except ImportError as exc:
+        notes.append(f"gemma3 token counts skipped: ragtrim.bench.model_prep unavailable ({exc})")
+        return None
+    try:
+        path = model_prep.find_gguf()
+        tok = model_prep.build_tokenizer(path)
+        from ragtrim.tokens import HFTokenizerCounter
+
+        counter: TokenCounter = tok if isinstance(tok, TokenCounter) and not hasattr(tok, "encode") else \
+            HFTokenizerCounter(tokenizer=tok, label="gemma3")
+        counter.count("warm up")
+        return counter
+    except Exception as exc:
+        notes.append(f"gemma3 token counts skipped: {type(exc).__name__}: {exc}")
+        return None
+
+
+def _progress(it: Iterable[Any], enabled: bool, **kw: Any) -> Iterable[Any]:
+    if not enabled:
+        return it
+    from tqdm import tqdm
+
+    bar: Iterable[Any] = tqdm(it, **kw)  # tqdm writes to stderr
+    return bar
+
+
+def run_qa_benchmark(config: QABenchConfig) -> dict[str, Any]:
+    """Run every method over every setting; returns the JSON-ready result (nothing printed)."""
+    notes: list[str] = []
+    started = time.perf_counter()
+    settings = load_settings(config)
+    counter = TiktokenCounter()
+    tools = Tools(counter=counter, embedder=embedding_scorer(), notes=notes)
+    gemma = gemma_counter(notes) if config.gemma else None
+    methods = build_methods(config, tools)
+    if any(m.family in EMBEDDING_FAMILIES for m in methods):
+        texts = {t for insts in settings.values() for i in insts for t in (i.question, *(p.content for p in i.passages))}
+        tools.embedder.precompute(sorted(texts), progress=config.progress,
+                                  cache_file=CACHE_DIR / f"qa_minilm_{config.dataset}.npz")
+    first = next(iter(settings.values()))
+    if first:  # warm-up: model loads, tokenizer caches, imports, before anything is timed
+        chunks = instance_chunks(first[0], counter)
+        for m in methods:
+            measure("warmup", m, first[0], chunks, counter, gemma)
+    records: list[QARecord] = []
+    for setting, instances in settings.items():
+        for inst in _progress(instances, config.progress, desc=setting, unit="q"):
+            chunks = instance_chunks(inst, counter)
+            for m in methods:
+                records.append(measure(setting, m, inst, chunks, counter, gemma))
+    rows = aggregate(records, methods)
+    cold = cold_latency(config, settings, methods, tools)
+    return {
+        "benchmark": "qa_savings",
+        "dataset": config.dataset,
+        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
+        "settings": {k: len(v) for k, v in settings.items()},
+        "methods": [{"name": m.name, "family": m.family, "budget_fraction": m.budget_fraction,
+                     "description": m.description} for m in methods],
+        "rows": rows,
+        "cold_latency": cold,
+        "notes": notes,
+        "tokenizers": {"budget": counter.name, "gemma3": gemma.name if gemma else None},
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "cpu_count": os.cpu_count(),
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+def cold_latency(config: QABenchConfig, settings: Mapping[str, Sequence[QAInstance]], methods: Sequence[Method],
+                 tools: Tools) -> list[dict[str, Any]]:
+    """Per family at budget 1/4 (or the nearest): latency with no embedding cache, and peak traced Python memory."""
+    if config.latency_sample == 0:
+        return []
+    setting, instances = next(iter(settings.items()))
+    sample = list(instances)[: config.latency_sample]
+    target = 1 / 4
+    chosen: dict[str, Method] = {}
+    for m in methods:
+        cur = chosen.get(m.family)
+        if cur is None or (m.budget_fraction is not None and cur.budget_fraction is not None
+                           and abs(m.budget_fraction - target) < abs(cur.budget_fraction - target)):
+            chosen[m.family] = m
+    cold_tools = Tools(counter=TiktokenCounter(), embedder=embedding_scorer(cached=False), notes=[])
+    cold_methods = {m.name: m for m in build_methods(config, cold_tools)}
+    out: list[dict[str, Any]] = []
+    for fam, m in chosen.items():
+        cm = cold_methods.get(m.name, m)
+        measure("warmup", cm, sample[0], instance_chunks(sample[0], cold_tools.counter), cold_tools.counter)
+        lat: list[float] = []
+        for inst in sample:
+            chunks = instance_chunks(inst, cold_tools.counter)
+            lat.append(measure(setting, cm, inst, chunks, cold_tools.counter).latency_ms)
+        tracemalloc.start()
+        measure(setting, cm, sample[0], instance_chunks(sample[0], cold_tools.counter), cold_tools.counter)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        out.append({"family": fam, "method": m.name, "setting": setting, "n_requests": len(sample),
+                    "mean_chunks_before": mean([len(i.passages) for i in sample]),
+                    **summarize_ms(lat, prefix="trim_cold"), "peak_traced_python_mib": peak / 2**20})
+    return out
+
+
+def write_results(result: Mapping[str, Any], output_dir: str | Path) -> tuple[Path, Path | None]:
+    """Write ``qa_savings_<dataset>.json`` and the recall-vs-ratio PNG (None when matplotlib is missing)."""
+    import json
+
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dataset = str(result["dataset"])
+    json_path = out / f"qa_savings_{dataset}.json"
+    json_path.write_text(json.dumps(_json_safe(result), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    png: Path | None = out / f"qa_recall_vs_ratio_{dataset}.png"
+    try:
+        from ragtrim.bench.plots import plot_recall_vs_ratio
+
+        plot_recall_vs_ratio(result["rows"], png, title=f"QA savings: {dataset}")  # type: ignore[arg-type]
+    except ImportError:
+        png = None
+    return json_path, png
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+# -- CLI glue -------------------------------------------------------------------------------------------------------
+def add_bench_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``ragtrim bench --dataset ...`` and ``benchmarks/qa_savings.py``."""
+    parser.add_argument("--dataset", choices=DATASETS, default="nq",
+                        help="nq: BM25 hard distractors; nq-random: random distractors (sanity); squad: same article")
+    parser.add_argument("--n-docs", type=int, default=20, choices=(10, 20, 30), help="NQ passages per question")
+    parser.add_argument("--positions", default="first,middle,last", help="NQ gold positions, comma-separated")
+    parser.add_argument("--limit", type=int, default=500, help="questions (NQ: first N; SQuAD: spread over articles)")
+    parser.add_argument("--methods", default=",".join(FAMILIES), help=f"comma-separated subset of {','.join(FAMILIES)}")
+    parser.add_argument("--fractions", default="1/2,1/4,1/8,1/16", help="budgets as fractions of the original tokens")
+    parser.add_argument("--latency-sample", type=int, default=50, help="requests per family in the cold latency pass")
+    parser.add_argument("--no-gemma", action="store_true", help="skip Gemma 3 token counts")
+    parser.add_argument("--output-dir", default=str(RESULTS_DIR), help="where the JSON and PNG go")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _fraction(text: str) -> float:
+    try:
+        if "/" in text:
+            a, b = text.split("/", 1)
+            return float(a) / float(b)
+        return float(text)
+    except (ValueError, ZeroDivisionError):
+        raise ConfigError(f"budget fraction must look like 1/4 or 0.25, got {text!r}") from None
+
+
+def config_from_args(args: argparse.Namespace) -> QABenchConfig:
+    return QABenchConfig(
+        dataset=args.dataset,
+        n_docs=args.n_docs,
+        positions=tuple(p.strip() for p in args.positions.split(",") if p.strip()),
+        limit=args.limit,
+        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()),
+        fractions=tuple(_fraction(f.strip()) for f in args.fractions.split(",") if f.strip()),
+        latency_sample=args.latency_sample,
+        gemma=not args.no_gemma,
+        output_dir=args.output_dir,
+        progress=not args.no_progress,
+    )
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Entry point for ``ragtrim bench --dataset ...``: run, write JSON + PNG, print the report. Returns 0 or 1."""
+    from ragtrim.bench.report import print_qa_report
+
+    try:
+        config = config_from_args(args)
+        result = run_qa_benchmark(config)
+    except (ConfigError, InputError) as exc:
+        from ragtrim.bench.report import print_error
+
+        print_error(str(exc))
+        return 1
+    json_path, png = write_results(result, config.output_dir)
+    print_qa_report(result, json_path=json_path, png_path=png)
+    return 0

@@ -1,0 +1,239 @@
+"""NaturalQuestions-Open ("Lost in the Middle" oracle file) and the multi-document setting built from it.
+
+``build_multidoc`` adds distractors to each question's gold passage: the BM25 top hits among the other questions'
+gold passages that hold no gold answer ("hard"), or a seeded random draw ("random"), and puts the gold at a
+chosen position. Deterministic for a given input, setting and seed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import random
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from ragtrim.datasets import dataset_path
+from ragtrim.errors import ConfigError, InputError
+from ragtrim.qa_metrics import normalize_answer
+
+NQ_FOLDER = "nq-multidoc"
+NQ_FILE = "nq-open-oracle.shared.jsonl.gz"
+
+GoldPosition = Literal["first", "middle", "last"]
+DistractorKind = Literal["bm25", "random"]
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """One candidate passage of a QA instance. ``id`` is unique within the instance."""
+
+    id: str
+    title: str
+    text: str
+    is_gold: bool = False
+
+    @property
+    def content(self) -> str:
+        """What the reader sees: the title on its own line, then the text (empty title: just the text)."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+
+@dataclass(frozen=True, slots=True)
+class QAInstance:
+    """A question with its candidate passages, as the QA benchmark consumes it (NQ and SQuAD alike).
+
+    ``answers`` is empty for unanswerable questions (``is_impossible``); ``plausible_answers`` then holds the
+    spans annotators marked as plausible but wrong.
+    """
+
+    id: str
+    question: str
+    answers: tuple[str, ...]
+    passages: tuple[Passage, ...]
+    is_impossible: bool = False
+    plausible_answers: tuple[str, ...] = ()
+
+    @property
+    def gold_ids(self) -> tuple[str, ...]:
+        return tuple(p.id for p in self.passages if p.is_gold)
+
+
+@dataclass(frozen=True, slots=True)
+class NQQuestion:
+    """One line of the oracle file: the question, its answers and its gold passage."""
+
+    index: int
+    question: str
+    answers: tuple[str, ...]
+    gold: Passage
+
+
+def nq_path(path: str | Path | None = None) -> Path:
+    return Path(path) if path is not None else dataset_path(NQ_FOLDER) / NQ_FILE
+
+
+def load_nq_open(path: str | Path | None = None, *, limit: int | None = None) -> list[NQQuestion]:
+    """Read the NQ-open oracle JSONL(.gz); ``path`` defaults to ``$RAGTRIM_DATA/nq-multidoc/``."""
+    p = nq_path(path)
+    if not p.is_file():
+        raise InputError(f"NQ-open file {str(p)!r} not found; set RAGTRIM_DATA or pass the path of {NQ_FILE}")
+    opener = gzip.open if p.suffix == ".gz" else open
+    out: list[NQQuestion] = []
+    with opener(p, "rt", encoding="utf-8") as f:
+        for n, line in enumerate(f):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                ctx = rec["ctxs"][0]
+                out.append(
+                    NQQuestion(
+                        index=n,
+                        question=str(rec["question"]),
+                        answers=tuple(str(a) for a in rec["answers"]),
+                        gold=Passage(id=f"nq{n}", title=str(ctx.get("title", "")), text=str(ctx["text"]),
+                                     is_gold=True),
+                    )
+                )
+            except (json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
+                raise InputError(f"{p}: line {n + 1} is not an NQ-open oracle record ({exc!r})") from None
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+# -- BM25 over the passage pool -------------------------------------------------------------------------------------
+_TOKEN = re.compile(r"\w+")
+_STOPWORDS = frozenset(
+    "a an the of in on at to for from by with and or is are was were be been who what when where which how why "
+    "did do does whose whom that this it its as".split()
+)
+
+
+def bm25_tokens(text: str) -> list[str]:
+    """Lower-cased word tokens without a few question/function words."""
+    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOPWORDS]
+
+
+class _BM25Index:
+    """Okapi BM25 over a fixed corpus with an inverted index (rank_bm25 scans every document per query term)."""
+
+    def __init__(self, docs: Sequence[str], *, k1: float = 1.5, b: float = 0.75) -> None:
+        self.n_docs = len(docs)
+        postings: dict[str, dict[int, int]] = {}
+        lengths = np.zeros(self.n_docs, dtype=np.float64)
+        for i, doc in enumerate(docs):
+            toks = bm25_tokens(doc)
+            lengths[i] = len(toks)
+            for t in toks:
+                d = postings.setdefault(t, {})
+                d[i] = d.get(i, 0) + 1
+        avgdl = float(lengths.mean()) if self.n_docs else 0.0
+        norm = k1 * (1 - b + b * lengths / avgdl) if avgdl else np.full(self.n_docs, k1)
+        self._terms: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for t, d in postings.items():
+            idx = np.fromiter(d.keys(), dtype=np.int64, count=len(d))
+            tf = np.fromiter(d.values(), dtype=np.float64, count=len(d))
+            idf = math.log(1 + (self.n_docs - len(d) + 0.5) / (len(d) + 0.5))
+            self._terms[t] = (idx, idf * tf * (k1 + 1) / (tf + norm[idx]))
+
+    def scores(self, query: str) -> np.ndarray:
+        out = np.zeros(self.n_docs, dtype=np.float64)
+        for t in set(bm25_tokens(query)):
+            hit = self._terms.get(t)
+            if hit is not None:
+                out[hit[0]] += hit[1]
+        return out
+
+
+def _pool(questions: Sequence[NQQuestion]) -> tuple[list[Passage], list[str], dict[int, int]]:
+    """Unique gold passages (first question wins the id), their normalized text, and question index -> pool slot."""
+    seen: dict[str, int] = {}
+    passages: list[Passage] = []
+    normalized: list[str] = []
+    slot_of: dict[int, int] = {}
+    for q in questions:
+        key = normalize_answer(q.gold.content)
+        if key not in seen:
+            seen[key] = len(passages)
+            passages.append(Passage(id=q.gold.id, title=q.gold.title, text=q.gold.text, is_gold=False))
+            normalized.append(key)
+        slot_of[q.index] = seen[key]
+    return passages, normalized, slot_of
+
+
+def gold_index(position: GoldPosition | int, n_docs: int) -> int:
+    """0-based slot of the gold passage: first -> 0, middle -> n/2 - 1 (10th of 20), last -> n - 1."""
+    if isinstance(position, bool):
+        raise ConfigError(f"gold_position must be 'first', 'middle', 'last' or an int, got {position!r}")
+    if isinstance(position, int):
+        if not 0 <= position < n_docs:
+            raise ConfigError(f"gold_position must be within [0, {n_docs - 1}] for n_docs={n_docs}, got {position}")
+        return position
+    table = {"first": 0, "middle": max(0, n_docs // 2 - 1), "last": n_docs - 1}
+    if position not in table:
+        raise ConfigError(f"gold_position must be 'first', 'middle', 'last' or an int, got {position!r}")
+    return table[position]
+
+
+def build_multidoc(
+    questions: Sequence[NQQuestion],
+    *,
+    n_docs: int = 20,
+    gold_position: GoldPosition | int = "first",
+    distractors: DistractorKind = "bm25",
+    seed: int = 0,
+    pool: Sequence[NQQuestion] | None = None,
+) -> list[QAInstance]:
+    """One instance per question: the gold passage plus ``n_docs - 1`` distractors from the other questions' passages.
+
+    Distractors never contain a normalized gold answer of the question (substring test, the strict side) and are
+    never the question's own passage. ``bm25`` takes them best-first by BM25 against the question (a hard setting);
+    ``random`` draws them with ``random.Random(seed + question index)``. ``pool`` (default: ``questions``) is where
+    distractors come from, so a ``--limit`` sample still draws from all passages.
+    """
+    if isinstance(n_docs, bool) or not isinstance(n_docs, int) or n_docs < 1:
+        raise ConfigError(f"n_docs must be an int >= 1, got {n_docs!r}")
+    if distractors not in ("bm25", "random"):
+        raise ConfigError(f"distractors must be 'bm25' or 'random', got {distractors!r}")
+    slot = gold_index(gold_position, n_docs)
+    pool_questions = list(pool) if pool is not None else list(questions)
+    known = {q.index for q in pool_questions}
+    pool_questions += [q for q in questions if q.index not in known]
+    passages, normalized, slot_of = _pool(pool_questions)
+    if len(passages) < n_docs:
+        raise InputError(f"the pool has {len(passages)} unique passages but n_docs={n_docs} needs at least that many")
+    index = _BM25Index([p.content for p in passages]) if distractors == "bm25" else None
+    out: list[QAInstance] = []
+    for q in questions:
+        own = slot_of[q.index]
+        answers = [a for a in (normalize_answer(x) for x in q.answers) if a]
+
+        def usable(j: int, own: int = own, answers: list[str] = answers) -> bool:
+            return j != own and not any(a in normalized[j] for a in answers)
+
+        if index is not None:
+            scores = index.scores(q.question)
+            order: Iterable[int] = (int(j) for j in np.argsort(-scores, kind="stable"))
+        else:
+            candidates = list(range(len(passages)))
+            random.Random(seed * 1_000_003 + q.index).shuffle(candidates)
+            order = candidates
+        chosen: list[Passage] = []
+        for j in order:
+            if usable(j):
+                chosen.append(passages[j])
+                if len(chosen) == n_docs - 1:
+                    break
+        if len(chosen) < n_docs - 1:
+            raise InputError(f"question {q.index}: only {len(chosen)} usable distractors for n_docs={n_docs}")
+        docs = chosen[:slot] + [q.gold] + chosen[slot:]
+        out.append(QAInstance(id=f"nq{q.index}", question=q.question, answers=q.answers, passages=tuple(docs)))
+    return out

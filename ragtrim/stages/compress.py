@@ -1,0 +1,266 @@
+"""Query-aware extractive compression: keep the sentences that answer the query, plus their neighbours, in order.
+
+With a target (``max_tokens`` or ``target_ratio``) sentences compete across all chunks for one budget, so the
+tokens go to the best sentences wherever they are; without one, each chunk keeps its own best few sentences.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ragtrim._validate import check_float, check_int
+from ragtrim.errors import ConfigError
+from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
+from ragtrim.scoring import Scorer, check_scorer, get_scorer, min_max
+from ragtrim.stages.base import Stage, register_stage
+from ragtrim.text import sentence_spans
+from ragtrim.tokens import TokenCounter
+
+
+@dataclass(frozen=True, slots=True)
+class _Sentence:
+    chunk: int  # index of the chunk in the context
+    pos: int  # index of the sentence within its chunk
+    start: int
+    end: int
+    text: str  # stripped
+    tokens: int
+
+
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
+_MONTH = re.compile(
+    r"\b(january|february|march|april|may|june|july|august|september|october|november|december|century)\b", re.IGNORECASE
+)
+_DIGIT = re.compile(r"\d")
+_WHEN = re.compile(r"^\s*(when\b|what (year|date|day|time|century)|which year|how long ago)", re.IGNORECASE)
+_HOW_MANY = re.compile(r"\b(how (many|much|long|old|far|tall|big|high|deep|fast)|what (number|percentage|age))\b",
+                       re.IGNORECASE)
+
+
+def answer_hint(query: str, sentence: str) -> float:
+    """1.0 when the sentence holds the kind of value the question asks for (a date for "when", a number for
+    "how many"), else 0.0. A cheap answer-type prior for factoid questions; 0.0 for other questions."""
+    if _WHEN.search(query):
+        return 1.0 if (_YEAR.search(sentence) or _MONTH.search(sentence)) else 0.0
+    if _HOW_MANY.search(query):
+        return 1.0 if _DIGIT.search(sentence) else 0.0
+    return 0.0
+
+
+@register_stage
+class SentenceCompressor(Stage):
+    """Shorten chunks to their query-relevant sentences (extractive: kept text is copied verbatim, in order).
+
+    Sentences come from ``ragtrim.text.sentence_spans`` (never cut inside a number, a quoted span or a code line).
+    Each sentence gets a priority: its ``scorer`` score against the query (min-max scaled over all sentences of the
+    request), mixed with its chunk's score (``chunk_weight``; chunk scores come from an earlier relevance stage, or
+    from ``scorer`` on whole chunks when absent), plus ``answer_hint_weight`` when it holds the kind of value the
+    question asks for. A sentence next to a good one (within ``context_sentences``) inherits ``context_weight`` of
+    that neighbour's priority, so a kept sentence tends to keep its immediate context.
+
+    Parameters:
+        scorer: ``"bm25"``, ``"embedding"``, ``"hybrid"`` or a Scorer, applied to sentences.
+        max_tokens: a target for all non-pinned chunk text together; sentences are taken best-first over all
+            chunks until it is reached (the output fits it under the pipeline's counter).
+        target_ratio: alternatively, the compression ratio to reach (4.0 keeps about a quarter of the tokens).
+        sentences_per_chunk: without a target, the number of best sentences each chunk keeps.
+        context_sentences, context_weight: how far and how strongly a sentence's priority spills to neighbours.
+        chunk_weight: weight of the chunk's own relevance in each sentence's priority, in [0, 1].
+        answer_hint_weight: bonus for sentences with a date ("when" questions) or a number ("how many").
+        separator: joins non-adjacent kept sentences.
+
+    Trace: a shortened chunk gets a ``compressed``/``shortened`` record ("kept 2 of 7 sentences"); with a target,
+    a chunk none of whose sentences made it is dropped with ``over_budget``. Pinned chunks are left alone, and an
+    empty query leaves everything unchanged (nothing to be query-aware about).
+    """
+
+    name = "compress"
+
+    def __init__(
+        self,
+        *,
+        scorer: Scorer | str = "bm25",
+        max_tokens: int | None = None,
+        target_ratio: float | None = None,
+        sentences_per_chunk: int = 2,
+        context_sentences: int = 1,
+        context_weight: float = 0.5,
+        chunk_weight: float = 0.7,
+        answer_hint_weight: float = 0.3,
+        separator: str = " ",
+    ) -> None:
+        check_scorer("scorer", scorer)
+        check_int("max_tokens", max_tokens, minimum=0, allow_none=True)
+        check_float("target_ratio", target_ratio, minimum=1.0, allow_none=True)
+        if max_tokens is not None and target_ratio is not None:
+            raise ConfigError(
+                f"give max_tokens or target_ratio, not both (got max_tokens={max_tokens}, "
+                f"target_ratio={target_ratio})"
+            )
+        check_int("sentences_per_chunk", sentences_per_chunk, minimum=1)
+        check_int("context_sentences", context_sentences, minimum=0)
+        check_float("context_weight", context_weight, minimum=0.0, maximum=1.0)
+        check_float("chunk_weight", chunk_weight, minimum=0.0, maximum=1.0)
+        check_float("answer_hint_weight", answer_hint_weight, minimum=0.0)
+        if not isinstance(separator, str):
+            raise ConfigError(f"separator must be a str, got {separator!r}")
+        self.scorer = scorer
+        self.max_tokens = max_tokens
+        self.target_ratio = target_ratio
+        self.sentences_per_chunk = sentences_per_chunk
+        self.context_sentences = context_sentences
+        self.context_weight = context_weight
+        self.chunk_weight = chunk_weight
+        self.answer_hint_weight = answer_hint_weight
+        self.separator = separator
+
+    def warm_up(self) -> None:
+        warm = getattr(get_scorer(self.scorer), "warm_up", None)
+        if callable(warm):
+            warm()
+
+    # -- scoring ------------------------------------------------------------------------------------------------
+    def _split(self, chunks: tuple[Chunk, ...], counter: TokenCounter) -> list[_Sentence]:
+        out: list[_Sentence] = []
+        for ci, c in enumerate(chunks):
+            if c.pinned:
+                continue
+            pos = 0
+            for a, b in sentence_spans(c.text):
+                text = c.text[a:b].strip()
+                if not text:
+                    continue
+                out.append(_Sentence(ci, pos, a, b, text, counter.count(text)))
+                pos += 1
+        return out
+
+    def priorities(self, query: str, chunks: tuple[Chunk, ...], sentences: list[_Sentence]) -> np.ndarray:
+        """Each sentence's priority (see the class docstring); higher is kept first."""
+        scorer = get_scorer(self.scorer)
+        raw = np.asarray(scorer.score(query, [s.text for s in sentences]), dtype=np.float64)
+        own = min_max(raw)
+        if self.chunk_weight > 0:
+            chunk_scores = [c.score for c in chunks]
+            if any(s is None for s in chunk_scores):
+                chunk_scores = list(scorer.score(query, [c.text for c in chunks]))
+            per_chunk = min_max(np.asarray(chunk_scores, dtype=np.float64))
+            own = (1 - self.chunk_weight) * own + self.chunk_weight * per_chunk[[s.chunk for s in sentences]]
+        if self.answer_hint_weight > 0:
+            own = own + self.answer_hint_weight * np.array([answer_hint(query, s.text) for s in sentences])
+        prio = own.copy()
+        if self.context_sentences > 0 and self.context_weight > 0:
+            for i, s in enumerate(sentences):
+                for j in range(max(0, i - self.context_sentences), min(len(sentences), i + self.context_sentences + 1)):
+                    if j != i and sentences[j].chunk == s.chunk:
+                        prio[i] = max(prio[i], self.context_weight * own[j])
+        return prio
+
+    # -- selection ----------------------------------------------------------------------------------------------
+    def _target(self, chunks: tuple[Chunk, ...], counter: TokenCounter) -> int | None:
+        if self.max_tokens is not None:
+            return self.max_tokens
+        if self.target_ratio is not None:
+            total = sum(c.token_count if c.token_count is not None else counter.count(c.text) for c in chunks)
+            return math.floor(total / self.target_ratio)
+        return None
+
+    def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+        chunks = context.chunks
+        if not chunks or not context.query.strip():
+            return StageOutput(context, info={"compressed": 0})
+        sentences = self._split(chunks, counter)
+        if not sentences:
+            return StageOutput(context, info={"compressed": 0})
+        prio = self.priorities(context.query, chunks, sentences)
+        order = sorted(range(len(sentences)), key=lambda i: (-prio[i], i))
+        target = self._target(chunks, counter)
+        chosen: set[int] = set()
+        if target is None:
+            taken: dict[int, int] = {}
+            for i in order:
+                ci = sentences[i].chunk
+                if taken.get(ci, 0) < self.sentences_per_chunk:
+                    taken[ci] = taken.get(ci, 0) + 1
+                    chosen.add(i)
+        else:
+            pinned_tokens = sum(c.token_count if c.token_count is not None else counter.count(c.text)
+                                for c in chunks if c.pinned)
+            room = target - pinned_tokens
+            for i in order:
+                if sentences[i].tokens <= room:
+                    chosen.add(i)
+                    room -= sentences[i].tokens
+        new_texts = self._rebuild(chunks, sentences, chosen)
+        if target is not None:
+            new_texts = self._fit(chunks, sentences, chosen, order, target, counter)
+        return self._output(context, sentences, chosen, order, new_texts, target)
+
+    def _rebuild(self, chunks: tuple[Chunk, ...], sentences: list[_Sentence], chosen: set[int]) -> dict[int, str]:
+        """Each non-pinned chunk's new text from its chosen sentences (adjacent ones keep their original glue)."""
+        pieces: dict[int, list[tuple[int, int]]] = {}
+        for i in sorted(chosen):
+            s = sentences[i]
+            runs = pieces.setdefault(s.chunk, [])
+            if runs and runs[-1][1] == s.start:
+                runs[-1] = (runs[-1][0], s.end)
+            else:
+                runs.append((s.start, s.end))
+        out: dict[int, str] = {}
+        for ci in {s.chunk for s in sentences}:
+            text = chunks[ci].text
+            out[ci] = self.separator.join(text[a:b].strip() for a, b in pieces.get(ci, []))
+        return out
+
+    def _fit(self, chunks: tuple[Chunk, ...], sentences: list[_Sentence], chosen: set[int], order: list[int],
+             target: int, counter: TokenCounter) -> dict[int, str]:
+        """Drop the weakest chosen sentences until the rebuilt texts fit ``target`` (joins can add a token)."""
+        pinned = sum(c.token_count if c.token_count is not None else counter.count(c.text)
+                     for c in chunks if c.pinned)
+        texts = self._rebuild(chunks, sentences, chosen)
+        weakest = [i for i in reversed(order) if i in chosen]
+        while sum(counter.count(t) for t in texts.values()) + pinned > target and weakest:
+            chosen.discard(weakest.pop(0))
+            texts = self._rebuild(chunks, sentences, chosen)
+        return texts
+
+    def _output(self, context: TrimContext, sentences: list[_Sentence], chosen: set[int], order: list[int],
+                new_texts: dict[int, str], target: int | None) -> StageOutput:
+        chunks = context.chunks
+        total_per_chunk: dict[int, int] = {}
+        kept_per_chunk: dict[int, int] = {}
+        best_rank: dict[int, int] = {}
+        for rank, i in enumerate(order, start=1):
+            ci = sentences[i].chunk
+            best_rank.setdefault(ci, rank)
+        for i, s in enumerate(sentences):
+            total_per_chunk[s.chunk] = total_per_chunk.get(s.chunk, 0) + 1
+            if i in chosen:
+                kept_per_chunk[s.chunk] = kept_per_chunk.get(s.chunk, 0) + 1
+        out: list[Chunk] = []
+        removals: list[Removal] = []
+        for ci, c in enumerate(chunks):
+            if ci not in new_texts:
+                out.append(c)
+                continue
+            kept, total = kept_per_chunk.get(ci, 0), total_per_chunk[ci]
+            if kept == 0:
+                removals.append(Removal(
+                    c.id, self.name, "over_budget", 0,
+                    f"no sentence made the {target}-token compression target "
+                    f"(best sentence rank {best_rank[ci]} of {len(sentences)})",
+                ))
+                continue
+            if kept == total:
+                out.append(c)
+                continue
+            out.append(c.with_text(new_texts[ci]))
+            removals.append(Removal(c.id, self.name, "compressed", 0, f"kept {kept} of {total} sentences",
+                                    action="shortened"))
+        info: dict[str, Any] = {"sentences_in": len(sentences), "sentences_kept": len(chosen),
+                                "target_tokens": target}
+        return StageOutput(context.with_chunks(tuple(out)), tuple(removals), info=info)

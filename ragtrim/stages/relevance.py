@@ -1,0 +1,136 @@
+"""Relevance scoring and the top-k cap: score every chunk against the query, keep the best (fixed k or adaptive).
+
+The adaptive modes stop where the score curve drops: below a fraction of the best score, or at the largest gap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from ragtrim._validate import check_bool, check_choice, check_float, check_int
+from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
+from ragtrim.scoring import Scorer, check_scorer, get_scorer
+from ragtrim.stages.base import Stage, register_stage
+from ragtrim.tokens import TokenCounter
+
+RelevanceMode = Literal["top_k", "relative", "gap"]
+
+
+def ranking(scores: list[float]) -> list[int]:
+    """Indices best-first; ties keep the original order (stable)."""
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+
+
+def adaptive_keep_count(
+    sorted_scores: list[float], *, mode: RelevanceMode, relative_threshold: float, gap_threshold: float
+) -> int:
+    """How many of the best-first ``sorted_scores`` to keep before the cap and the minimum apply.
+
+    ``relative``: scores are shifted so the worst is 0, then everything >= ``relative_threshold`` x best is kept
+    (the shift makes the rule work for negative scores such as cosines). ``gap``: cut before the first drop between
+    neighbours that is >= ``gap_threshold`` x (best - worst); no such drop keeps everything.
+    """
+    n = len(sorted_scores)
+    if mode == "top_k" or n == 0:
+        return n
+    best, worst = sorted_scores[0], sorted_scores[-1]
+    spread = best - worst
+    if spread <= 0:
+        return n
+    if mode == "relative":
+        return sum(1 for s in sorted_scores if (s - worst) >= relative_threshold * spread)
+    for i in range(1, n):
+        if sorted_scores[i - 1] - sorted_scores[i] >= gap_threshold * spread:
+            return i
+    return n
+
+
+@register_stage
+class RelevanceFilter(Stage):
+    """Score chunks against the query (sets ``Chunk.score``) and keep the best ones, in input order.
+
+    Parameters:
+        scorer: ``"bm25"``, ``"embedding"`` (MiniLM), ``"hybrid"`` (both, mixed) or any ``Scorer`` object.
+        mode: ``"top_k"`` keeps the ``top_k`` best; ``"relative"`` keeps chunks scoring at least
+            ``relative_threshold`` of the way from the worst to the best score; ``"gap"`` cuts at the first drop of
+            at least ``gap_threshold`` of the score range. In the adaptive modes ``top_k`` (if set) is a cap.
+        top_k: the number kept in ``top_k`` mode, an upper cap otherwise. ``None``: no cap; in ``top_k`` mode the
+            stage then only scores, for later stages (``compress``, ``budget`` with ``policy="score"``, ``order``).
+        min_keep: never keep fewer than this many (when there are that many).
+        relative_threshold, gap_threshold: the adaptive rules' fractions, in [0, 1].
+        keep_scores: write the score into ``Chunk.score`` (off: only filter, keep the caller's scores).
+
+    Pinned chunks are always kept and do not count toward ``top_k``. With an empty query, chunks pass unscored
+    and unfiltered: there is nothing to rank them by. Removals: ``below_top_k`` (cut by the cap) or
+    ``low_relevance`` (cut by an adaptive rule), with detail like ``"score 0.12 rank 14 of 20"``.
+    """
+
+    name = "relevance"
+
+    def __init__(
+        self,
+        *,
+        scorer: Scorer | str = "bm25",
+        mode: RelevanceMode = "top_k",
+        top_k: int | None = 5,
+        min_keep: int = 1,
+        relative_threshold: float = 0.5,
+        gap_threshold: float = 0.25,
+        keep_scores: bool = True,
+    ) -> None:
+        check_scorer("scorer", scorer)
+        check_choice("mode", mode, ("top_k", "relative", "gap"))
+        check_int("top_k", top_k, minimum=1, allow_none=True)
+        check_int("min_keep", min_keep, minimum=0)
+        check_float("relative_threshold", relative_threshold, minimum=0.0, maximum=1.0)
+        check_float("gap_threshold", gap_threshold, minimum=0.0, maximum=1.0, min_exclusive=True)
+        check_bool("keep_scores", keep_scores)
+        self.scorer = scorer
+        self.mode = mode
+        self.top_k = top_k
+        self.min_keep = min_keep
+        self.relative_threshold = relative_threshold
+        self.gap_threshold = gap_threshold
+        self.keep_scores = keep_scores
+
+    def warm_up(self) -> None:
+        warm = getattr(get_scorer(self.scorer), "warm_up", None)
+        if callable(warm):
+            warm()
+
+    def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+        chunks = context.chunks
+        if not chunks or not context.query.strip():
+            return StageOutput(context, info={"scored": False})
+        scorer = get_scorer(self.scorer)
+        scores = scorer.score(context.query, [c.text for c in chunks])
+        scored = tuple(c.with_score(s) if self.keep_scores else c for c, s in zip(chunks, scores))
+        candidates = [i for i, c in enumerate(chunks) if not c.pinned]
+        cand_scores = [scores[i] for i in candidates]
+        order = [candidates[j] for j in ranking(cand_scores)]
+        sorted_scores = [scores[i] for i in order]
+        n_adaptive = adaptive_keep_count(sorted_scores, mode=self.mode, relative_threshold=self.relative_threshold,
+                                         gap_threshold=self.gap_threshold)
+        n_cap = len(order) if self.top_k is None else min(self.top_k, len(order))
+        floor = min(self.min_keep, len(order))
+        n_keep = max(floor, min(n_adaptive, n_cap))
+        keep = set(order[:n_keep]) | {i for i, c in enumerate(chunks) if c.pinned}
+        rank_of = {i: r + 1 for r, i in enumerate(order)}
+        removals: list[Removal] = []
+        for i in order[n_keep:]:
+            by_cap = rank_of[i] <= n_adaptive  # the adaptive rule alone would have kept it
+            removals.append(
+                Removal(
+                    chunks[i].id, self.name, "below_top_k" if by_cap else "low_relevance", 0,
+                    f"score {scores[i]:.4g} rank {rank_of[i]} of {len(order)}",
+                )
+            )
+        kept = tuple(c for i, c in enumerate(scored) if i in keep)
+        info: dict[str, Any] = {"scorer": scorer.name, "kept": len(kept), "mode": self.mode}
+        return StageOutput(context.with_chunks(kept), tuple(removals), info=info)
+
+
+def with_scores(chunks: tuple[Chunk, ...], scores: list[float]) -> tuple[Chunk, ...]:
+    """Chunks with ``score`` replaced (helper for stages that score but do not filter)."""
+    return tuple(dataclasses.replace(c, score=s) for c, s in zip(chunks, scores))

@@ -1,0 +1,158 @@
+"""SentenceCompressor: query-aware sentence selection per chunk and under a global token target."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragtrim.errors import ConfigError
+from ragtrim.models import Chunk, TrimContext, TrimResult
+from ragtrim.pipeline import Pipeline
+from ragtrim.scoring import FixedScorer
+from ragtrim.stages.base import stage_from_dict
+from ragtrim.stages.budget import TokenBudget
+from ragtrim.stages.compress import SentenceCompressor, answer_hint
+from ragtrim.tokens import WhitespaceCounter
+
+
+def run(stages: list[object], chunks: list[object], query: str = "q") -> TrimResult:
+    return Pipeline(stages, tokenizer="whitespace").run(chunks, query=query)  # type: ignore[arg-type]
+
+
+DOC = "Alpha one two. Beta three four. Gamma five six. Delta seven eight."
+# Sentence scores by text: Gamma best, Alpha second.
+SENT = FixedScorer(scores={"Alpha one two.": 0.5, "Beta three four.": 0.1, "Gamma five six.": 1.0,
+                           "Delta seven eight.": 0.0})
+
+
+class TestSentenceCompressor:
+    def test_defaults(self) -> None:
+        s = SentenceCompressor()
+        assert s.get_params() == {
+            "scorer": "bm25", "max_tokens": None, "target_ratio": None, "sentences_per_chunk": 2,
+            "context_sentences": 1, "context_weight": 0.5, "chunk_weight": 0.7, "answer_hint_weight": 0.3,
+            "separator": " ",
+        }
+        assert isinstance(stage_from_dict({"type": "compress", "max_tokens": 50}), SentenceCompressor)
+
+    @pytest.mark.parametrize(
+        ("kwargs", "message"),
+        [
+            ({"scorer": "tfidf"}, "scorer must be one of"),
+            ({"max_tokens": -1}, "max_tokens must be >= 0"),
+            ({"target_ratio": 0.5}, "target_ratio must be >= 1"),
+            ({"max_tokens": 5, "target_ratio": 2.0}, "give max_tokens or target_ratio, not both"),
+            ({"sentences_per_chunk": 0}, "sentences_per_chunk must be >= 1"),
+            ({"context_sentences": -1}, "context_sentences must be >= 0"),
+            ({"context_weight": 2.0}, "context_weight must be <= 1"),
+            ({"chunk_weight": -0.1}, "chunk_weight must be >= 0"),
+            ({"answer_hint_weight": -1.0}, "answer_hint_weight must be >= 0"),
+            ({"separator": 3}, "separator must be a str"),
+        ],
+    )
+    def test_invalid(self, kwargs: dict[str, object], message: str) -> None:
+        with pytest.raises(ConfigError, match=message):
+            SentenceCompressor(**kwargs)  # type: ignore[arg-type]
+
+    def test_empty(self) -> None:
+        assert run([SentenceCompressor()], []).chunks == ()
+
+    def test_single_sentence_chunk_is_unchanged(self) -> None:
+        r = run([SentenceCompressor()], ["Just one sentence here."])
+        assert r.chunks[0].text == "Just one sentence here." and r.removals == ()
+
+    def test_per_chunk_keeps_best_sentences_in_order(self) -> None:
+        s = SentenceCompressor(scorer=SENT, sentences_per_chunk=1, context_weight=0.0, chunk_weight=0.0)
+        r = run([s], [DOC])
+        assert r.chunks[0].text == "Gamma five six."
+
+    def test_neighbour_context(self) -> None:
+        # Gamma (1.0) gives its neighbours 0.6; Beta (own 0.1) and Delta (own 0.0) both rise to 0.6 > Alpha 0.5.
+        s = SentenceCompressor(scorer=SENT, sentences_per_chunk=3, context_weight=0.6, chunk_weight=0.0)
+        r = run([s], [DOC])
+        assert r.chunks[0].text == "Beta three four. Gamma five six. Delta seven eight."
+
+    def test_non_adjacent_sentences_joined_by_separator(self) -> None:
+        s = SentenceCompressor(scorer=SENT, sentences_per_chunk=2, context_weight=0.0, chunk_weight=0.0,
+                               separator=" … ")
+        assert run([s], [DOC]).chunks[0].text == "Alpha one two. … Gamma five six."
+
+    def test_trace(self) -> None:
+        s = SentenceCompressor(scorer=SENT, sentences_per_chunk=1, context_weight=0.0, chunk_weight=0.0)
+        r = run([s], [DOC])
+        (rec,) = r.removals
+        assert (rec.chunk_id, rec.reason, rec.action, rec.tokens_removed, rec.detail) == (
+            "0", "compressed", "shortened", 9, "kept 1 of 4 sentences")
+
+    def test_global_target_picks_best_sentences_across_chunks(self) -> None:
+        scorer = FixedScorer(scores={"Red apple pie.": 0.2, "Blue sky now.": 0.9, "Green leaf.": 0.1,
+                                     "Yellow sun up.": 0.8})
+        chunks = ["Red apple pie. Blue sky now.", "Green leaf. Yellow sun up.", "Green leaf."]
+        s = SentenceCompressor(scorer=scorer, max_tokens=6, context_weight=0.0, chunk_weight=0.0)
+        r = run([s], chunks)
+        assert [(c.id, c.text) for c in r.chunks] == [("0", "Blue sky now."), ("1", "Yellow sun up.")]
+        assert r.tokens_after <= 6
+        assert {(x.chunk_id, x.reason, x.action) for x in r.removals} == {
+            ("0", "compressed", "shortened"), ("1", "compressed", "shortened"), ("2", "over_budget", "dropped")}
+        dropped = next(x for x in r.removals if x.chunk_id == "2")
+        assert dropped.detail == "no sentence made the 6-token compression target (best sentence rank 5 of 5)"
+
+    def test_target_ratio(self) -> None:
+        s = SentenceCompressor(scorer=SENT, target_ratio=4.0, context_weight=0.0, chunk_weight=0.0)
+        r = run([s], [DOC + " " + DOC.replace("Alpha", "Omega")])
+        assert r.tokens_after <= 24 // 4
+
+    def test_bm25_behaviour_with_budget(self) -> None:
+        chunks = [
+            "The Eiffel Tower is in Paris. It was finished in 1889. Many tourists visit it.",
+            "Bananas grow in warm places. They are yellow when ripe.",
+        ]
+        # BM25 prefers "The Eiffel Tower is in Paris." (two query words); its neighbour holds the answer.
+        r = run([SentenceCompressor(max_tokens=11), TokenBudget(max_tokens=11)], chunks,
+                query="When was the Eiffel Tower finished?")
+        assert r.text == "The Eiffel Tower is in Paris. It was finished in 1889."
+        hinted = run([SentenceCompressor(max_tokens=5, context_weight=0.0, answer_hint_weight=1.0)], chunks,
+                     query="When was the Eiffel Tower finished?")
+        assert hinted.text == "It was finished in 1889."
+
+    def test_pinned_chunk_is_untouched_and_counts_against_target(self) -> None:
+        chunks = [{"text": DOC, "pinned": True}, {"text": "Blue sky now. Green leaf."}]
+        r = run([SentenceCompressor(scorer=SENT, max_tokens=15, chunk_weight=0.0)], chunks)
+        assert r.chunks[0].text == DOC
+        assert r.tokens_after <= 15
+
+    def test_empty_query_is_a_no_op(self) -> None:
+        r = run([SentenceCompressor(scorer=SENT, max_tokens=3)], [DOC], query="")
+        assert r.chunks[0].text == DOC and r.removals == ()
+
+    def test_no_input_mutation(self) -> None:
+        chunks = (Chunk(text=DOC, id="a", token_count=12),)
+        ctx = TrimContext(query="q", chunks=chunks)
+        SentenceCompressor(scorer=SENT, sentences_per_chunk=1).run(ctx, counter=WhitespaceCounter())
+        assert ctx.chunks == chunks and ctx.chunks[0].text == DOC
+
+    def test_numbers_and_quotes_are_not_cut(self) -> None:
+        text = 'It cost $3.5 million. He said "Go. Now." then left. Prices rose by 2.5 percent.'
+        r = run([SentenceCompressor(sentences_per_chunk=1, context_weight=0.0)], [text], query="prices percent")
+        assert r.chunks[0].text == "Prices rose by 2.5 percent."
+
+    @settings(max_examples=50, deadline=None)
+    @given(st.lists(st.sampled_from(["Alpha one.", "Beta two three.", "Gamma four.", "Delta five six seven.",
+                                     "Eps 1.5 units."]), min_size=1, max_size=8),
+           st.integers(min_value=0, max_value=20))
+    def test_kept_sentences_stay_in_original_order(self, sentences: list[str], budget: int) -> None:
+        text = " ".join(f"{s[:-1]} n{i}." for i, s in enumerate(sentences))
+        r = run([SentenceCompressor(max_tokens=budget)], [text], query="beta gamma units")
+        assert r.tokens_after <= budget
+        if r.chunks:
+            kept = r.chunks[0].text.split(". ")
+            numbers = [int(k.rsplit("n", 1)[1].rstrip(".")) for k in kept]
+            assert numbers == sorted(numbers)
+
+
+def test_answer_hint() -> None:
+    assert answer_hint("when did it open", "It opened in 1999.") == 1.0
+    assert answer_hint("when did it open", "It opened recently.") == 0.0
+    assert answer_hint("how many moons does mars have", "Mars has 2 moons.") == 1.0
+    assert answer_hint("who wrote it", "Written in 1999.") == 0.0

@@ -1,0 +1,164 @@
+"""Scorers: BM25 tokenization and ranking, fusion arithmetic, the fixed fake, and (marked) MiniLM embeddings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragtrim.errors import ConfigError, InputError
+from ragtrim.scoring import (
+    BM25Scorer,
+    EmbeddingScorer,
+    FixedScorer,
+    HybridScorer,
+    Scorer,
+    bm25_okapi,
+    get_scorer,
+    min_max,
+    rrf_contribution,
+    tokenize,
+)
+
+
+class TestTokenize:
+    def test_lowercase_punctuation_stopwords(self) -> None:
+        assert tokenize("When did The Beatles' last album come out?") == ["beatles", "last", "album", "come", "out"]
+
+    def test_numbers_kept_whole(self) -> None:
+        assert tokenize("It cost 1,000 dollars, or 3.5% in 1999.") == ["cost", "1000", "dollars", "3.5", "1999"]
+
+    def test_without_stopwords(self) -> None:
+        assert tokenize("the cat", stopwords=False) == ["the", "cat"]
+
+
+class TestBM25Scorer:
+    def test_ranks_the_matching_text_first(self) -> None:
+        texts = ["The cat sat on the mat.", "Paris is the capital of France.", "Dogs bark at night."]
+        scores = BM25Scorer().score("capital of France", texts)
+        assert scores.index(max(scores)) == 1
+        assert scores[0] == 0.0 and scores[2] == 0.0
+
+    def test_empty_corpus_and_empty_texts(self) -> None:
+        assert BM25Scorer().score("anything", []) == []
+        assert BM25Scorer().score("anything", ["", "  "]) == [0.0, 0.0]
+
+    def test_query_without_content_words(self) -> None:
+        assert BM25Scorer().score("what is the", ["a cat", "a dog"]) == [0.0, 0.0]
+
+    def test_invalid_parameters(self) -> None:
+        with pytest.raises(ConfigError, match="k1"):
+            BM25Scorer(k1=-1)
+        with pytest.raises(ConfigError, match="b must be"):
+            BM25Scorer(b=2.0)
+
+    def test_single_str_is_rejected(self) -> None:
+        with pytest.raises(InputError, match="single str"):
+            BM25Scorer().score("q", "not a list")
+
+    def test_okapi_arithmetic(self) -> None:
+        # one query term, three docs of length 2; tf 2, 0, 0; idf = log(1 + (3 - 1 + .5) / (1 + .5))
+        out = bm25_okapi(np.array([[2.0, 0.0, 0.0]]), np.array([2.0, 2.0, 2.0]), k1=1.0, b=0.75)
+        idf = np.log(1 + 2.5 / 1.5)
+        assert out.tolist() == pytest.approx([idf * 2 * 2 / (2 + 1.0), 0.0, 0.0])
+
+    def test_single_text_scores_positive(self) -> None:
+        assert BM25Scorer().score("cat", ["the cat sat"])[0] > 0
+
+
+class TestFusion:
+    def test_min_max(self) -> None:
+        assert min_max(np.array([1.0, 3.0, 2.0])).tolist() == [0.0, 1.0, 0.5]
+        assert min_max(np.array([2.0, 2.0])).tolist() == [0.0, 0.0]
+
+    def test_rrf_ties_share_the_better_rank(self) -> None:
+        out = rrf_contribution(np.array([5.0, 5.0, 1.0]), 60)
+        assert out.tolist() == [1 / 61, 1 / 61, 1 / 63]
+
+    def test_mix_of_fixed_scorers(self) -> None:
+        a = FixedScorer(scores=[0.0, 10.0, 5.0])
+        b = FixedScorer(scores=[1.0, 0.0, 0.5])
+        h = HybridScorer(scorers=(a, b), method="mix", weights=(3.0, 1.0))
+        assert h.score("q", ["x", "y", "z"]) == pytest.approx([0.25, 0.75, 0.5])
+
+    def test_rrf_of_fixed_scorers(self) -> None:
+        a = FixedScorer(scores=[3.0, 2.0, 1.0])
+        b = FixedScorer(scores=[1.0, 2.0, 3.0])
+        h = HybridScorer(scorers=(a, b), method="rrf", rrf_k=0)
+        assert h.score("q", ["x", "y", "z"]) == pytest.approx([(1 + 1 / 3) / 2, (1 / 2 + 1 / 2) / 2, (1 / 3 + 1) / 2])
+
+    def test_invalid_parameters(self) -> None:
+        with pytest.raises(ConfigError, match="method"):
+            HybridScorer(method="sum")  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="weights must have one entry"):
+            HybridScorer(scorers=("bm25",), weights=(1.0, 2.0))
+        with pytest.raises(ConfigError, match="scorers must be"):
+            HybridScorer(scorers=())
+        with pytest.raises(ConfigError, match="hybrid scorer names"):
+            HybridScorer(scorers=("tfidf",))
+        with pytest.raises(ConfigError, match="weights must not all be 0"):
+            HybridScorer(scorers=("bm25",), weights=(0.0,))
+
+    def test_empty_texts(self) -> None:
+        assert HybridScorer(scorers=(FixedScorer(scores=[]),)).score("q", []) == []
+
+
+class TestFixedScorer:
+    def test_by_text_and_by_position(self) -> None:
+        assert FixedScorer(scores={"a": 2.0}).score("q", ["a", "b"]) == [2.0, 0.0]
+        assert FixedScorer(scores=[1.0], default=-1.0).score("q", ["a", "b"]) == [1.0, -1.0]
+
+    def test_is_a_scorer(self) -> None:
+        assert isinstance(FixedScorer(scores=[]), Scorer)
+
+    def test_invalid(self) -> None:
+        with pytest.raises(ConfigError, match="scores must be"):
+            FixedScorer(scores="abc")  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match=r"scores\[0\]"):
+            FixedScorer(scores=[float("nan")])
+
+
+class TestGetScorer:
+    def test_names_are_shared(self) -> None:
+        assert get_scorer("bm25") is get_scorer("bm25")
+        assert isinstance(get_scorer("hybrid"), HybridScorer)
+
+    def test_passes_objects_through(self) -> None:
+        s = FixedScorer(scores=[])
+        assert get_scorer(s) is s
+
+    def test_unknown(self) -> None:
+        with pytest.raises(ConfigError, match="unknown scorer 'tfidf'"):
+            get_scorer("tfidf")
+        with pytest.raises(ConfigError, match="scorer must be"):
+            get_scorer(42)  # type: ignore[arg-type]
+
+    def test_primed_embeddings_score_without_a_model(self) -> None:
+        e = EmbeddingScorer(model="/nonexistent/model")
+        e.prime(["q", "a", "b"], [[1.0, 0.0], [2.0, 0.0], [0.0, 3.0]])
+        assert e.score("q", ["a", "b"]) == pytest.approx([1.0, 0.0])
+        with pytest.raises(InputError, match="one row per text"):
+            e.prime(["x"], [[1.0], [2.0]])
+
+    def test_embedding_constructor_loads_nothing(self) -> None:
+        e = EmbeddingScorer(batch_size=8)
+        assert e._cache == {} and e.batch_size == 8
+        with pytest.raises(ConfigError, match="batch_size"):
+            EmbeddingScorer(batch_size=0)
+
+
+@pytest.mark.model
+class TestEmbeddingScorerModel:
+    def test_minilm_ranks_paraphrase_first(self) -> None:
+        e = EmbeddingScorer()
+        scores = e.score("Who wrote Hamlet?", ["The tragedy Hamlet is by William Shakespeare.",
+                                               "Bananas are rich in potassium."])
+        assert scores[0] > scores[1]
+
+    def test_cache_makes_repeats_free(self) -> None:
+        e = EmbeddingScorer(cache_size=10)
+        first = e.embed(["alpha text", "beta text"])
+        assert len(e._cache) == 2
+        again = e.embed(["beta text", "alpha text"])
+        assert np.allclose(first[::-1], again)
+        assert first.shape == (2, 384)
+        assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)

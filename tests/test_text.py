@@ -1,0 +1,87 @@
+"""Sentence spans: gapless, and never cut inside numbers, abbreviations, quotes or code."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragtrim.text import normalize_text, sentence_spans, split_sentences
+
+
+class TestSentenceSpans:
+    def test_empty(self) -> None:
+        assert sentence_spans("") == []
+        assert split_sentences("") == []
+
+    def test_simple_split(self) -> None:
+        assert split_sentences("One thing. Two things! Three?") == ["One thing.", "Two things!", "Three?"]
+
+    def test_abbreviations_initials_and_decimals(self) -> None:
+        text = "Dr. Smith paid $3.5 million in 1999. The U.S. Army agreed with J. Doe. It ended."
+        assert split_sentences(text) == [
+            "Dr. Smith paid $3.5 million in 1999.",
+            "The U.S. Army agreed with J. Doe.",
+            "It ended.",
+        ]
+
+    def test_numbers_are_never_cut(self) -> None:
+        text = "It cost 1,000.50 dollars. Version 2.0.1 shipped. See No. 5 for details."
+        assert split_sentences(text) == ["It cost 1,000.50 dollars.", "Version 2.0.1 shipped.",
+                                         "See No. 5 for details."]
+
+    def test_quoted_span_is_not_split(self) -> None:
+        text = 'He said "Stop. Now. Please." and left. Then it rained.'
+        assert split_sentences(text) == ['He said "Stop. Now. Please." and left.', "Then it rained."]
+
+    def test_lowercase_continuation_is_not_a_boundary(self) -> None:
+        assert split_sentences("See e.g. the appendix. Fine.") == ["See e.g. the appendix.", "Fine."]
+
+    def test_list_items_and_blank_lines(self) -> None:
+        text = "Steps:\n- first item\n- second item\n\nDone here."
+        assert split_sentences(text) == ["Steps:", "- first item", "- second item", "Done here."]
+
+    def test_fenced_code_block_is_one_unit(self) -> None:
+        text = "Intro here.\n\n```python\nx = 1. \ny = 2\n\nz = 3\n```\nAfter code. Done."
+        assert split_sentences(text) == ["Intro here.", "```python\nx = 1. \ny = 2\n\nz = 3\n```", "After code.",
+                                         "Done."]
+
+    def test_code_lines_are_whole_units(self) -> None:
+        text = "Run it:\n    foo(). Bar()\n    baz();\nThen stop. Next."
+        assert split_sentences(text) == ["Run it:", "foo(). Bar()", "baz();", "Then stop.", "Next."]
+
+    def test_inline_code_is_not_split(self) -> None:
+        assert split_sentences("Call `a. B()` first. Then go.") == ["Call `a. B()` first.", "Then go."]
+
+    def test_trailing_whitespace_belongs_to_sentence(self) -> None:
+        assert sentence_spans("Ab cd.  Ef gh.") == [(0, 8), (8, 14)]
+
+    @settings(max_examples=100, deadline=None)
+    @given(st.text(alphabet=st.sampled_from(list("ab AB.!?\n\"`;{}1,2:-*\t")), max_size=120))
+    def test_spans_are_gapless_and_ordered(self, text: str) -> None:
+        spans = sentence_spans(text)
+        assert "".join(text[a:b] for a, b in spans) == text
+        assert all(a < b for a, b in spans)
+        assert all(spans[i][1] == spans[i + 1][0] for i in range(len(spans) - 1))
+
+
+def test_normalize_text() -> None:
+    assert normalize_text("  Hello\n  WORLD ") == "hello world"
+
+
+def test_normalize_text_fast_path_matches_regex_version() -> None:
+    import re
+    import unicodedata
+
+    def old(text: str) -> str:  # the previous implementation
+        return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip().lower()
+
+    samples = [
+        "Ｃａｆé naïve — 東京 タワー　は 高い ; ΣΊΣΥΦΟΣ façade ﬁ ½ İstanbul Straße",
+        "\u00a0lead\u2003em\u2028line\u2029para\x1c\x1d\x1e\x1f\x85next\u180e\u200b\ufeff end\t\r\n",
+        "  MiXeD\v\fcase  \n\n  ",
+        "",
+    ]
+    for text in samples:
+        assert normalize_text(text) == old(text)
+    chars = [chr(c) for c in range(0x3000 + 1) if unicodedata.category(chr(c)) != "Cs"]
+    assert normalize_text(" ".join(chars)) == old(" ".join(chars))
