@@ -220,9 +220,13 @@ class TestVllmCompatible:
         assert v.blocks_per_request == 256 + 5 * 257
         assert v.max_concurrency == pytest.approx(204_800 / 1541)
         # at 32768 the window pays off: full 2048, sliding cdiv(9215, 16) + 1 = 577
-        v32k = vllm_kv_estimate(g12, 100 * GIB, kv_dtype="fp8", max_model_len=32_768)
+        v32k = vllm_kv_estimate(g12, 100 * GIB, kv_dtype="fp8", max_model_len=32_768,
+                                sliding_concurrency="window_plus_batch")
         assert v32k.blocks_per_request == 2048 + 5 * 577
         assert v32k.max_concurrency == pytest.approx(204_800 / 4933)
+        # vLLM 0.26 as measured (the default): sliding groups count the full length, cdiv(32768, 16) + 1 = 2049
+        v26 = vllm_kv_estimate(g12, 100 * GIB, kv_dtype="fp8", max_model_len=32_768)
+        assert v26.blocks_per_request == 2048 + 5 * 2049
 
     def test_hybrid_disabled_treats_sliding_as_full(self) -> None:
         g12 = load("gemma-3-12b-text")
@@ -234,10 +238,24 @@ class TestVllmCompatible:
     def test_all_sliding_mistral(self) -> None:
         mistral = load("mistral-7b-v0.1")
         v = vllm_kv_estimate(
-            mistral, 16 * GIB, kv_dtype="bf16", max_model_len=32_768, max_num_batched_tokens=8192
+            mistral, 16 * GIB, kv_dtype="bf16", max_model_len=32_768, max_num_batched_tokens=8192,
+            sliding_concurrency="window_plus_batch",
         )
         # one sliding group of 32 layers; per request cdiv(min(4095 + 8192, 32768), 16) + 1 = 769 blocks
         assert (v.num_blocks, v.blocks_per_request) == (8192, 769)
+
+    def test_matches_vllm_026_on_h200(self) -> None:
+        # benchmarks/results/gpu/gpu_suite_a.json: vLLM 0.26 logged 124.88 GiB available and 443.64x for 16,384
+        # tokens per request (Gemma 3 270M, bf16 KV, max_num_batched_tokens 8192). Page = 16 tokens * 1 KiB;
+        # blocks = 124.88 GiB // 16,384 B // 3 layers = 2,728,045; per request 1024 + 5 * 1025 = 6149 -> 443.66x
+        m = load("gemma-3-270m")
+        v = vllm_kv_estimate(m, int(124.88 * GIB), kv_dtype="bf16", max_model_len=16_384)
+        assert v.max_concurrency == pytest.approx(443.64, rel=0.01)
+
+    def test_unknown_sliding_rule(self) -> None:
+        with pytest.raises(ConfigError, match="sliding_concurrency must be"):
+            vllm_kv_estimate(load("gemma-3-270m"), GIB, kv_dtype="bf16", max_model_len=2048,
+                             sliding_concurrency="guess")  # type: ignore[arg-type]
 
     def test_gemma_270m_groups(self) -> None:
         v = vllm_kv_estimate(load("gemma-3-270m"), GIB, kv_dtype="bf16", max_model_len=2048)

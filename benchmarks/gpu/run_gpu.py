@@ -63,7 +63,7 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
                        {"type": "single", "arms": ["untrimmed", "trimmed_4x", "oracle"], "n": 20}]},
             {"name": "270m_fp8kv_len4096", "engine": engine(m270, max_model_len=4096, kv="fp8"), "prompts_file": nq,
              "tasks": [{"type": "accuracy", "arms": ARMS}]},
-            {"name": "270m_bf16kv_len4096_squad", "engine": engine(m270, max_model_len=4096, eager=True),
+            {"name": "270m_bf16kv_len8192_squad", "engine": engine(m270, max_model_len=8192, eager=True),
              "prompts_file": squad, "tasks": [{"type": "accuracy", "arms": ["untrimmed", "trimmed_4x"]}]},
             {"name": "270m_bf16kv_len16384", "engine": engine(m270, max_model_len=16384, eager=True), "tasks": []},
             {"name": "270m_fp8kv_len16384", "engine": engine(m270, max_model_len=16384, kv="fp8", eager=True),
@@ -92,7 +92,8 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
                       "stop_p95_ttft_ms": 2000, "reserve_s": 60}
         return [
             {"name": "27b_tp2_bf16kv_len4096", "engine": engine(DUMMY_DIR / "27b", max_model_len=4096,
-                                                                load_format="dummy", tensor_parallel_size=2),
+                                                                load_format="dummy", tensor_parallel_size=2,
+                                                                disable_custom_all_reduce=True),
              "prompts_file": nq, "tasks": [single, tp2_ladder], "needs_gpus": 2},
             {"name": "12b_no_prefix_cache", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                              enable_prefix_caching=False),
@@ -145,7 +146,9 @@ def run_worker(spec: dict[str, Any], workdir: Path, deadline: float) -> dict[str
         except subprocess.TimeoutExpired:
             rc = "timeout"
     text = log_path.read_text(encoding="utf-8", errors="replace")
-    result: dict[str, Any] = json.loads(out_path.read_text()) if out_path.exists() else {"name": spec["name"]}
+    result: dict[str, Any] = (json.loads(out_path.read_text()) if out_path.exists()
+                              else {"name": spec["name"], "engine": spec["engine"], "tasks": [],
+                                    "errors": ["worker wrote no result (see returncode and log_tail)"]})
     result["returncode"] = rc
     result["wall_s"] = time.perf_counter() - started
     result["vllm_kv_log"] = parse_vllm_kv_log(text)

@@ -32,6 +32,9 @@ class LoadSpec:
     max_tokens: int = 32
     seed: int = 0
     warmup_requests: int = 4
+    prompt_offset: int = 0
+    """Index of the first prompt to send; warm-up requests use the prompts just before it, so the timed requests
+    never repeat a warm-up prompt (a repeat would be served from vLLM's prefix cache)."""
 
 
 def poisson_offsets(rate: float, n: int, seed: int) -> list[float]:
@@ -50,10 +53,11 @@ async def run_load(
 ) -> tuple[list[RequestRecord], float]:
     """Send ``prompts`` ((id, text) pairs, cycled) under ``spec``; return records and the run's wall time (s)."""
     await backend.ready(600.0)
-    for i in range(spec.warmup_requests):  # warm-up: untimed, sequential
-        rid, text = prompts[i % len(prompts)]
+    n = len(prompts)
+    for i in range(spec.warmup_requests):  # warm-up: untimed, sequential, on prompts the timed run does not send
+        rid, text = prompts[(spec.prompt_offset - 1 - i) % n]
         await backend.complete(f"warmup-{arm}-{i}-{rid}", text, max_tokens=spec.max_tokens, arm=arm)
-    items = [prompts[i % len(prompts)] for i in range(spec.num_requests)]
+    items = [prompts[(spec.prompt_offset + i) % n] for i in range(spec.num_requests)]
     started = time.perf_counter()
 
     async def one(i: int, rid: str, text: str) -> RequestRecord:

@@ -97,9 +97,11 @@ def capacity_rows(suites: Iterable[Mapping[str, Any]], config_dir: Path) -> list
         configs = (suite.get("prepare") or {}).get("model_configs") or {}
         for run in suite.get("runs", []):
             kv = run.get("vllm_kv_log") or {}
-            eng = run.get("engine") or {}
-            if "kv_cache_tokens" not in kv or "available_kv_cache_gib" not in kv:
+            eng = run.get("engine") or _engine_from_name(run["name"])
+            if "kv_cache_tokens" not in kv or "available_kv_cache_gib" not in kv or not eng.get("max_model_len"):
                 continue
+            if int(eng.get("tensor_parallel_size", 1)) > 1:
+                continue  # the planner does not model tensor parallelism
             size = run["name"].split("_", 1)[0]
             if size in configs:  # the exact config vLLM was started with
                 with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
@@ -124,6 +126,15 @@ def capacity_rows(suites: Iterable[Mapping[str, Any]], config_dir: Path) -> list
                                           if kv.get("max_concurrency") else None),
             })
     return rows
+
+
+def _engine_from_name(name: str) -> dict[str, Any]:
+    """Fallback for runs whose worker wrote no result: names read ``<size>_<kv>kv_len<N>[_...]``."""
+    parts = name.split("_")
+    kv = next((p[: -len("kv")] for p in parts if p.endswith("kv")), "bf16")
+    length = next((int(p[3:]) for p in parts if p.startswith("len") and p[3:].isdigit()), 0)
+    tp = next((int(p[2:]) for p in parts if p.startswith("tp") and p[2:].isdigit()), 1)
+    return {"kv_cache_dtype": "fp8" if kv == "fp8" else "auto", "max_model_len": length, "tensor_parallel_size": tp}
 
 
 def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping[str, Any]],

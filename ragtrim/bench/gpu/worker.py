@@ -99,15 +99,27 @@ async def task_accuracy(engine: Any, rows: Sequence[dict[str, Any]], task: dict[
     return {"type": "accuracy", "seconds": seconds, "arms": summary, "predictions": items}
 
 
+async def reset_prefix_cache(backend: VLLMInProcessBackend) -> None:
+    """Start every timed run with an empty prefix cache, so TTFT measures prefill, not an earlier run's cache."""
+    reset = getattr(backend._engine, "reset_prefix_cache", None)
+    if reset is not None:
+        result = reset()
+        if asyncio.iscoroutine(result):
+            await result
+
+
 async def task_single(backend: VLLMInProcessBackend, rows: Sequence[dict[str, Any]], task: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "single", "arms": {}}
     for arm in task["arms"]:
-        prompts = [(r["id"], r["prompt"]) for r in rows if r["arm"] == arm][: task.get("n", 20)]
+        prompts = [(r["id"], r["prompt"]) for r in rows if r["arm"] == arm][: task.get("n", 20) + 4]
         if not prompts:
             continue
-        records, duration = await run_load(backend, prompts, LoadSpec(num_requests=len(prompts), concurrency=1,
-                                                                       max_tokens=task.get("max_tokens", 32)), arm=arm)
-        out["arms"][arm] = summarize_records(records, duration_s=duration)
+        await reset_prefix_cache(backend)
+        before = prom_snapshot()
+        records, duration = await run_load(backend, prompts, LoadSpec(num_requests=len(prompts) - 4, concurrency=1,
+                                                                       max_tokens=task.get("max_tokens", 32),
+                                                                       prompt_offset=4), arm=arm)
+        out["arms"][arm] = summarize_records(records, duration_s=duration) | _prefix_cache_delta(before, prom_snapshot())
     return out
 
 
@@ -120,6 +132,7 @@ async def task_ladder(backend: VLLMInProcessBackend, rows: Sequence[dict[str, An
         if not prompts:
             continue
         steps: list[dict[str, Any]] = []
+        offset = 0
         for rate in task["rates"]:
             if time.time() > deadline - task.get("reserve_s", 60):
                 steps.append({"request_rate": rate, "skipped": "deadline"})
@@ -134,12 +147,15 @@ async def task_ladder(backend: VLLMInProcessBackend, rows: Sequence[dict[str, An
                     kv_max = max(kv_max, prom_snapshot().get("vllm:kv_cache_usage_perc", 0.0))
                     await asyncio.sleep(0.25)
 
+            await reset_prefix_cache(backend)
             before = prom_snapshot()
             poller = asyncio.create_task(poll_kv())
             records, duration = await run_load(backend, prompts, LoadSpec(num_requests=n, request_rate=rate,
                                                                            max_tokens=task.get("max_tokens", 32),
-                                                                           seed=int(rate * 1000), warmup_requests=2),
+                                                                           seed=int(rate * 1000), warmup_requests=2,
+                                                                           prompt_offset=offset + 2),
                                                arm=arm)
+            offset = (offset + n + 2) % len(prompts)
             stop.set()
             await poller
             after = prom_snapshot()

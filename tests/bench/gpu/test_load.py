@@ -49,3 +49,13 @@ def test_poisson_run_records_send_times() -> None:
                                                                          warmup_requests=0), arm="y"))
     assert all(r.arm == "y" for r in records)
     assert records[-1].send_time_s >= records[0].send_time_s
+
+
+def test_warmup_prompts_are_not_timed_again() -> None:
+    backend = EchoBackend()
+    prompts = [(f"q{i}", f"p{i}") for i in range(10)]
+    asyncio.run(run_load(backend, prompts, LoadSpec(num_requests=5, concurrency=1, warmup_requests=2,
+                                                    prompt_offset=2), arm="z"))
+    warm = {r.rsplit("-", 1)[1] for r in backend.seen if r.startswith("warmup")}
+    timed = {r.rsplit("-", 1)[1] for r in backend.seen if not r.startswith("warmup")}
+    assert warm == {"q0", "q1"} and timed == {"q2", "q3", "q4", "q5", "q6"}
