@@ -161,9 +161,9 @@ class TestConfig:
     def test_defaults(self) -> None:
         r = RagtrimRetriever(base_retriever=KeywordRetriever(documents=[]))
         assert r.pipeline is None and r.budget is None and r.score_key is None
-        assert [s.name for s in r.trim_pipeline.stages] == ["html", "dedup"]
+        assert [s.name for s in r.trim_pipeline.stages] == ["html", "dedup", "relevance", "order"]
         c = RagtrimCompressor(budget=50, tokenizer="whitespace")
-        assert [s.name for s in c.trim_pipeline.stages] == ["html", "dedup", "budget"]
+        assert [s.name for s in c.trim_pipeline.stages] == ["html", "dedup", "relevance", "compress", "budget", "order"]
         assert c.trim_pipeline.counter.name == "whitespace"
 
     @pytest.mark.parametrize(
