@@ -1,8 +1,8 @@
 """QA savings benchmark: how much of the prompt each trimming method removes and whether the answer survives.
 
-Usage: python benchmarks/qa_savings.py --dataset nq|nq-random|squad [--n-docs 20|30] [--positions first,middle,last]
-       [--limit 500] [--methods none,bm25-budget,...] [--fractions 1/2,1/4,1/8,1/16]
-Writes benchmarks/results/qa_savings_<dataset>.json and qa_recall_vs_ratio_<dataset>.png. See docs/qa-benchmark.md.
+Usage: python benchmarks/qa_savings.py --dataset nq|nq-random|squad [--n-docs 20|30] [--offset N]
+       [--positions first,middle,last] [--limit 500] [--methods none,bm25-budget,...] [--fractions 1/2,1/4,1/8,1/16]
+Writes benchmarks/results/qa_savings_<label>.json and qa_recall_vs_ratio_<label>.png. See docs/qa-benchmark.md.
 """
 
 from __future__ import annotations

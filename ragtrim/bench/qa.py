@@ -25,6 +25,7 @@ from ragtrim.errors import ConfigError, InputError
 from ragtrim.models import Chunk
 from ragtrim.pipeline import Pipeline
 from ragtrim.qa_metrics import answer_in_text
+from ragtrim.scoring import EmbeddingScorer
 from ragtrim.stages.base import Stage
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.tokens import TokenCounter, TiktokenCounter
@@ -34,9 +35,10 @@ RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 
 DATASETS = ("nq", "nq-random", "squad")
 FAMILIES = ("none", "bm25-topk", "emb-topk", "bm25-budget", "emb-budget", "ragtrim-default", "ragtrim-bm25",
-            "ragtrim-emb", "langchain")
+            "ragtrim-emb-sent", "langchain")
 DEFAULT_FRACTIONS = (1 / 2, 1 / 4, 1 / 8, 1 / 16)
-EMBEDDING_FAMILIES = frozenset({"emb-topk", "emb-budget", "ragtrim-emb", "langchain"})
+EMBEDDING_FAMILIES = frozenset({"emb-topk", "emb-budget", "ragtrim-default", "ragtrim-emb-sent", "langchain"})
+"""Families that use MiniLM (``ragtrim-default`` does when the embeddings extra is installed, as here)."""
 
 
 # -- configuration --------------------------------------------------------------------------------------------------
@@ -47,15 +49,22 @@ class QABenchConfig:
     dataset: str = "nq"
     n_docs: int = 20
     positions: tuple[str, ...] = ("first", "middle", "last")
+    offset: int = 0
+    """NQ: skip this many questions first (``--offset 1062 --limit 1062``: the second half, which the default
+    recipe was not tuned on)."""
     limit: int = 500
-    """NQ: the first ``limit`` questions of the file (distractors still come from all 2,124). SQuAD: the first
-    ceil(limit / articles) questions of every article."""
+    """NQ: the first ``limit`` questions (after ``offset``) of the file (distractors still come from all 2,124).
+    SQuAD: the first ceil(limit / articles) questions of every article."""
     methods: tuple[str, ...] = FAMILIES
     fractions: tuple[float, ...] = DEFAULT_FRACTIONS
     seed: int = 0
     latency_sample: int = 50
-    """Requests per method family for the cold latency pass (no embedding cache, budget 1/4, first setting)."""
+    """Requests per method family in each latency pass (cold, and passages primed; budget 1/4, first setting)."""
     gemma: bool = True
+    torch_threads: int | None = 1
+    """torch intra-op threads for MiniLM (None: torch's default, one per core). On this shared 2-core machine two
+    threads spin against other processes: a one-query encode took ~500 ms with 2 threads under load, ~19 ms
+    with 1."""
     output_dir: str = str(RESULTS_DIR)
     progress: bool = True
 
@@ -69,12 +78,18 @@ class QABenchConfig:
                 raise ConfigError(f"positions must be first, middle, last or 0-based ints, got {p!r}")
         if self.limit < 1:
             raise ConfigError(f"limit must be >= 1, got {self.limit}")
+        if self.offset < 0:
+            raise ConfigError(f"offset must be >= 0, got {self.offset}")
+        if self.offset and self.dataset == "squad":
+            raise ConfigError(f"offset applies to the NQ datasets only, got offset={self.offset} with squad; drop it")
         unknown = [m for m in self.methods if m not in FAMILIES]
         if unknown:
             raise ConfigError(f"unknown methods {unknown}; choose from {list(FAMILIES)}")
         for f in self.fractions:
             if not 0 < f <= 1:
                 raise ConfigError(f"budget fractions must be within (0, 1], got {f}")
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise ConfigError(f"torch_threads must be >= 1 or None, got {self.torch_threads}")
         if self.latency_sample < 0:
             raise ConfigError(f"latency_sample must be >= 0, got {self.latency_sample}")
 
@@ -91,7 +106,9 @@ def load_settings(config: QABenchConfig) -> dict[str, list[QAInstance]]:
     from ragtrim.datasets.nq import build_multidoc, load_nq_open
 
     pool = load_nq_open()
-    questions = pool[: config.limit]
+    questions = pool[config.offset: config.offset + config.limit]
+    if not questions:
+        raise ConfigError(f"offset {config.offset} is past the {len(pool)} NQ questions; use a smaller offset")
     kind: DistractorKind = "bm25" if config.dataset == "nq" else "random"
     out: dict[str, list[QAInstance]] = {}
     for pos in config.positions:
@@ -233,26 +250,26 @@ def _scored(chunks: tuple[Chunk, ...], scores: Sequence[float]) -> list[Chunk]:
     return [c.with_score(s) for c, s in zip(chunks, scores)]
 
 
-def ragtrim_stages(budget: int, scorer: Any) -> list[Stage]:
-    """The ragtrim pipeline measured here: clean HTML -> drop duplicates -> query-aware sentence compression to
-    the budget (sentences compete across all passages) -> hard token budget.
-
-    No top-k cap before compression: a cap at a fixed k throws away the gold passage whenever it ranks k+1, while
-    sentence selection over all passages spends the budget where the query matches.
-    """
+def emb_sent_stages(budget: int) -> list[Stage]:
+    """The MiniLM alternative: the default pipeline with MiniLM (not BM25) scoring the sentences too."""
+    from ragtrim.api import default_stages
     from ragtrim.stages.compress import SentenceCompressor
-    from ragtrim.stages.dedup import DuplicateFilter
-    from ragtrim.stages.html import HtmlCleaner
 
-    return [HtmlCleaner(), DuplicateFilter(), SentenceCompressor(scorer=scorer, max_tokens=budget),
-            TokenBudget(max_tokens=budget)]
+    return [SentenceCompressor(scorer="embedding", max_tokens=budget) if isinstance(s, SentenceCompressor) else s
+            for s in default_stages(budget=budget, scorer="embedding")]
 
 
-def hybrid(tools: Tools) -> Any:
-    """BM25 + MiniLM min-max mix (weights 0.3 / 0.7, as ``get_scorer("hybrid")``) over the shared embedder."""
-    from ragtrim.scoring import BM25Scorer, HybridScorer
+def family_stages(family: str, budget: int) -> list[Stage]:
+    """The stages of a ragtrim pipeline family: ``ragtrim-default`` is ``default_stages(budget=b)`` exactly."""
+    from ragtrim.api import default_stages
 
-    return HybridScorer(scorers=(BM25Scorer(), tools.embedder), method="mix", weights=(0.3, 0.7))
+    if family == "ragtrim-default":
+        return default_stages(budget=budget)
+    if family == "ragtrim-bm25":
+        return default_stages(budget=budget, scorer="bm25")
+    if family == "ragtrim-emb-sent":
+        return emb_sent_stages(budget)
+    raise ConfigError(f"family must be ragtrim-default, ragtrim-bm25 or ragtrim-emb-sent, got {family!r}")
 
 
 def build_methods(config: QABenchConfig, tools: Tools) -> list[Method]:
@@ -280,28 +297,25 @@ def build_methods(config: QABenchConfig, tools: Tools) -> list[Method]:
             scores = embedding_scores(tools.embedder, inst.question, [c.text for c in chunks])
             return _fill_budget(_scored(chunks, scores), inst.question, budget, counter)
 
-        def ragtrim_default(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int) -> tuple[Chunk, ...]:
-            from ragtrim.api import default_stages
+        def pipeline_trim(family: str) -> Trim:
+            def trim(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int) -> tuple[Chunk, ...]:
+                return Pipeline(family_stages(family, budget), tokenizer=counter).run(
+                    list(chunks), query=inst.question).chunks
 
-            return Pipeline(default_stages(budget=budget), tokenizer=counter).run(
-                list(chunks), query=inst.question).chunks
-
-        def ragtrim_bm25(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int) -> tuple[Chunk, ...]:
-            return Pipeline(ragtrim_stages(budget, "bm25"), tokenizer=counter).run(
-                list(chunks), query=inst.question).chunks
-
-        def ragtrim_emb(inst: QAInstance, chunks: tuple[Chunk, ...], budget: int) -> tuple[Chunk, ...]:
-            return Pipeline(ragtrim_stages(budget, hybrid(tools)), tokenizer=counter).run(
-                list(chunks), query=inst.question).chunks
+            return trim
 
         table: dict[str, tuple[Trim, str]] = {
             "bm25-topk": (bm25_topk, "fixed top-k = round(n x fraction) whole passages by BM25"),
             "emb-topk": (emb_topk, "fixed top-k = round(n x fraction) whole passages by MiniLM cosine"),
             "bm25-budget": (bm25_budget, "BM25 rank, fill the budget best-first, last passage cut at a sentence"),
             "emb-budget": (emb_budget, "MiniLM rank, fill the budget best-first, last passage cut at a sentence"),
-            "ragtrim-default": (ragtrim_default, "ragtrim.api.default_stages(budget) as it stands"),
-            "ragtrim-bm25": (ragtrim_bm25, "dedup + SentenceCompressor(BM25) to the budget + TokenBudget"),
-            "ragtrim-emb": (ragtrim_emb, "dedup + SentenceCompressor(BM25+MiniLM hybrid) to the budget + TokenBudget"),
+            "ragtrim-default": (pipeline_trim("ragtrim-default"),
+                                "ragtrim.api.default_stages(budget=b): MiniLM chunks -> BM25 sentences -> budget"),
+            "ragtrim-bm25": (pipeline_trim("ragtrim-bm25"),
+                             "default_stages(budget=b, scorer='bm25'): BM25 chunks -> BM25 sentences -> budget"),
+            "ragtrim-emb-sent": (pipeline_trim("ragtrim-emb-sent"),
+                                 "default stages with SentenceCompressor(scorer='embedding'): MiniLM chunks and "
+                                 "sentences -> budget"),
         }
         for fam in fams:
             if fam in table:
@@ -467,20 +481,26 @@ def aggregate(records: Sequence[QARecord], methods: Sequence[Method]) -> list[di
 
 
 # -- the run --------------------------------------------------------------------------------------------------------
-def gemma_counter(notes: list[str]) -> TokenCounter | None:
-    """The Gemma 3 tokenizer from the GGUF (via ``ragtrim.bench.model_prep``), or None with a note why not."""
-    try:
-        from ragtrim.bench import model_prep
-    except ImportError as exc:
-        notes.append(f"gemma3 token counts skipped: ragtrim.bench.model_prep unavailable ({exc})")
-        return None
-    try:
-        path = model_prep.find_gguf()
-        tok = model_prep.build_tokenizer(path)
-        from ragtrim.tokens import HFTokenizerCounter
+GEMMA_TOKENIZER_CACHE = CACHE_DIR / "gemma3_tokenizer.json"
+EMBEDDING_CACHE = CACHE_DIR / "qa_minilm_shared.npz"
+EMBEDDING_CACHE_SIZE = 1_000_000
+"""LRU size given to the shared MiniLM scorer for a run: every passage, question and sentence of a run fits, so
+each distinct text is encoded once per process."""
 
-        counter: TokenCounter = tok if isinstance(tok, TokenCounter) and not hasattr(tok, "encode") else \
-            HFTokenizerCounter(tokenizer=tok, label="gemma3")
+
+def gemma_counter(notes: list[str], *, cache_file: Path = GEMMA_TOKENIZER_CACHE) -> TokenCounter | None:
+    """The Gemma 3 tokenizer rebuilt from the GGUF (``ragtrim.bench.model_prep``; 40-120 s), cached as a
+    tokenizer.json under ``.cache/``; None with a note when it cannot be built."""
+    from ragtrim.tokens import HFTokenizerCounter
+
+    try:
+        if not cache_file.is_file():
+            from ragtrim.bench import model_prep
+
+            tok = model_prep.build_tokenizer(model_prep.find_gguf())
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tok.save(str(cache_file))
+        counter = HFTokenizerCounter(tokenizer=str(cache_file), label="gemma3")
         counter.count("warm up")
         return counter
     except Exception as exc:
@@ -497,19 +517,107 @@ def _progress(it: Iterable[Any], enabled: bool, **kw: Any) -> Iterable[Any]:
     return bar
 
 
+def shared_embedder() -> EmbeddingScorer:
+    """The process-wide MiniLM scorer (``get_scorer("embedding")``) that the default pipeline's stages use, with
+    an LRU large enough for a whole run; the benchmark's own embedding methods use the same one."""
+    from ragtrim.scoring import get_scorer
+
+    scorer = get_scorer("embedding")
+    if not isinstance(scorer, EmbeddingScorer):
+        raise ConfigError(f"the shared 'embedding' scorer must be an EmbeddingScorer, got {scorer!r}")
+    scorer.cache_size = max(scorer.cache_size, EMBEDDING_CACHE_SIZE)
+    return scorer
+
+
+def _text_key(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def load_embeddings(scorer: EmbeddingScorer, texts: Sequence[str], *, cache_file: Path | None, progress: bool,
+                    batch: int = 256) -> dict[str, np.ndarray]:
+    """Prime ``scorer`` with an embedding for every text: from ``cache_file`` where present, else encoded in
+    batches (each distinct text once). Returns text -> unit vector (the "vector store" of the primed latency pass).
+    Embeddings are deterministic, so reuse changes no result."""
+    wanted = list(dict.fromkeys(texts))
+    store: dict[str, np.ndarray] = {}
+    if cache_file is not None and cache_file.is_file():
+        with np.load(cache_file) as data:
+            by_key = dict(zip((str(k) for k in data["keys"]), data["vecs"]))
+        for t in wanted:
+            v = by_key.get(_text_key(t))
+            if v is not None:
+                store[t] = np.asarray(v, dtype=np.float32)
+    if store:
+        scorer.prime(list(store), np.stack(list(store.values())))
+    missing = [t for t in wanted if t not in store]
+    for i in _progress(range(0, len(missing), batch), progress, desc="embedding", unit="batch"):
+        part = missing[i:i + batch]
+        store.update(zip(part, scorer.embed(part)))
+    return store
+
+
+def save_embeddings(scorer: EmbeddingScorer, cache_file: Path) -> int:
+    """Merge everything the scorer has embedded (sentences included) into ``cache_file``; returns its size."""
+    merged: dict[str, np.ndarray] = {}
+    if cache_file.is_file():
+        with np.load(cache_file) as data:
+            merged.update(zip((str(k) for k in data["keys"]), data["vecs"]))
+    with scorer._lock:
+        merged.update((_text_key(t), v) for t, v in scorer._cache.items())
+    if merged:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(cache_file, keys=np.array(list(merged)), vecs=np.stack(list(merged.values())))
+    return len(merged)
+
+
+def reset_caches(scorer: EmbeddingScorer | None) -> None:
+    """Forget every embedding and every BM25 tokenization, as in a fresh process (the model stays loaded)."""
+    from ragtrim.scoring import _tokens
+
+    _tokens.cache_clear()
+    if scorer is not None:
+        with scorer._lock:
+            scorer._cache.clear()
+
+
+def run_label(config: QABenchConfig) -> str:
+    """The output file stem: dataset, then ``-30docs`` / ``-q1062-2123`` when those differ from the defaults."""
+    label = config.dataset
+    if config.dataset != "squad" and config.n_docs != 20:
+        label += f"-{config.n_docs}docs"
+    if config.offset:
+        label += f"-q{config.offset}-{config.offset + config.limit - 1}"
+    return label
+
+
 def run_qa_benchmark(config: QABenchConfig) -> dict[str, Any]:
     """Run every method over every setting; returns the JSON-ready result (nothing printed)."""
+    from ragtrim.api import default_stages, resolve_scorer
+
     notes: list[str] = []
     started = time.perf_counter()
     settings = load_settings(config)
     counter = TiktokenCounter()
-    tools = Tools(counter=counter, embedder=embedding_scorer(), notes=notes)
+    needs_emb = any(m in EMBEDDING_FAMILIES for m in config.methods)
+    embedder = shared_embedder() if needs_emb else None
+    if embedder is not None and config.torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(config.torch_threads)
+    tools = Tools(counter=counter, embedder=embedder, notes=notes)
     gemma = gemma_counter(notes) if config.gemma else None
     methods = build_methods(config, tools)
-    if any(m.family in EMBEDDING_FAMILIES for m in methods):
-        texts = {t for insts in settings.values() for i in insts for t in (i.question, *(p.content for p in i.passages))}
-        tools.embedder.precompute(sorted(texts), progress=config.progress,
-                                  cache_file=CACHE_DIR / f"qa_minilm_{config.dataset}.npz")
+    store: dict[str, np.ndarray] = {}
+    embed_s = 0.0
+    if embedder is not None:
+        t0 = time.perf_counter()
+        questions = sorted({i.question for insts in settings.values() for i in insts})
+        passages = sorted({p.content for insts in settings.values() for i in insts for p in i.passages})
+        store = load_embeddings(embedder, passages + questions, cache_file=EMBEDDING_CACHE,
+                                progress=config.progress)
+        embed_s = time.perf_counter() - t0
     first = next(iter(settings.values()))
     if first:  # warm-up: model loads, tokenizer caches, imports, before anything is timed
         chunks = instance_chunks(first[0], counter)
@@ -522,31 +630,48 @@ def run_qa_benchmark(config: QABenchConfig) -> dict[str, Any]:
             for m in methods:
                 records.append(measure(setting, m, inst, chunks, counter, gemma))
     rows = aggregate(records, methods)
-    cold = cold_latency(config, settings, methods, tools)
+    if embedder is not None:
+        save_embeddings(embedder, EMBEDDING_CACHE)
+    latency = latency_passes(config, settings, methods, tools, store)
+    budget_example = 1000
     return {
         "benchmark": "qa_savings",
         "dataset": config.dataset,
+        "label": run_label(config),
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
         "settings": {k: len(v) for k, v in settings.items()},
         "methods": [{"name": m.name, "family": m.family, "budget_fraction": m.budget_fraction,
                      "description": m.description} for m in methods],
+        "default_scorer_resolved": resolve_scorer("auto"),
+        "default_pipeline_example_budget_tokens": budget_example,
+        "default_pipeline": Pipeline(default_stages(budget=budget_example), tokenizer=counter).to_dict(),
         "rows": rows,
-        "cold_latency": cold,
+        "latency": latency,
         "notes": notes,
         "tokenizers": {"budget": counter.name, "gemma3": gemma.name if gemma else None},
+        "embedding_prep_s": embed_s,
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "cpu_count": os.cpu_count(),
         "wall_s": time.perf_counter() - started,
     }
 
 
-def cold_latency(config: QABenchConfig, settings: Mapping[str, Sequence[QAInstance]], methods: Sequence[Method],
-                 tools: Tools) -> list[dict[str, Any]]:
-    """Per family at budget 1/4 (or the nearest): latency with no embedding cache, and peak traced Python memory."""
+LATENCY_CONDITIONS = ("cold", "primed")
+"""``cold``: no embedding and no BM25 tokenization cached for the request (everything encoded inside the timed
+call); ``primed``: the passages' embeddings are in the cache (as when the vector store already holds them), so
+the query and the sentences are the only new texts. For BM25-only families the two are the same."""
+
+
+def latency_passes(config: QABenchConfig, settings: Mapping[str, Sequence[QAInstance]], methods: Sequence[Method],
+                   tools: Tools, store: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Per family at the budget nearest 1/4: per-request latency under each condition, tracemalloc's peak Python
+    heap for one request, and the process's peak RSS after the family's passes."""
     if config.latency_sample == 0:
         return []
     setting, instances = next(iter(settings.items()))
     sample = list(instances)[: config.latency_sample]
+    if not sample:
+        return []
     target = 1 / 4
     chosen: dict[str, Method] = {}
     for m in methods:
@@ -554,23 +679,39 @@ def cold_latency(config: QABenchConfig, settings: Mapping[str, Sequence[QAInstan
         if cur is None or (m.budget_fraction is not None and cur.budget_fraction is not None
                            and abs(m.budget_fraction - target) < abs(cur.budget_fraction - target)):
             chosen[m.family] = m
-    cold_tools = Tools(counter=TiktokenCounter(), embedder=embedding_scorer(cached=False), notes=[])
-    cold_methods = {m.name: m for m in build_methods(config, cold_tools)}
+    embedder = tools.embedder if isinstance(tools.embedder, EmbeddingScorer) else None
     out: list[dict[str, Any]] = []
     for fam, m in chosen.items():
-        cm = cold_methods.get(m.name, m)
-        measure("warmup", cm, sample[0], instance_chunks(sample[0], cold_tools.counter), cold_tools.counter)
-        lat: list[float] = []
-        for inst in sample:
-            chunks = instance_chunks(inst, cold_tools.counter)
-            lat.append(measure(setting, cm, inst, chunks, cold_tools.counter).latency_ms)
-        tracemalloc.start()
-        measure(setting, cm, sample[0], instance_chunks(sample[0], cold_tools.counter), cold_tools.counter)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        out.append({"family": fam, "method": m.name, "setting": setting, "n_requests": len(sample),
-                    "mean_chunks_before": mean([len(i.passages) for i in sample]),
-                    **summarize_ms(lat, prefix="trim_cold"), "peak_traced_python_mib": peak / 2**20})
+        conditions = LATENCY_CONDITIONS if fam in EMBEDDING_FAMILIES else ("cold",)
+        for condition in conditions:
+            def prepare(inst: QAInstance, condition: str = condition) -> tuple[Chunk, ...]:
+                reset_caches(embedder)
+                if condition == "primed" and embedder is not None:
+                    texts = [p.content for p in inst.passages if p.content in store]
+                    if texts:
+                        embedder.prime(texts, np.stack([store[t] for t in texts]))
+                # a fresh counter: no token count of this request's sentences is cached either
+                return instance_chunks(inst, TiktokenCounter())
+
+            measure("warmup", m, sample[0], prepare(sample[0]), tools.counter)
+            lat: list[float] = []
+            errors = 0
+            for inst in sample:
+                rec = measure(setting, m, inst, prepare(inst), tools.counter)
+                errors += rec.error is not None
+                lat.append(rec.latency_ms)
+            chunks = prepare(sample[0])
+            tracemalloc.start()
+            measure(setting, m, sample[0], chunks, tools.counter)
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            out.append({"family": fam, "method": m.name, "condition": condition, "setting": setting,
+                        "n_requests": len(sample), "n_errors": errors,
+                        "mean_chunks_before": mean([len(i.passages) for i in sample]),
+                        **summarize_ms(lat, prefix="trim"), "peak_traced_python_mib": peak / 2**20,
+                        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    if embedder is not None and store:  # leave the shared cache as the main pass had it
+        embedder.prime(list(store), np.stack(list(store.values())))
     return out
 
 
@@ -580,7 +721,7 @@ def write_results(result: Mapping[str, Any], output_dir: str | Path) -> tuple[Pa
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    dataset = str(result["dataset"])
+    dataset = str(result.get("label") or result["dataset"])
     json_path = out / f"qa_savings_{dataset}.json"
     json_path.write_text(json.dumps(_json_safe(result), indent=1, sort_keys=False) + "\n", encoding="utf-8")
     png: Path | None = out / f"qa_recall_vs_ratio_{dataset}.png"
@@ -610,10 +751,15 @@ def add_bench_args(parser: argparse.ArgumentParser) -> None:
                         help="nq: BM25 hard distractors; nq-random: random distractors (sanity); squad: same article")
     parser.add_argument("--n-docs", type=int, default=20, choices=(10, 20, 30), help="NQ passages per question")
     parser.add_argument("--positions", default="first,middle,last", help="NQ gold positions, comma-separated")
+    parser.add_argument("--offset", type=int, default=0,
+                        help="NQ: skip the first N questions (--offset 1062 --limit 1062: the untuned second half)")
     parser.add_argument("--limit", type=int, default=500, help="questions (NQ: first N; SQuAD: spread over articles)")
     parser.add_argument("--methods", default=",".join(FAMILIES), help=f"comma-separated subset of {','.join(FAMILIES)}")
     parser.add_argument("--fractions", default="1/2,1/4,1/8,1/16", help="budgets as fractions of the original tokens")
-    parser.add_argument("--latency-sample", type=int, default=50, help="requests per family in the cold latency pass")
+    parser.add_argument("--latency-sample", type=int, default=50,
+                        help="requests per family in each latency pass (cold, primed)")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="torch threads for MiniLM (0: torch's default, one per core)")
     parser.add_argument("--no-gemma", action="store_true", help="skip Gemma 3 token counts")
     parser.add_argument("--output-dir", default=str(RESULTS_DIR), help="where the JSON and PNG go")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -634,11 +780,13 @@ def config_from_args(args: argparse.Namespace) -> QABenchConfig:
         dataset=args.dataset,
         n_docs=args.n_docs,
         positions=tuple(p.strip() for p in args.positions.split(",") if p.strip()),
+        offset=args.offset,
         limit=args.limit,
         methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()),
         fractions=tuple(_fraction(f.strip()) for f in args.fractions.split(",") if f.strip()),
         latency_sample=args.latency_sample,
         gemma=not args.no_gemma,
+        torch_threads=args.torch_threads or None,
         output_dir=args.output_dir,
         progress=not args.no_progress,
     )

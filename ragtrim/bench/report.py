@@ -20,20 +20,21 @@ QA_COLUMNS: tuple[tuple[str, str], ...] = (
     ("compression_ratio_cl100k", "ratio"),
     ("answer_recall", "answer rec"),
     ("gold_passage_recall", "gold rec"),
-    ("p50_trim_ms", "p50 ms"),
-    ("p95_trim_ms", "p95 ms"),
-    ("p99_trim_ms", "p99 ms"),
+    ("p50_trim_ms", "warm p50 ms"),
+    ("p99_trim_ms", "warm p99 ms"),
     ("n_errors", "err"),
 )
 
-COLD_COLUMNS: tuple[tuple[str, str], ...] = (
+LATENCY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("method", "method"),
+    ("condition", "condition"),
     ("n_requests", "n"),
     ("mean_chunks_before", "passages"),
-    ("p50_trim_cold_ms", "p50 ms"),
-    ("p95_trim_cold_ms", "p95 ms"),
-    ("p99_trim_cold_ms", "p99 ms"),
-    ("peak_traced_python_mib", "peak MiB"),
+    ("p50_trim_ms", "p50 ms"),
+    ("p95_trim_ms", "p95 ms"),
+    ("p99_trim_ms", "p99 ms"),
+    ("peak_traced_python_mib", "py heap MiB"),
+    ("max_rss_mib", "RSS MiB"),
 )
 
 
@@ -52,11 +53,16 @@ def qa_report_text(result: Mapping[str, Any]) -> str:
         parts.append(f"== {setting} ({n} requests) ==")
         parts.append(format_table(sub, columns))
         parts.append("")
-    cold = result.get("cold_latency") or []
-    if cold:
-        parts.append("== trim latency per request, no embedding cache (budget nearest 1/4) ==")
-        parts.append(format_table(cold, COLD_COLUMNS))
+    latency = result.get("latency") or []
+    if latency:
+        parts.append("== trim latency per request at the budget nearest 1/4 (cold: nothing cached; primed: passage "
+                     "embeddings cached, query + sentences new) ==")
+        parts.append(format_table(latency, LATENCY_COLUMNS))
         parts.append("")
+    if result.get("default_pipeline"):
+        names = [s.get("type", "?") for s in result["default_pipeline"].get("stages", [])]
+        parts.append(f"ragtrim-default = default_stages(budget=b) = {' -> '.join(map(str, names))} "
+                     f"(scorer auto -> {result.get('default_scorer_resolved')})")
     for note in result.get("notes", []):
         parts.append(f"note: {note}")
     parts.append(f"wall {result.get('wall_s', 0):.0f} s, max RSS {result.get('max_rss_mib', 0):.0f} MiB, "
@@ -76,3 +82,84 @@ def print_qa_report(result: Mapping[str, Any], *, json_path: Path | None = None,
 
 def print_error(message: str) -> None:
     print(f"error: {message}", file=sys.stderr)
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "-"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def qa_markdown(result: Mapping[str, Any], *, families: Sequence[str] | None = None) -> str:
+    """Markdown tables for docs/qa-benchmark.md: one per setting (recalls, tokens in cl100k and Gemma 3, ratio,
+    warm latency), then the latency table (cold / primed)."""
+    rows: Sequence[Mapping[str, Any]] = result.get("rows", [])
+    settings = list(dict.fromkeys(r["setting"] for r in rows))
+    impossible = any((r.get("n_unanswerable") or 0) > 0 for r in rows)
+    head = ["method", "tok before", "tok after", "gemma before", "gemma after", "ratio", "answer rec", "gold rec"]
+    if impossible:
+        head.append("plausible kept")
+    head += ["warm p50 ms"]
+    parts: list[str] = []
+    for setting in settings:
+        sub = [r for r in rows if r["setting"] == setting and (families is None or r.get("family") in families)]
+        n = sub[0].get("n_requests", 0) if sub else 0
+        parts.append(f"**{setting}** ({n} requests)\n")
+        parts.append("| " + " | ".join(head) + " |")
+        parts.append("|" + "---|" * len(head))
+        for r in sub:
+            cells = [f"`{r['method']}`", _fmt(r.get("mean_tokens_before_cl100k"), 0),
+                     _fmt(r.get("mean_tokens_after_cl100k"), 0), _fmt(r.get("mean_tokens_before_gemma3"), 0),
+                     _fmt(r.get("mean_tokens_after_gemma3"), 0), _fmt(r.get("compression_ratio_cl100k"), 2),
+                     _fmt(r.get("answer_recall")), _fmt(r.get("gold_passage_recall"))]
+            if impossible:
+                cells.append(_fmt(r.get("unanswerable_plausible_kept_rate")))
+            cells.append(_fmt(r.get("p50_trim_ms"), 1))
+            parts.append("| " + " | ".join(cells) + " |")
+        parts.append("")
+    latency = result.get("latency") or []
+    if latency:
+        parts.append("| method | condition | n | p50 ms | p95 ms | p99 ms | peak Python heap MiB "
+                     "| process peak RSS MiB |")
+        parts.append("|---|---|---|---|---|---|---|---|")
+        for r in latency:
+            parts.append(f"| `{r['method']}` | {r['condition']} | {r['n_requests']} | {_fmt(r.get('p50_trim_ms'), 1)} "
+                         f"| {_fmt(r.get('p95_trim_ms'), 1)} | {_fmt(r.get('p99_trim_ms'), 1)} "
+                         f"| {_fmt(r.get('peak_traced_python_mib'), 2)} | {_fmt(r.get('max_rss_mib'), 0)} |")
+        parts.append("")
+    return "\n".join(parts)
+
+
+TARGETS: tuple[tuple[str, float], ...] = (("1/4", 0.98), ("1/8", 0.96), ("1/16", 0.90))
+"""Issue 3's answer-recall targets on NQ-20 hard: >= 0.98 at 4x, >= 0.96 at 8x, >= 0.90 at 16x."""
+
+
+TARGET_FAMILIES = ("ragtrim-default", "ragtrim-bm25", "ragtrim-emb-sent", "bm25-budget")
+
+
+def targets_markdown(result: Mapping[str, Any], *, families: Sequence[str] = TARGET_FAMILIES) -> str:
+    """Answer recall per setting at budgets 1/4, 1/8, 1/16 for ``families``, each marked against the target."""
+    rows: Sequence[Mapping[str, Any]] = result.get("rows", [])
+    by = {(r["setting"], r.get("family"), r.get("budget_label")): r for r in rows}
+    settings = list(dict.fromkeys(r["setting"] for r in rows))
+    head = ["setting", "family"] + [f"{b} (target {t:.2f})" for b, t in TARGETS]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for setting in settings:
+        for fam in families:
+            cells = [setting, f"`{fam}`"]
+            present = False
+            for label, target in TARGETS:
+                r = by.get((setting, fam, label))
+                if r is None or r.get("answer_recall") is None:
+                    cells.append("-")
+                    continue
+                present = True
+                rec = float(r["answer_recall"])
+                cells.append(f"{rec:.3f} {'met' if rec >= target else 'MISSED'}")
+            if present:
+                out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"

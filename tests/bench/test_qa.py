@@ -13,7 +13,10 @@ from ragtrim.bench.qa import (
     budget_for,
     build_methods,
     config_from_args,
+    family_stages,
     fraction_label,
+    reset_caches,
+    run_label,
     instance_chunks,
     measure,
     top_k_for,
@@ -67,7 +70,9 @@ class TestConfig:
     @pytest.mark.parametrize("kw, name", [({"dataset": "hotpot"}, "dataset"), ({"n_docs": 1}, "n_docs"),
                                           ({"positions": ("centre",)}, "positions"), ({"limit": 0}, "limit"),
                                           ({"methods": ("magic",)}, "methods"), ({"fractions": (2.0,)}, "fractions"),
-                                          ({"latency_sample": -1}, "latency_sample")])
+                                          ({"latency_sample": -1}, "latency_sample"), ({"offset": -1}, "offset"),
+                                          ({"dataset": "squad", "offset": 5}, "offset"),
+                                          ({"torch_threads": 0}, "torch_threads")])
     def test_invalid(self, kw: dict[str, object], name: str) -> None:
         with pytest.raises(ConfigError, match=name):
             QABenchConfig(**kw)  # type: ignore[arg-type]
@@ -79,6 +84,35 @@ class TestConfig:
         assert c.dataset == "squad" and c.fractions == (0.25, 0.5) and c.methods == ("none",)
         with pytest.raises(ConfigError, match="fraction"):
             config_from_args(p.parse_args(["--fractions", "x"]))
+        c = config_from_args(p.parse_args(["--offset", "1062", "--limit", "1062", "--torch-threads", "0"]))
+        assert c.offset == 1062 and c.torch_threads is None
+
+    def test_run_label(self) -> None:
+        assert run_label(QABenchConfig()) == "nq"
+        assert run_label(QABenchConfig(n_docs=30)) == "nq-30docs"
+        assert run_label(QABenchConfig(offset=1062, limit=1062)) == "nq-q1062-2123"
+        assert run_label(QABenchConfig(dataset="squad", n_docs=30)) == "squad"
+
+
+class TestFamilies:
+    def test_default_is_default_stages(self) -> None:
+        from ragtrim.api import default_stages
+
+        assert [s.to_dict() for s in family_stages("ragtrim-default", 50)] == \
+            [s.to_dict() for s in default_stages(budget=50)]
+        bm25 = [s.to_dict() for s in family_stages("ragtrim-bm25", 50)]
+        assert bm25 == [s.to_dict() for s in default_stages(budget=50, scorer="bm25")]
+        sent = {s["type"]: s for s in (st.to_dict() for st in family_stages("ragtrim-emb-sent", 50))}
+        assert sent["relevance"]["scorer"] == "embedding" and sent["compress"]["scorer"] == "embedding"
+        assert sent["compress"]["max_tokens"] == 50
+        with pytest.raises(ConfigError, match="family"):
+            family_stages("magic", 50)
+
+    def test_reset_caches_without_embedder(self) -> None:
+        from ragtrim.scoring import tokenize
+
+        tokenize("rome founded")
+        reset_caches(None)
 
 
 class TestMeasure:
@@ -130,7 +164,7 @@ class TestAggregateAndReport:
         assert by["first@1/4"]["compression_ratio_cl100k"] == pytest.approx(68 / 18)
         assert by["first@1/4"]["n_unanswerable"] == 1 and by["first@1/4"]["budget_label"] == "1/4"
         assert not math.isnan(by["none"]["p50_trim_ms"])
-        result = {"dataset": "tiny", "rows": rows, "cold_latency": [], "notes": ["n"], "wall_s": 1.0}
+        result = {"dataset": "tiny", "rows": rows, "latency": [], "notes": ["n"], "wall_s": 1.0}
         text = qa_report_text(result)
         assert "== s (2 requests) ==" in text and "plausible kept" in text
         pytest.importorskip("matplotlib")
