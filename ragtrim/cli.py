@@ -120,7 +120,7 @@ def _bench_examples(args: argparse.Namespace) -> int:
     if args.limit:
         requests = requests[: args.limit]
     budgets = [int(b) for b in args.budgets.split(",")] if args.budgets else [500, 1000]
-    methods: list[tuple[str, Any]] = [("clean (html+dedup)", _build_pipeline(args, None))]
+    methods: list[tuple[str, Any]] = [("default, no budget", _build_pipeline(args, None))]
     methods += [(f"default @ {b} tokens", _build_pipeline(args, b)) for b in budgets]
     summaries = []
     all_records = []
