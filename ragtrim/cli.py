@@ -138,6 +138,17 @@ def _bench_examples(args: argparse.Namespace) -> int:
         summary["pipeline"] = pipeline.to_dict()
         summaries.append(summary)
         all_records.extend(records)
+    out = Path(args.output) if args.output else _REPO_ROOT / "benchmarks" / "results" / "bench_examples.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "requests_file": str(path.relative_to(_REPO_ROOT) if path.is_relative_to(_REPO_ROOT) else path),
+        "requests": len(requests),
+        "tokenizer": methods[0][1].counter.name,
+        "methods": summaries,
+        "records": [r.__dict__ | {"stage_tokens_saved": dict(r.stage_tokens_saved), "stage_ms": dict(r.stage_ms)}
+                    for r in all_records],
+    }
+    out.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
     print(f"ragtrim bench: {len(requests)} requests from {path} (tokens: {methods[0][1].counter.name})\n")
     print(
         format_table(
@@ -167,17 +178,6 @@ def _bench_examples(args: argparse.Namespace) -> int:
     print("\nper-stage savings (mean tokens per request)\n")
     print(format_table(stage_rows, [("method", "method"), ("stage", "stage"), ("mean_tokens_saved", "tokens saved"),
                                     ("p50_ms", "p50 ms")]))
-    out = Path(args.output) if args.output else _REPO_ROOT / "benchmarks" / "results" / "bench_examples.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "requests_file": str(path.relative_to(_REPO_ROOT) if path.is_relative_to(_REPO_ROOT) else path),
-        "requests": len(requests),
-        "tokenizer": methods[0][1].counter.name,
-        "methods": summaries,
-        "records": [r.__dict__ | {"stage_tokens_saved": dict(r.stage_tokens_saved), "stage_ms": dict(r.stage_ms)}
-                    for r in all_records],
-    }
-    out.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
     print(f"\nwrote {out}")
     return 0 if all(s["errors"] == 0 for s in summaries) else 1
 
