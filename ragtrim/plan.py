@@ -385,11 +385,9 @@ def percentile(values: Sequence[float], q: float) -> float:
         raise InputError("percentile of an empty sequence is undefined; give at least one value")
     if not 0 <= q <= 100:
         raise ConfigError(f"percentile q must be in [0, 100], got {q}")
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    from ragtrim.bench.stats import percentile as linear_percentile
+
+    return linear_percentile(values, q)
 
 
 def _ptok(values: Sequence[int], q: float) -> int:
