@@ -36,7 +36,7 @@ def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") 
 
     Chosen by the QA savings benchmark (docs/qa-benchmark.md): passages ranked by MiniLM embeddings, sentences
     selected across passages by BM25 against one global budget, then the budget enforced. MiniLM sentence scoring
-    ties it on recall and costs about 2.6x the CPU time; BM25-only ranking loses 5-19 points of answer recall
+    ties it at 4x and 8x and costs about 2.6x the CPU time; BM25-only ranking loses 7-13 points of answer recall
     against hard distractors, so it is the fallback when the embeddings extra is absent, not the default.
     """
     from ragtrim.stages.budget import TokenBudget
