@@ -49,6 +49,8 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=400)
     parser.add_argument("--squad", type=int, default=100, help="answerable and unanswerable questions each")
     parser.add_argument("--out", type=Path, default=REPO / ".gpu" / "prompts")
+    parser.add_argument("--fit", choices=["shrink", "bisect"], default="shrink",
+                        help="how trimmed arms meet their ratio (the committed H200 run used shrink)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     counter = HFTokenizerCounter(tokenizer=build_tokenizer(find_gguf()), label="gemma-3-270m")
@@ -60,7 +62,7 @@ def main() -> None:
     instances = build_multidoc(pool[: args.questions], n_docs=20, gold_position="middle", distractors="bm25",
                                pool=pool)
     nq_rows = build_arm_prompts(tqdm(instances, desc="nq arms", file=sys.stderr), reader_counter=counter,
-                                pipeline_for_budget=pipeline_for, ratios=(4.0, 8.0))
+                                pipeline_for_budget=pipeline_for, ratios=(4.0, 8.0), fit=args.fit)
     (args.out / "nq20_middle.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in nq_rows))
 
     squad = squad_instances(load_squad())
@@ -68,7 +70,7 @@ def main() -> None:
     impossible = [q for q in squad if q.is_impossible][: args.squad]
     squad_rows = build_arm_prompts(tqdm(answerable + impossible, desc="squad arms", file=sys.stderr),
                                    reader_counter=counter, pipeline_for_budget=pipeline_for, ratios=(4.0,),
-                                   instruction=REFUSAL_INSTRUCTION)
+                                   instruction=REFUSAL_INSTRUCTION, fit=args.fit)
     (args.out / "squad.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in squad_rows))
 
     summary = {"reader_tokenizer": counter.name, "pipeline": default_pipeline(budget=1000).to_dict(),

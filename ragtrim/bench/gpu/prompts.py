@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ragtrim.datasets.nq import QAInstance
 from ragtrim.pipeline import Pipeline
@@ -58,13 +58,15 @@ def build_arm_prompts(
     ratios: Sequence[float] = (4.0, 8.0),
     instruction: str = INSTRUCTION,
     max_refits: int = 4,
+    fit: Literal["shrink", "bisect"] = "shrink",
 ) -> list[ArmPrompt]:
     """Prompts for arms ``untrimmed``, ``trimmed_<r>x`` for each ratio, and ``oracle``.
 
     A trimmed arm must have at most ``1/r`` of the untrimmed prompt's reader tokens (instruction, question and
     document labels included). Its pipeline budget (in the pipeline's own tokens) starts at the chunks' share of
-    that target and is lowered proportionally, at most ``max_refits`` times, until the prompt fits; the arm records
-    the budget it ended with.
+    that target and is lowered proportionally, at most ``max_refits`` times, until the prompt fits (``fit="shrink"``,
+    the committed H200 run; it overshoots, e.g. 4.8x for a 4x arm), or is the largest budget whose prompt fits, found
+    by bisection in ``3 * max_refits`` runs (``fit="bisect"``). The arm records the budget it ended with.
     """
     from ragtrim.qa_metrics import answer_in_text
 
@@ -85,6 +87,10 @@ def build_arm_prompts(
             probe = pipeline_for_budget(10**9)
             chunk_tokens = probe.run(chunks, query=inst.question).tokens_before
             budget = max(1, int(chunk_tokens / r) - (full_tokens - reader_counter.count("\n".join(docs))))
+            if fit == "bisect":
+                budget = _largest_fitting_budget(chunk_tokens, target, 3 * max_refits,
+                                                 lambda b: _arm_prompt_tokens(b, inst.question, chunks, instruction,
+                                                                              pipeline_for_budget, reader_counter))
             for _ in range(max_refits + 1):
                 result = pipeline_for_budget(budget).run(chunks, query=inst.question)
                 prompt = format_prompt(inst.question, [c.text for c in result.chunks], instruction=instruction)
@@ -99,3 +105,23 @@ def build_arm_prompts(
             out.append(arm_prompt("oracle", oracle, reader_counter.count(oracle),
                                   answer_in_text(inst.answers, "\n".join(gold))))
     return out
+
+
+def _arm_prompt_tokens(budget: int, question: str, chunks: list[dict[str, str]], instruction: str,
+                       pipeline_for_budget: Callable[[int], Pipeline], counter: TokenCounter) -> int:
+    result = pipeline_for_budget(budget).run(chunks, query=question)
+    return counter.count(format_prompt(question, [c.text for c in result.chunks], instruction=instruction))
+
+
+def _largest_fitting_budget(upper: int, target: int, steps: int, prompt_tokens: Callable[[int], int]) -> int:
+    """The largest budget in [1, upper] whose prompt has at most ``target`` tokens (1 when none fits)."""
+    lo, hi, best = 1, max(1, upper), 1
+    for _ in range(steps):
+        if lo > hi:
+            break
+        mid = (lo + hi) // 2
+        if prompt_tokens(mid) <= target:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best

@@ -38,3 +38,17 @@ def test_arms_fit_their_ratio() -> None:
         assert by_arm[arm].budget_tokens is not None
     assert "Paris is the capital" in by_arm["oracle"].prompt and by_arm["oracle"].answer_in_prompt
     assert by_arm["untrimmed"].to_dict()["answers"] == ["Paris"]
+
+
+def test_bisect_fit_lands_closer_to_the_target() -> None:
+    counter = WhitespaceCounter()
+
+    def pipe(b: int) -> Pipeline:
+        return Pipeline([TokenBudget(max_tokens=b, min_truncated_tokens=1)], tokenizer=counter)
+
+    shrink = {r.arm: r for r in build_arm_prompts([_instance()], reader_counter=counter, pipeline_for_budget=pipe,
+                                                  ratios=(4.0,))}
+    bisect = {r.arm: r for r in build_arm_prompts([_instance()], reader_counter=counter, pipeline_for_budget=pipe,
+                                                  ratios=(4.0,), fit="bisect")}
+    target = shrink["untrimmed"].prompt_tokens / 4
+    assert shrink["trimmed_4x"].prompt_tokens <= bisect["trimmed_4x"].prompt_tokens <= target
