@@ -646,6 +646,12 @@ def run_qa_benchmark(config: QABenchConfig) -> dict[str, Any]:
         "default_pipeline_example_budget_tokens": budget_example,
         "default_pipeline": Pipeline(default_stages(budget=budget_example), tokenizer=counter).to_dict(),
         "rows": rows,
+        "request_tokens": [
+            {"setting": r.setting, "instance_id": r.instance_id, "tokens_before": r.tokens_before,
+             "tokens_after": r.tokens_after}
+            for r in records
+            if r.error is None and r.method == WORKLOAD_METHOD
+        ],
         "latency": latency,
         "notes": notes,
         "tokenizers": {"budget": counter.name, "gemma3": gemma.name if gemma else None},
@@ -655,6 +661,10 @@ def run_qa_benchmark(config: QABenchConfig) -> dict[str, Any]:
         "wall_s": time.perf_counter() - started,
     }
 
+
+WORKLOAD_METHOD = "ragtrim-default@1/4"
+"""The method whose per-request token counts go into ``request_tokens``: a before/after workload for the capacity
+planner (``ragtrim plan --qa-results FILE --records-key request_tokens``)."""
 
 LATENCY_CONDITIONS = ("cold", "primed")
 """``cold``: no embedding and no BM25 tokenization cached for the request (everything encoded inside the timed
