@@ -273,6 +273,16 @@ class EmbeddingScorer:
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
 
+    def cached_items(self) -> list[tuple[str, np.ndarray]]:
+        """A snapshot of the cache (text, unit vector), oldest first: to persist it or prime another scorer."""
+        with self._lock:
+            return list(self._cache.items())
+
+    def clear_cache(self) -> None:
+        """Forget every cached embedding (the model stays loaded)."""
+        with self._lock:
+            self._cache.clear()
+
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         _check_inputs(query, texts)
         if not texts:
@@ -427,6 +437,11 @@ class FixedScorer:
 
 
 _SHARED: dict[str, Scorer] = {}
+
+
+def clear_tokenizer_cache() -> None:
+    """Forget BM25's memoized tokenizations (a benchmark's "cold" pass starts from here)."""
+    _tokens.cache_clear()
 
 
 def get_scorer(spec: Scorer | str) -> Scorer:

@@ -564,8 +564,7 @@ def save_embeddings(scorer: EmbeddingScorer, cache_file: Path) -> int:
     if cache_file.is_file():
         with np.load(cache_file) as data:
             merged.update(zip((str(k) for k in data["keys"]), data["vecs"]))
-    with scorer._lock:
-        merged.update((_text_key(t), v) for t, v in scorer._cache.items())
+    merged.update((_text_key(t), v) for t, v in scorer.cached_items())
     if merged:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         np.savez(cache_file, keys=np.array(list(merged)), vecs=np.stack(list(merged.values())))
@@ -574,12 +573,11 @@ def save_embeddings(scorer: EmbeddingScorer, cache_file: Path) -> int:
 
 def reset_caches(scorer: EmbeddingScorer | None) -> None:
     """Forget every embedding and every BM25 tokenization, as in a fresh process (the model stays loaded)."""
-    from ragtrim.scoring import _tokens
+    from ragtrim.scoring import clear_tokenizer_cache
 
-    _tokens.cache_clear()
+    clear_tokenizer_cache()
     if scorer is not None:
-        with scorer._lock:
-            scorer._cache.clear()
+        scorer.clear_cache()
 
 
 def run_label(config: QABenchConfig) -> str:

@@ -21,6 +21,43 @@ from ragtrim.bench.gpu.records import RequestRecord
 from ragtrim.errors import ConfigError, MissingDependencyError
 
 
+class _StreamTimer:
+    """TTFT, inter-token gaps and text of one streamed response; ``record`` turns them into a RequestRecord."""
+
+    def __init__(self) -> None:
+        self.sent = time.perf_counter()
+        self.first: float | None = None
+        self.last = self.sent
+        self.itl_ms: list[float] = []
+        self.parts: list[str] = []
+
+    def mark(self, text: str) -> None:
+        """A streamed event that carried new output (``text`` may be empty for a token that decodes to nothing)."""
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = now
+        else:
+            self.itl_ms.append((now - self.last) * 1000)
+        self.last = now
+        self.parts.append(text)
+
+    def record(self, request_id: str, arm: str, *, prompt_tokens: int, output_tokens: int,
+               empty_error: str) -> RequestRecord:
+        end = time.perf_counter()
+        return RequestRecord(
+            request_id=request_id,
+            arm=arm,
+            success=self.first is not None,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            ttft_ms=((self.first or end) - self.sent) * 1000,
+            e2e_ms=(end - self.sent) * 1000,
+            itl_ms=tuple(self.itl_ms),
+            output_text="".join(self.parts),
+            error="" if self.first is not None else empty_error,
+        )
+
+
 class VLLMInProcessBackend:
     """vLLM's AsyncLLM engine in this process (its engine core runs in a child process, started with spawn).
 
@@ -51,43 +88,22 @@ class VLLMInProcessBackend:
         params = SamplingParams(
             temperature=0.0, max_tokens=max_tokens, ignore_eos=True, output_kind=RequestOutputKind.DELTA
         )
-        sent = time.perf_counter()
-        first: float | None = None
-        last = sent
-        itl: list[float] = []
-        text_parts: list[str] = []
+        timer = _StreamTimer()
         n_out = 0
         prompt_tokens = 0
         try:
             async for out in self._engine.generate(request_id=request_id, prompt=prompt, sampling_params=params):
-                now = time.perf_counter()
                 if out.prompt_token_ids is not None:
                     prompt_tokens = len(out.prompt_token_ids)
                 completion = out.outputs[0]
                 new = len(completion.token_ids)
                 if new:
-                    if first is None:
-                        first = now
-                    else:
-                        itl.append((now - last) * 1000)
-                    last = now
+                    timer.mark(completion.text)
                     n_out += new
-                    text_parts.append(completion.text)
         except Exception as exc:  # recorded per request
             return RequestRecord(request_id, arm, False, error=f"{type(exc).__name__}: {exc}")
-        end = time.perf_counter()
-        return RequestRecord(
-            request_id=request_id,
-            arm=arm,
-            success=first is not None,
-            prompt_tokens=prompt_tokens,
-            output_tokens=n_out,
-            ttft_ms=((first or end) - sent) * 1000,
-            e2e_ms=(end - sent) * 1000,
-            itl_ms=tuple(itl),
-            output_text="".join(text_parts),
-            error="" if first is not None else "no tokens generated",
-        )
+        return timer.record(request_id, arm, prompt_tokens=prompt_tokens, output_tokens=n_out,
+                            empty_error="no tokens generated")
 
     def shutdown(self) -> None:
         if self._engine is not None:
@@ -150,11 +166,7 @@ class OpenAICompletionsBackend:
             {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
              "ignore_eos": True, "stream_options": {"include_usage": True}}
         ).encode()
-        sent = time.perf_counter()
-        first: float | None = None
-        last = sent
-        itl: list[float] = []
-        parts: list[str] = []
+        timer = _StreamTimer()
         usage: dict[str, int] = {}
         try:
             reader, writer, status = await asyncio.wait_for(self._request("POST", "/v1/completions", body), self.timeout_s)
@@ -166,34 +178,18 @@ class OpenAICompletionsBackend:
                 if event == "[DONE]":
                     break
                 data = json.loads(event)
-                now = time.perf_counter()
                 if data.get("usage"):
                     usage = data["usage"]
                 choices = data.get("choices") or []
                 text = choices[0].get("text", "") if choices else ""
                 if text:
-                    if first is None:
-                        first = now
-                    else:
-                        itl.append((now - last) * 1000)
-                    last = now
-                    parts.append(text)
+                    timer.mark(text)
             writer.close()
         except Exception as exc:  # recorded per request
             return RequestRecord(request_id, arm, False, error=f"{type(exc).__name__}: {exc}")
-        end = time.perf_counter()
-        return RequestRecord(
-            request_id=request_id,
-            arm=arm,
-            success=first is not None,
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            output_tokens=int(usage.get("completion_tokens", len(parts))),
-            ttft_ms=((first or end) - sent) * 1000,
-            e2e_ms=(end - sent) * 1000,
-            itl_ms=tuple(itl),
-            output_text="".join(parts),
-            error="" if first is not None else "no tokens streamed",
-        )
+        return timer.record(request_id, arm, prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                            output_tokens=int(usage.get("completion_tokens", len(timer.parts))),
+                            empty_error="no tokens streamed")
 
 
 async def _sse_events(reader: asyncio.StreamReader) -> AsyncIterator[str]:
