@@ -1,11 +1,15 @@
 """Build the GPU arms' prompts on the CPU (the GPU machine needs only vLLM and this JSONL).
 
-NQ: the first N questions of ../shared/data/nq-multidoc, 20 documents with hard BM25 distractors, gold in the
-middle; arms untrimmed / trimmed_4x / trimmed_8x (ragtrim's default pipeline) / oracle. SQuAD: a fixed sample of
+NQ golden set: the first N questions of ../shared/data/nq-multidoc, 20 documents with hard BM25 distractors, gold
+in the middle; arms untrimmed / trimmed_4x / trimmed_8x (ragtrim's default pipeline, budget bisected to the ratio) /
+candidate arms (other recipes, ``cand_*``) / oracle. NQ dev set: questions from --dev-offset (disjoint from the
+golden set), same arms without trimmed_8x: the GPU run picks the candidate arm with the best dev accuracy among
+those with >= 4x fewer tokens (benchmarks/gpu/report.py), and the golden set reports it. Length sweep: golden
+untrimmed prompts cut to fixed token counts (arms ``len_<N>``) for TTFT vs prompt length. SQuAD: a fixed sample of
 answerable and unanswerable questions with all paragraphs of their article, arms untrimmed / trimmed_4x, with an
 instruction to answer "unanswerable". Prompt tokens are counted with the Gemma 3 tokenizer rebuilt from the GGUF.
 Writes .gpu/prompts/*.jsonl (git-ignored: derived from shared data) and benchmarks/results/gpu/prompts_summary.json.
-Run: .venv/bin/python benchmarks/gpu/make_prompts.py --questions 400
+Run: HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gpu/make_prompts.py --fit bisect --workers 2
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -21,7 +28,16 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from ragtrim.api import default_pipeline  # noqa: E402
-from ragtrim.bench.gpu.prompts import REFUSAL_INSTRUCTION, ArmPrompt, build_arm_prompts  # noqa: E402
+from ragtrim.bench.gpu.prompts import (  # noqa: E402
+    INSTRUCTION,
+    REFUSAL_INSTRUCTION,
+    TRIM_RECIPES,
+    ArmPrompt,
+    arm_documents,
+    build_arm_prompts,
+    cut_to_tokens,
+    recipe_pipeline,
+)
 from ragtrim.bench.model_prep import build_tokenizer, find_gguf  # noqa: E402
 from ragtrim.bench.stats import mean  # noqa: E402
 from ragtrim.datasets.nq import build_multidoc, load_nq_open  # noqa: E402
@@ -44,41 +60,128 @@ def summarize(rows: list[ArmPrompt]) -> dict[str, dict[str, float]]:
     return out
 
 
+def candidate_arms(spec: str) -> dict[str, tuple[str, float | None]]:
+    """``"top1,default@16"`` -> {"cand_top1": ("top1", None), "cand_default_16x": ("default", 16.0)}."""
+    out: dict[str, tuple[str, float | None]] = {}
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        recipe, _, r = item.partition("@")
+        if recipe not in TRIM_RECIPES:
+            raise SystemExit(f"unknown recipe {recipe!r} in --candidates; known: {', '.join(TRIM_RECIPES)}")
+        ratio = float(r) if r else None
+        out[f"cand_{recipe}" + (f"_{ratio:g}x" if ratio else "")] = (recipe, ratio)
+    return out
+
+
+_COUNTER: Any = None
+
+
+def _counter() -> HFTokenizerCounter:
+    global _COUNTER
+    if _COUNTER is None:
+        _COUNTER = HFTokenizerCounter(tokenizer=build_tokenizer(find_gguf()), label="gemma-3-270m")
+    return _COUNTER
+
+
+def _build(job: tuple[list[Any], tuple[float, ...], dict[str, tuple[str, float | None]], str, str]) -> list[ArmPrompt]:
+    """Arm prompts for one slice of instances (runs in a worker process; MiniLM loads once per process)."""
+    instances, ratios, cands, instruction, fit = job
+    counter = _counter()
+    extra = {name: (lambda inst, rc=rc, r=r: arm_documents(inst, rc, r, counter, instruction=instruction))
+             for name, (rc, r) in cands.items()}
+    return build_arm_prompts(instances, reader_counter=counter,
+                             pipeline_for_budget=lambda b: recipe_pipeline("default", b), ratios=ratios,
+                             instruction=instruction, fit=fit, extra_arms=extra)  # type: ignore[arg-type]
+
+
+def build_parallel(instances: Sequence[Any], *, workers: int, desc: str, **kw: Any) -> list[ArmPrompt]:
+    slices = [list(instances[i: i + 8]) for i in range(0, len(instances), 8)]
+    jobs = [(sl, kw["ratios"], kw.get("cands", {}), kw.get("instruction", INSTRUCTION), kw["fit"]) for sl in slices]
+    rows: list[ArmPrompt] = []
+    if workers <= 1:
+        for job in tqdm(jobs, desc=desc, file=sys.stderr):
+            rows += _build(job)
+        return rows
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for part in tqdm(pool.map(_build, jobs), total=len(jobs), desc=desc, file=sys.stderr):
+            rows += part
+    return rows
+
+
+def sweep_rows(golden: Sequence[ArmPrompt], instances: Sequence[Any], lengths: Sequence[int], per_length: int,
+               counter: HFTokenizerCounter) -> list[ArmPrompt]:
+    """``len_<N>`` rows: untrimmed golden prompts at least N tokens long, cut to N tokens."""
+    by_id = {inst.id: inst for inst in instances}
+    out: list[ArmPrompt] = []
+    for n in lengths:
+        long_enough = [r for r in golden if r.arm == "untrimmed" and r.prompt_tokens >= n][:per_length]
+        for r in long_enough:
+            inst = by_id[r.id]
+            prompt = cut_to_tokens(inst.question, [p.content for p in inst.passages], n, counter)
+            out.append(ArmPrompt(id=r.id, arm=f"len_{n}", question=r.question, answers=r.answers, prompt=prompt,
+                                 prompt_tokens=counter.count(prompt), answer_in_prompt=False))
+    return out
+
+
+def write_jsonl(path: Path, rows: Sequence[ArmPrompt]) -> None:
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--questions", type=int, default=400)
-    parser.add_argument("--squad", type=int, default=100, help="answerable and unanswerable questions each")
+    parser.add_argument("--questions", type=int, default=320, help="golden set: the first N NQ questions")
+    parser.add_argument("--dev-offset", type=int, default=400)
+    parser.add_argument("--dev-questions", type=int, default=200)
+    parser.add_argument("--candidates", default="top1,top2,default@16,default_whole@12,minilm_sent@16",
+                        help="candidate arms, recipe[@ratio], comma-separated")
+    parser.add_argument("--squad", type=int, default=100,
+                        help="answerable and unanswerable questions each; 0 keeps the existing squad.jsonl")
+    parser.add_argument("--sweep-lengths", default="64,128,192,256,384,512,640,768,1024,1536,2048")
+    parser.add_argument("--sweep-per-length", type=int, default=12)
+    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=REPO / ".gpu" / "prompts")
-    parser.add_argument("--fit", choices=["shrink", "bisect"], default="shrink",
-                        help="how trimmed arms meet their ratio (the committed H200 run used shrink)")
+    parser.add_argument("--fit", choices=["shrink", "bisect"], default="bisect",
+                        help="how trimmed arms meet their ratio (the first H200 run used shrink)")
     args = parser.parse_args()
+    if args.dev_offset < args.questions:
+        raise SystemExit("--dev-offset must be >= --questions: the dev set must not overlap the golden set")
     args.out.mkdir(parents=True, exist_ok=True)
-    counter = HFTokenizerCounter(tokenizer=build_tokenizer(find_gguf()), label="gemma-3-270m")
-
-    def pipeline_for(budget: int):  # type: ignore[no-untyped-def]
-        return default_pipeline(budget=budget)
+    counter = _counter()
+    cands = candidate_arms(args.candidates)
 
     pool = load_nq_open()
-    instances = build_multidoc(pool[: args.questions], n_docs=20, gold_position="middle", distractors="bm25",
-                               pool=pool)
-    nq_rows = build_arm_prompts(tqdm(instances, desc="nq arms", file=sys.stderr), reader_counter=counter,
-                                pipeline_for_budget=pipeline_for, ratios=(4.0, 8.0), fit=args.fit)
-    (args.out / "nq20_middle.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in nq_rows))
+    golden = build_multidoc(pool[: args.questions], n_docs=20, gold_position="middle", distractors="bm25", pool=pool)
+    dev = build_multidoc(pool[args.dev_offset: args.dev_offset + args.dev_questions], n_docs=20,
+                         gold_position="middle", distractors="bm25", pool=pool)
+    nq_rows = build_parallel(golden, workers=args.workers, desc="nq golden arms", ratios=(4.0, 8.0), cands=cands,
+                             fit=args.fit)
+    write_jsonl(args.out / "nq20_middle.jsonl", nq_rows)
+    dev_rows = build_parallel(dev, workers=args.workers, desc="nq dev arms", ratios=(4.0,), cands=cands, fit=args.fit)
+    write_jsonl(args.out / "nq20_middle_dev.jsonl", dev_rows)
+    lengths = [int(x) for x in args.sweep_lengths.split(",") if x]
+    sweep = sweep_rows(nq_rows, golden, lengths, args.sweep_per_length, counter)
+    write_jsonl(args.out / "nq20_sweep.jsonl", sweep)
 
-    squad = squad_instances(load_squad())
-    answerable = [q for q in squad if not q.is_impossible][: args.squad]
-    impossible = [q for q in squad if q.is_impossible][: args.squad]
-    squad_rows = build_arm_prompts(tqdm(answerable + impossible, desc="squad arms", file=sys.stderr),
-                                   reader_counter=counter, pipeline_for_budget=pipeline_for, ratios=(4.0,),
-                                   instruction=REFUSAL_INSTRUCTION, fit=args.fit)
-    (args.out / "squad.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in squad_rows))
+    if args.squad:
+        squad = squad_instances(load_squad())
+        answerable = [q for q in squad if not q.is_impossible][: args.squad]
+        impossible = [q for q in squad if q.is_impossible][: args.squad]
+        squad_rows = build_parallel(answerable + impossible, workers=args.workers, desc="squad arms", ratios=(4.0,),
+                                    instruction=REFUSAL_INSTRUCTION, fit=args.fit)
+        write_jsonl(args.out / "squad.jsonl", squad_rows)
+    else:  # --squad 0 keeps the existing file (summarized below, so the summary matches what the GPU reads)
+        squad_rows = [ArmPrompt(**(d | {"answers": tuple(d["answers"])}))
+                      for d in map(json.loads, (args.out / "squad.jsonl").read_text().splitlines())]
 
-    summary = {"reader_tokenizer": counter.name, "pipeline": default_pipeline(budget=1000).to_dict(),
-               "nq20_middle": summarize(nq_rows), "squad": summarize(squad_rows)}
+    summary = {"reader_tokenizer": counter.name, "fit": args.fit, "golden_questions": [0, args.questions],
+               "dev_questions": [args.dev_offset, args.dev_offset + args.dev_questions],
+               "candidates": {k: {"recipe": rc, "ratio": r} for k, (rc, r) in cands.items()},
+               "pipeline": recipe_pipeline("default", 1000).to_dict(),
+               "nq20_middle": summarize(nq_rows), "nq20_middle_dev": summarize(dev_rows),
+               "nq20_sweep": summarize(sweep), "squad": summarize(squad_rows)}
     dest = REPO / "benchmarks" / "results" / "gpu" / "prompts_summary.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps(summary, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k != "pipeline"}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
 """Summarize committed GPU results: tables, the planner-vs-vLLM comparison, and plots.
 
-Run: .venv/bin/python benchmarks/gpu/report.py  (reads benchmarks/results/gpu/gpu_suite_*.json,
-writes benchmarks/results/gpu/summary.json and PNGs next to it)
+Run: .venv/bin/python benchmarks/gpu/report.py  (reads benchmarks/results/gpu/gpu_suite_*.json of the latest run,
+and from the first run in run1/ only the KV-capacity rows of configurations the latest run did not start; writes
+benchmarks/results/gpu/summary.json and PNGs next to it)
+
+The trimmed arm the golden-set headline reports beside trimmed_4x is chosen by a rule fixed before the run
+(``select_candidate``): the ``cand_*`` arm with the best accuracy on the dev questions (disjoint from the golden set)
+among those with >= 4x fewer prompt tokens, on 270m_bf16kv_len4096.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from ragtrim.bench.gpu.report import (  # noqa: E402
     ladder_rows,
     latency_rows,
     ratio,
+    select_candidate,
     slo_rows,
     write_plots,
 )
@@ -29,12 +35,34 @@ RESULTS = REPO / "benchmarks" / "results" / "gpu"
 
 def main() -> None:
     suites = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("gpu_suite_*.json"))]
+    run1 = [json.loads(p.read_text()) for p in sorted((RESULTS / "run1").glob("gpu_suite_*.json"))]
     acc, lat, lad, slo = accuracy_rows(suites), latency_rows(suites), ladder_rows(suites), slo_rows(suites)
-    cap = capacity_rows(suites, REPO / "tests" / "fixtures" / "configs")
+    cap = [r | {"run": 2} for r in capacity_rows(suites, REPO / "tests" / "fixtures" / "configs")]
+    started = {r["config"] for r in cap}
+    cap += [r | {"run": 1} for r in capacity_rows(run1, REPO / "tests" / "fixtures" / "configs")
+            if r["config"] not in started]
     headline: dict[str, object] = {}
-    for config in dict.fromkeys(r["config"] for r in lat if r["config"].startswith("12b")):
-        headline[f"{config}_p50_ttft_speedup_trimmed_4x"] = ratio(lat, "p50_ttft_ms", "untrimmed", "trimmed_4x", config)
-        headline[f"{config}_p99_ttft_speedup_trimmed_4x"] = ratio(lat, "p99_ttft_ms", "untrimmed", "trimmed_4x", config)
+    base = "270m_bf16kv_len4096"
+    chosen = select_candidate(acc, config=base, min_ratio=4.0)
+    headline["selected_arm_by_dev_accuracy"] = chosen
+    for arm in ("untrimmed", "trimmed_4x", "trimmed_8x", chosen, "oracle"):
+        row = next((r for r in acc if r["config"] == base and r["set"] == "golden" and r["arm"] == arm), None)
+        if row:
+            headline[f"golden_accuracy_{arm}"] = row["accuracy"]
+            headline[f"golden_prompt_token_ratio_{arm}"] = row["prompt_token_ratio"]
+    for config in dict.fromkeys(r["config"] for r in acc if r["config"] != base and r["set"] == "golden"):
+        for arm in ("untrimmed", "trimmed_4x", chosen, "oracle"):
+            a = next((r["accuracy"] for r in acc if r["config"] == config and r["arm"] == arm
+                      and r["set"] == "golden"), None)
+            b = next((r["accuracy"] for r in acc if r["config"] == base and r["arm"] == arm
+                      and r["set"] == "golden"), None)
+            if a is not None and b is not None:
+                headline[f"{config}_accuracy_delta_vs_bf16_{arm}"] = a - b
+    for config in dict.fromkeys(r["config"] for r in lat if not r["config"].startswith("270m")):
+        for arm in ("trimmed_4x", "trimmed_8x", chosen):
+            if arm:
+                headline[f"{config}_p50_ttft_speedup_{arm}"] = ratio(lat, "p50_ttft_ms", "untrimmed", arm, config)
+                headline[f"{config}_p99_ttft_speedup_{arm}"] = ratio(lat, "p99_ttft_ms", "untrimmed", arm, config)
     for config in dict.fromkeys(r["config"] for r in slo):
         headline[f"{config}_throughput_at_slo_gain_trimmed_4x"] = ratio(slo, "request_throughput", "trimmed_4x",
                                                                        "untrimmed", config)
@@ -42,7 +70,7 @@ def main() -> None:
                "throughput_at_slo": slo, "capacity_vs_planner": cap}
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     plots = write_plots(lat, acc, lad, slo, RESULTS)
-    print("accuracy\n" + format_table(acc, [(k, k) for k in ("config", "arm", "questions", "accuracy",
+    print("accuracy\n" + format_table(acc, [(k, k) for k in ("config", "set", "arm", "questions", "accuracy",
                                                                  "refusal_accuracy", "mean_prompt_tokens",
                                                                  "prompt_token_ratio", "answer_in_prompt_rate")]))
     print("\nsingle request\n" + format_table(lat, [(k, k) for k in ("config", "arm", "mean_prompt_tokens",
@@ -54,7 +82,7 @@ def main() -> None:
     print("\nthroughput at SLO\n" + format_table(slo, [(k, k) for k in ("config", "arm", "slo_ms", "request_rate",
                                                                         "request_throughput")]))
     print("\nKV capacity: vLLM vs planner\n" + format_table(cap, [(k, k) for k in (
-        "config", "available_kv_cache_gib", "vllm_kv_cache_tokens", "planner_kv_cache_tokens", "kv_tokens_error_pct",
+        "run", "config", "available_kv_cache_gib", "vllm_kv_cache_tokens", "planner_kv_cache_tokens", "kv_tokens_error_pct",
         "vllm_max_concurrency", "planner_max_concurrency", "concurrency_error_pct")]))
     print("\nheadline\n" + json.dumps(headline, indent=1))
     print("\nplots: " + ", ".join(str(p.relative_to(REPO)) for p in plots))

@@ -2,12 +2,14 @@
 process, and write one JSON per suite (parsed KV-cache capacity from vLLM's logs included).
 
 Suites (one command each on the lent H200; each fits in 10 minutes):
-  a  Gemma 3 270M, real weights: accuracy per arm (untrimmed / trimmed 4x, 8x / oracle) with BF16 and FP8 KV
-     cache, single-request TTFT, and KV capacity at two max_model_len values.
-  b  Gemma-3-12B-shaped dummy weights: single-request TTFT per arm, Poisson load ladders per arm, KV capacity with
-     BF16/FP8 KV at two max_model_len values.
-  c  one-change-at-a-time knobs on the 12B shape (prefix caching off, async scheduling, smaller prefill chunks) and
-     the 270M GGUF Q4_K_M weights (the INT4 point).
+  a  Gemma 3 270M, real weights: accuracy per arm on the golden and dev sets with BF16 KV, FP8 KV and GGUF Q4_K_M
+     weights (the INT4 point), SQuAD refusal accuracy, single-request TTFT.
+  b  Gemma-3-12B-shaped dummy weights: single-request TTFT per arm and over a prompt-length sweep, Poisson load
+     ladders for untrimmed and trimmed 4x (golden + dev prompts, so no step repeats a prompt).
+  c  one change at a time on the 12B shape (FP8 weights, async scheduling, 2,048 batched tokens, prefix caching
+     off: single requests and one Poisson step), and the 27B shape with tensor parallelism 2 (two GPUs).
+  The first H200 run (2026-11-29, benchmarks/results/gpu/run1/) also measured KV capacity at max_model_len 4,096 and
+  16,384 with BF16 and FP8 KV for the 270M and 12B shapes; those engine starts are not repeated.
 Usage (on the GPU machine, vLLM importable):
   python benchmarks/gpu/run_gpu.py --suite a --prompts .gpu/prompts --out $OUT
 """
@@ -53,59 +55,67 @@ def engine(model: Path | str, *, max_model_len: int, kv: str = "auto", eager: bo
 
 def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
     nq = str(prompts / "nq20_middle.jsonl")
+    dev = str(prompts / "nq20_middle_dev.jsonl")
+    sweep = str(prompts / "nq20_sweep.jsonl")
     squad = str(prompts / "squad.jsonl")
     m270 = MODEL_DIR
     d12 = DUMMY_DIR / "12b"
+    golden_acc = {"type": "accuracy", "set": "golden"}
+    dev_acc = {"type": "accuracy", "set": "dev", "prompts_file": dev, "arms": ["untrimmed", "trimmed_4x", "cand_*",
+                                                                              "oracle"]}
     if suite == "a":
         return [
             {"name": "270m_bf16kv_len4096", "engine": engine(m270, max_model_len=4096), "prompts_file": nq,
-             "tasks": [{"type": "accuracy", "arms": ARMS},
+             "tasks": [golden_acc, dev_acc,
                        {"type": "single", "arms": ["untrimmed", "trimmed_4x", "oracle"], "n": 20}]},
-            {"name": "270m_fp8kv_len4096", "engine": engine(m270, max_model_len=4096, kv="fp8"), "prompts_file": nq,
-             "tasks": [{"type": "accuracy", "arms": ARMS}]},
+            {"name": "270m_fp8kv_len4096", "engine": engine(m270, max_model_len=4096, kv="fp8", eager=True),
+             "prompts_file": nq, "tasks": [golden_acc, dev_acc]},
+            {"name": "270m_gguf_q4km", "engine": engine(GGUF, max_model_len=4096, eager=True, tokenizer=str(m270)),
+             "prompts_file": nq, "tasks": [golden_acc, dev_acc], "timeout_s": 150},
             {"name": "270m_bf16kv_len8192_squad", "engine": engine(m270, max_model_len=8192, eager=True),
-             "prompts_file": squad, "tasks": [{"type": "accuracy", "arms": ["untrimmed", "trimmed_4x"]}]},
-            {"name": "270m_bf16kv_len16384", "engine": engine(m270, max_model_len=16384, eager=True), "tasks": []},
-            {"name": "270m_fp8kv_len16384", "engine": engine(m270, max_model_len=16384, kv="fp8", eager=True),
-             "tasks": []},
+             "prompts_file": squad, "tasks": [{"type": "accuracy", "set": "squad", "arms": ["untrimmed", "trimmed_4x",
+                                                                                          "oracle"]}]},
         ]
     if suite == "b":
-        ladder = {"type": "ladder", "arms": ["untrimmed", "trimmed_4x"], "slo_ms": 500,
-                  "rates": [2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96], "step_seconds": 5, "min_requests": 24,
-                  "stop_p95_ttft_ms": 2000, "reserve_s": 45}
+        ladder = {"type": "ladder", "arms": ["untrimmed", "trimmed_4x"], "prompts_file": [nq, dev], "slo_ms": 500,
+                  "rates": [2, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96], "step_seconds": 5, "min_requests": 24,
+                  "stop_p95_ttft_ms": 2000, "reserve_s": 30}
         return [
             {"name": "12b_bf16kv_len4096", "engine": engine(d12, max_model_len=4096, load_format="dummy"),
              "prompts_file": nq,
-             "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x", "trimmed_8x", "oracle"], "n": 20},
+             "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x", "trimmed_8x", "cand_*", "oracle"],
+                        "n": 20},
+                       {"type": "single", "prompts_file": sweep, "n": 8},
                        ladder]},
-            {"name": "12b_fp8kv_len4096", "engine": engine(d12, max_model_len=4096, kv="fp8", eager=True,
-                                                           load_format="dummy"), "tasks": []},
-            {"name": "12b_bf16kv_len16384", "engine": engine(d12, max_model_len=16384, eager=True,
-                                                             load_format="dummy"), "tasks": []},
-            {"name": "12b_fp8kv_len16384", "engine": engine(d12, max_model_len=16384, kv="fp8", eager=True,
-                                                            load_format="dummy"), "tasks": []},
         ]
     if suite == "c":
-        single = {"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 20}
-        tp2_ladder = {"type": "ladder", "arms": ["untrimmed", "trimmed_4x"], "slo_ms": 500,
-                      "rates": [2, 4, 8, 12, 16, 24, 32, 48], "step_seconds": 4, "min_requests": 20,
-                      "stop_p95_ttft_ms": 2000, "reserve_s": 60}
+        # one change at a time against 12b_bf16kv_len4096 (suite b): single requests, then one Poisson step at a
+        # rate where the untrimmed BF16 baseline is near saturation
+        probe = [{"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 20},
+                 {"type": "ladder", "arms": ["untrimmed", "trimmed_4x"], "prompts_file": [nq, dev], "slo_ms": 500,
+                  "rates": [12], "step_seconds": 8, "min_requests": 60, "reserve_s": 20}]
+        tp2_ladder = {"type": "ladder", "arms": ["untrimmed", "trimmed_4x"], "prompts_file": [nq, dev],
+                      "slo_ms": 500, "rates": [4, 8, 12, 16, 24, 32, 48], "step_seconds": 4, "min_requests": 20,
+                      "stop_p95_ttft_ms": 2000, "reserve_s": 20}
         return [
             {"name": "27b_tp2_bf16kv_len4096", "engine": engine(DUMMY_DIR / "27b", max_model_len=4096,
                                                                 load_format="dummy", tensor_parallel_size=2,
                                                                 disable_custom_all_reduce=True),
-             "prompts_file": nq, "tasks": [single, tp2_ladder], "needs_gpus": 2},
-            {"name": "12b_no_prefix_cache", "engine": engine(d12, max_model_len=4096, load_format="dummy",
-                                                             enable_prefix_caching=False),
-             "prompts_file": nq, "tasks": [single]},
+             "prompts_file": nq, "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 20},
+                                           tp2_ladder],
+             "needs_gpus": 2, "timeout_s": 220},
+            {"name": "12b_fp8_weights", "engine": engine(d12, max_model_len=4096, load_format="dummy",
+                                                         quantization="fp8"),
+             "prompts_file": nq, "tasks": probe, "timeout_s": 110},
             {"name": "12b_async_scheduling", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                               async_scheduling=True),
-             "prompts_file": nq, "tasks": [single]},
+             "prompts_file": nq, "tasks": probe, "timeout_s": 110},
             {"name": "12b_batched_2048", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                           max_num_batched_tokens=2048),
-             "prompts_file": nq, "tasks": [single]},
-            {"name": "270m_gguf_q4km", "engine": engine(GGUF, max_model_len=4096, eager=True, tokenizer=str(m270)),
-             "prompts_file": nq, "tasks": [{"type": "accuracy", "arms": ARMS}]},
+             "prompts_file": nq, "tasks": probe, "timeout_s": 110},
+            {"name": "12b_no_prefix_cache", "engine": engine(d12, max_model_len=4096, load_format="dummy",
+                                                             enable_prefix_caching=False),
+             "prompts_file": nq, "tasks": probe, "timeout_s": 110},
         ]
     raise SystemExit(f"unknown suite {suite!r}; use a, b or c")
 
@@ -141,7 +151,7 @@ def run_worker(spec: dict[str, Any], workdir: Path, deadline: float) -> dict[str
         try:
             proc = subprocess.run([sys.executable, "-m", "ragtrim.bench.gpu.worker", str(spec_path), str(out_path)],
                                   stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                                  timeout=max(30.0, deadline - time.time()))
+                                  timeout=max(30.0, min(deadline - time.time(), spec.get("timeout_s", 1e9))))
             rc: int | str = proc.returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"

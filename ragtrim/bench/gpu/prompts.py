@@ -6,8 +6,9 @@ The template is the "Lost in the Middle" QA prompt; documents are numbered in th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from ragtrim.datasets.nq import QAInstance
@@ -59,8 +60,10 @@ def build_arm_prompts(
     instruction: str = INSTRUCTION,
     max_refits: int = 4,
     fit: Literal["shrink", "bisect"] = "shrink",
+    extra_arms: Mapping[str, Callable[[QAInstance], Sequence[str]]] | None = None,
 ) -> list[ArmPrompt]:
-    """Prompts for arms ``untrimmed``, ``trimmed_<r>x`` for each ratio, and ``oracle``.
+    """Prompts for arms ``untrimmed``, ``trimmed_<r>x`` for each ratio, each of ``extra_arms`` (name -> the documents
+    that arm keeps for an instance, e.g. ``arm_documents`` with another recipe), and ``oracle``.
 
     A trimmed arm must have at most ``1/r`` of the untrimmed prompt's reader tokens (instruction, question and
     document labels included). Its pipeline budget (in the pipeline's own tokens) starts at the chunks' share of
@@ -99,6 +102,11 @@ def build_arm_prompts(
                     break
                 budget = max(1, int(budget * target / n) - 1)
             out.append(arm_prompt(f"trimmed_{r:g}x", prompt, n, answer_in_text(inst.answers, result.text), budget))
+        for name, documents in (extra_arms or {}).items():
+            kept = list(documents(inst))
+            prompt = format_prompt(inst.question, kept, instruction=instruction)
+            out.append(arm_prompt(name, prompt, reader_counter.count(prompt),
+                                  answer_in_text(inst.answers, "\n".join(kept))))
         gold = [p.content for p in inst.passages if p.is_gold]
         if gold:
             oracle = format_prompt(inst.question, gold, instruction=instruction)
@@ -125,3 +133,82 @@ def _largest_fitting_budget(upper: int, target: int, steps: int, prompt_tokens: 
         else:
             hi = mid - 1
     return best
+
+
+TrimRecipe = Literal["default", "default_whole", "top1", "top2", "top3", "minilm_sent", "top1_sent"]
+TRIM_RECIPES: tuple[str, ...] = ("default", "default_whole", "top1", "top2", "top3", "minilm_sent", "top1_sent")
+
+
+@lru_cache(maxsize=1)
+def _shared_embedding_scorer() -> Any:
+    from ragtrim.scoring import EmbeddingScorer
+
+    return EmbeddingScorer()
+
+
+def recipe_pipeline(recipe: str, budget: int | None) -> Pipeline:
+    """A trimming pipeline for the GPU arms (one shared MiniLM scorer, so passage embeddings are computed once).
+
+    ``default``: ragtrim's default pipeline. ``default_whole``: the same, but the budget cuts whole sentences only
+    (no truncated tail). ``topK``: the K best passages by MiniLM, then (with a budget) BM25 sentence selection inside
+    them. ``minilm_sent``: the default with sentences also scored by MiniLM. ``top1_sent``: the best passage, its
+    sentences scored by MiniLM. All put the best chunk first.
+    """
+    from ragtrim.errors import ConfigError
+    from ragtrim.stages.base import Stage
+    from ragtrim.stages.budget import TokenBudget
+    from ragtrim.stages.compress import SentenceCompressor
+    from ragtrim.stages.dedup import DuplicateFilter
+    from ragtrim.stages.html import HtmlCleaner
+    from ragtrim.stages.order import Reorder
+    from ragtrim.stages.relevance import RelevanceFilter
+
+    if recipe not in TRIM_RECIPES:
+        raise ConfigError(f"recipe must be one of {TRIM_RECIPES}, got {recipe!r}")
+    emb = _shared_embedding_scorer()
+    top_k = int(recipe[3]) if recipe.startswith("top") else None
+    stages: list[Stage] = [HtmlCleaner(), DuplicateFilter(), RelevanceFilter(scorer=emb, top_k=top_k)]
+    if budget is not None:
+        sent_scorer: Any = emb if recipe in ("minilm_sent", "top1_sent") else "bm25"
+        stages += [SentenceCompressor(scorer=sent_scorer, max_tokens=budget),
+                   TokenBudget(max_tokens=budget, truncate=recipe != "default_whole")]
+    stages.append(Reorder(strategy="score"))
+    return Pipeline(stages)
+
+
+def arm_documents(inst: QAInstance, recipe: str, ratio: float | None, counter: TokenCounter,
+                  *, instruction: str = INSTRUCTION, steps: int = 12) -> list[str]:
+    """The documents a trimmed arm keeps for one instance: ``recipe`` with no budget when ``ratio`` is None, else
+    with the largest budget (bisection, ``steps`` runs) whose prompt has at most 1/``ratio`` of the untrimmed
+    prompt's reader tokens."""
+    chunks = [{"id": p.id, "text": p.content} for p in inst.passages]
+    if ratio is None:
+        return [c.text for c in recipe_pipeline(recipe, None).run(chunks, query=inst.question).chunks]
+    full = counter.count(format_prompt(inst.question, [p.content for p in inst.passages], instruction=instruction))
+    target = int(full / ratio)
+    upper = recipe_pipeline(recipe, 10**9).run(chunks, query=inst.question).tokens_before
+
+    def docs_for(b: int) -> list[str]:
+        return [c.text for c in recipe_pipeline(recipe, b).run(chunks, query=inst.question).chunks]
+
+    best = _largest_fitting_budget(upper, target, steps, lambda b: counter.count(
+        format_prompt(inst.question, docs_for(b), instruction=instruction)))
+    return docs_for(best)
+
+
+def cut_to_tokens(question: str, documents: Sequence[str], n_tokens: int, counter: TokenCounter,
+                  *, instruction: str = INSTRUCTION) -> str:
+    """A prompt of about ``n_tokens`` reader tokens (never more, unless the frame alone is longer): the documents'
+    text cut at a word boundary, for TTFT-versus-prompt-length sweeps. Answers are not the point of these prompts."""
+    text = "\n".join(f"Document [{i}] {d.strip()}" for i, d in enumerate(documents, 1))
+    head, tail = f"{instruction}\n\n", f"\n\nQuestion: {question}\nAnswer:"
+    lo, hi, best = 0, len(text), 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        cut = text[:mid].rsplit(" ", 1)[0] if mid < len(text) else text
+        if counter.count(head + cut + tail) <= n_tokens:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    cut = text[:best].rsplit(" ", 1)[0] if best < len(text) else text
+    return head + cut + tail

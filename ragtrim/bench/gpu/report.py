@@ -21,12 +21,25 @@ def accuracy_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 base = task["arms"].get("untrimmed", {}).get("mean_prompt_tokens")
                 for arm, a in task["arms"].items():
                     rows.append({
-                        "config": run["name"], "arm": arm, "questions": a["questions"], "accuracy": a["accuracy"],
+                        "config": run["name"], "set": task.get("set", "golden"), "arm": arm,
+                        "questions": a["questions"], "accuracy": a["accuracy"],
                         "refusal_accuracy": a.get("refusal_accuracy"), "mean_prompt_tokens": a["mean_prompt_tokens"],
                         "prompt_token_ratio": (base / a["mean_prompt_tokens"]) if base else None,
                         "answer_in_prompt_rate": a["answer_in_prompt_rate"],
                     })
     return rows
+
+
+def select_candidate(rows: Sequence[Mapping[str, Any]], *, config: str, min_ratio: float = 4.0,
+                     prefix: str = "cand_") -> str | None:
+    """The rule fixed before the run: among ``prefix`` arms of ``config`` on the dev set whose prompts are at least
+    ``min_ratio`` times smaller than untrimmed, the one with the best dev accuracy (ties: the smaller prompt).
+    The golden set then reports that arm; its golden numbers play no part in the choice."""
+    dev = [r for r in rows if r["config"] == config and r.get("set") == "dev" and str(r["arm"]).startswith(prefix)
+           and r["accuracy"] is not None and (r["prompt_token_ratio"] or 0) >= min_ratio]
+    if not dev:
+        return None
+    return str(max(dev, key=lambda r: (r["accuracy"], r["prompt_token_ratio"]))["arm"])
 
 
 def latency_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -76,10 +89,15 @@ def slo_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def ratio(rows: Sequence[Mapping[str, Any]], key: str, arm_a: str, arm_b: str, config: str) -> float | None:
-    """``rows[arm_a][key] / rows[arm_b][key]`` within one configuration (None when either is missing or zero)."""
-    a = next((r[key] for r in rows if r["config"] == config and r["arm"] == arm_a), None)
-    b = next((r[key] for r in rows if r["config"] == config and r["arm"] == arm_b), None)
+def ratio(rows: Sequence[Mapping[str, Any]], key: str, arm_a: str, arm_b: str, config: str,
+          set_: str | None = None) -> float | None:
+    """``rows[arm_a][key] / rows[arm_b][key]`` within one configuration (and set, when rows have one; None when
+    either is missing or zero)."""
+    def pick(arm: str) -> Any:
+        return next((r[key] for r in rows if r["config"] == config and r["arm"] == arm
+                     and (set_ is None or r.get("set") == set_)), None)
+
+    a, b = pick(arm_a), pick(arm_b)
     if not a or not b:
         return None
     return float(a) / float(b)
@@ -149,12 +167,19 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
     if latency:
         fig, ax = plt.subplots(figsize=(6.5, 4))
         for config in dict.fromkeys(r["config"] for r in latency):
-            sel = sorted((r for r in latency if r["config"] == config), key=lambda r: r["mean_prompt_tokens"])
+            rows_c = [r for r in latency if r["config"] == config]
+            sweep = sorted((r for r in rows_c if str(r["arm"]).startswith("len_")), key=lambda r: r["mean_prompt_tokens"])
+            sel = sorted((r for r in rows_c if not str(r["arm"]).startswith("len_")),
+                         key=lambda r: r["mean_prompt_tokens"])
             x = [r["mean_prompt_tokens"] for r in sel]
-            ax.plot(x, [r["p50_ttft_ms"] for r in sel], "o-", label=f"{config} p50")
-            ax.plot(x, [r["p99_ttft_ms"] for r in sel], "s--", label=f"{config} p99")
+            line = ax.plot(x, [r["p50_ttft_ms"] for r in sel], "o", label=f"{config} arms p50")[0]
+            ax.plot(x, [r["p99_ttft_ms"] for r in sel], "s", mfc="none", color=line.get_color(),
+                    label=f"{config} arms p99")
+            if sweep:
+                ax.plot([r["mean_prompt_tokens"] for r in sweep], [r["p50_ttft_ms"] for r in sweep], "-",
+                        color=line.get_color(), lw=1, label=f"{config} length sweep p50")
             for r in sel:
-                ax.annotate(r["arm"], (r["mean_prompt_tokens"], r["p50_ttft_ms"]), fontsize=7)
+                ax.annotate(r["arm"], (r["mean_prompt_tokens"], r["p50_ttft_ms"]), fontsize=6)
         ax.set(xlabel="mean prompt tokens", ylabel="TTFT (ms), single request", title="TTFT vs prompt tokens per arm")
         ax.legend(fontsize=7)
         fig.tight_layout()
@@ -163,13 +188,14 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
         plt.close(fig)
     if accuracy:
         fig, ax = plt.subplots(figsize=(6.5, 4))
-        for config in dict.fromkeys(r["config"] for r in accuracy):
-            sel = [r for r in accuracy if r["config"] == config and r["accuracy"] is not None]
+        for config in dict.fromkeys(r["config"] for r in accuracy if r.get("set", "golden") == "golden"):
+            sel = [r for r in accuracy if r["config"] == config and r["accuracy"] is not None
+                   and r.get("set", "golden") == "golden"]
             ax.scatter([r["prompt_token_ratio"] for r in sel], [r["accuracy"] for r in sel], label=config)
             for r in sel:
                 ax.annotate(r["arm"], (r["prompt_token_ratio"], r["accuracy"]), fontsize=7)
         ax.set(xscale="log", xlabel="prompt-token compression ratio (untrimmed / arm)", ylabel="accuracy",
-               title="Reader accuracy vs compression")
+               title="Reader accuracy vs compression (NQ-20 golden set)")
         ax.legend(fontsize=7)
         fig.tight_layout()
         paths.append(out_dir / "accuracy_vs_compression.png")
@@ -177,17 +203,23 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
         plt.close(fig)
     if ladder:
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-        for arm in dict.fromkeys(r["arm"] for r in ladder):
-            sel = sorted((r for r in ladder if r["arm"] == arm), key=lambda r: r["request_rate"])
-            ax1.plot([r["request_rate"] for r in sel], [r["p95_ttft_ms"] for r in sel], "o-", label=f"{arm} p95")
-            ax1.plot([r["request_rate"] for r in sel], [r["p50_ttft_ms"] for r in sel], "x:", label=f"{arm} p50")
+        for key in dict.fromkeys((r["config"], r["arm"]) for r in ladder):
+            sel = sorted((r for r in ladder if (r["config"], r["arm"]) == key), key=lambda r: r["request_rate"])
+            if len(sel) < 2:  # single-step probes are in the tables, not the curves
+                continue
+            name = f"{key[0]} {key[1]}"
+            line = ax1.plot([r["request_rate"] for r in sel], [r["p95_ttft_ms"] for r in sel], "o-",
+                            label=f"{name} p95")[0]
+            ax1.plot([r["request_rate"] for r in sel], [r["p50_ttft_ms"] for r in sel], "x:", color=line.get_color(),
+                     label=f"{name} p50")
         if slo:
             ax1.axhline(slo[0]["slo_ms"], color="grey", ls="--", lw=1, label="SLO")
         ax1.set(xscale="log", yscale="log", xlabel="Poisson request rate (req/s)", ylabel="TTFT (ms)",
                 title="TTFT under load")
         ax1.legend(fontsize=7)
-        ax2.bar([r["arm"] for r in slo], [r["request_throughput"] for r in slo])
-        ax2.set(ylabel="req/s", title=f"throughput at p95 TTFT <= {slo[0]['slo_ms']:.0f} ms" if slo else "")
+        ax2.barh([f"{r['config']}\n{r['arm']}" for r in slo], [r["request_throughput"] for r in slo])
+        ax2.tick_params(axis="y", labelsize=6)
+        ax2.set(xlabel="req/s", title=f"throughput at p95 TTFT <= {slo[0]['slo_ms']:.0f} ms" if slo else "")
         fig.tight_layout()
         paths.append(out_dir / "load_and_throughput_at_slo.png")
         fig.savefig(paths[-1], dpi=120)

@@ -110,7 +110,7 @@ async def reset_prefix_cache(backend: VLLMInProcessBackend) -> None:
 
 async def task_single(backend: VLLMInProcessBackend, rows: Sequence[dict[str, Any]], task: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "single", "arms": {}}
-    for arm in task["arms"]:
+    for arm in dict.fromkeys(r["arm"] for r in rows):
         prompts = [(r["id"], r["prompt"]) for r in rows if r["arm"] == arm][: task.get("n", 20) + 4]
         if not prompts:
             continue
@@ -127,17 +127,16 @@ async def task_ladder(backend: VLLMInProcessBackend, rows: Sequence[dict[str, An
                       deadline: float) -> dict[str, Any]:
     slo = float(task.get("slo_ms", 500.0))
     out: dict[str, Any] = {"type": "ladder", "slo_ms": slo, "arms": {}}
-    for arm in task["arms"]:
+    for arm in dict.fromkeys(r["arm"] for r in rows):
         prompts = [(r["id"], r["prompt"]) for r in rows if r["arm"] == arm]
-        if not prompts:
-            continue
         steps: list[dict[str, Any]] = []
         offset = 0
         for rate in task["rates"]:
             if time.time() > deadline - task.get("reserve_s", 60):
                 steps.append({"request_rate": rate, "skipped": "deadline"})
                 break
-            n = max(task.get("min_requests", 30), int(rate * task.get("step_seconds", 6)))
+            # never more than the distinct prompts: a repeat inside one step would hit the prefix cache
+            n = min(max(task.get("min_requests", 30), int(rate * task.get("step_seconds", 6))), len(prompts) - 2)
             kv_max = 0.0
             stop = asyncio.Event()
 
@@ -171,6 +170,14 @@ async def task_ladder(backend: VLLMInProcessBackend, rows: Sequence[dict[str, An
     return out
 
 
+def _wanted(arm: str, task: dict[str, Any]) -> bool:
+    """A task's ``arms`` lists arm names; an entry ending in ``*`` is a prefix (``"cand_*"``, ``"len_*"``)."""
+    arms = task.get("arms")
+    if arms is None:
+        return True
+    return any(arm == a or (a.endswith("*") and arm.startswith(a[:-1])) for a in arms)
+
+
 def _prefix_cache_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     q = after.get("vllm:prefix_cache_queries_total", 0.0) - before.get("vllm:prefix_cache_queries_total", 0.0)
     h = after.get("vllm:prefix_cache_hits_total", 0.0) - before.get("vllm:prefix_cache_hits_total", 0.0)
@@ -197,7 +204,10 @@ async def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
             if time.time() > deadline - 30:
                 result["errors"].append(f"task {task['type']} skipped: deadline")
                 continue
-            t_rows = [r for r in rows if r["arm"] in task.get("arms", [r["arm"]])]
+            files = task.get("prompts_file")
+            src = ([r for f in ([files] if isinstance(files, str) else files) for r in load_prompts(f)]
+                   if files else rows)
+            t_rows = [r for r in src if _wanted(r["arm"], task)]
             if task.get("limit"):
                 ids = []
                 for r in t_rows:
@@ -207,7 +217,8 @@ async def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
                 t_rows = [r for r in t_rows if r["id"] in keep]
             try:
                 if task["type"] == "accuracy":
-                    result["tasks"].append(await task_accuracy(backend._engine, t_rows, task))
+                    acc = await task_accuracy(backend._engine, t_rows, task)
+                    result["tasks"].append(acc | {"set": task.get("set", "golden")})
                 elif task["type"] == "single":
                     result["tasks"].append(await task_single(backend, t_rows, task))
                 elif task["type"] == "ladder":

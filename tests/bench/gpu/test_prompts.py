@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ragtrim.bench.gpu.prompts import INSTRUCTION, build_arm_prompts, format_prompt
+from ragtrim.bench.gpu.prompts import INSTRUCTION, build_arm_prompts, cut_to_tokens, format_prompt
 from ragtrim.datasets.nq import Passage, QAInstance
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.budget import TokenBudget
@@ -52,3 +52,28 @@ def test_bisect_fit_lands_closer_to_the_target() -> None:
                                                   ratios=(4.0,), fit="bisect")}
     target = shrink["untrimmed"].prompt_tokens / 4
     assert shrink["trimmed_4x"].prompt_tokens <= bisect["trimmed_4x"].prompt_tokens <= target
+
+
+def test_extra_arms_come_before_oracle_and_are_counted() -> None:
+    counter = WhitespaceCounter()
+    rows = build_arm_prompts([_instance()], reader_counter=counter,
+                             pipeline_for_budget=lambda b: Pipeline([TokenBudget(max_tokens=b)], tokenizer=counter),
+                             ratios=(2.0,), extra_arms={"gold_twice": lambda inst: [inst.passages[2].content] * 2,
+                                                        "first": lambda inst: [inst.passages[0].content]})
+    by_arm = {r.arm: r for r in rows}
+    assert [r.arm for r in rows] == ["untrimmed", "trimmed_2x", "gold_twice", "first", "oracle"]
+    assert by_arm["gold_twice"].answer_in_prompt and not by_arm["first"].answer_in_prompt
+    assert by_arm["first"].prompt_tokens == counter.count(by_arm["first"].prompt)
+    assert by_arm["first"].budget_tokens is None
+
+
+def test_cut_to_tokens_lands_at_or_below_the_length() -> None:
+    counter = WhitespaceCounter()
+    docs = [p.content for p in _instance().passages]
+    frame_only = cut_to_tokens("who {x}?", docs, 0, counter)
+    assert frame_only.endswith("Question: who {x}?\nAnswer:")
+    for n in (30, 60, 90):
+        prompt = cut_to_tokens("who?", docs, n, counter)
+        assert n - 3 <= counter.count(prompt) <= n
+    full = format_prompt("who?", docs)
+    assert cut_to_tokens("who?", docs, 10**6, counter) == full

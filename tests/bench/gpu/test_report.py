@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragtrim.bench.gpu.report import accuracy_rows, latency_rows, ratio, select_candidate, slo_rows, write_plots
+
+
+def _acc(set_: str, arms: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    return {"type": "accuracy", "set": set_, "arms": {
+        arm: {"questions": 10, "accuracy": acc, "refusal_accuracy": None, "mean_prompt_tokens": tokens,
+              "answer_in_prompt_rate": 1.0} for arm, (acc, tokens) in arms.items()}}
+
+
+SUITE: dict[str, Any] = {"runs": [
+    {"name": "270m", "tasks": [
+        _acc("golden", {"untrimmed": (0.1, 2000.0), "cand_a": (0.9, 100.0), "cand_b": (0.2, 400.0),
+                        "oracle": (0.5, 150.0)}),
+        _acc("dev", {"untrimmed": (0.1, 2000.0), "cand_a": (0.3, 100.0), "cand_b": (0.4, 400.0),
+                     "cand_c": (0.9, 1000.0)}),
+    ]},
+    {"name": "12b", "tasks": [
+        {"type": "single", "arms": {
+            arm: {"mean_prompt_tokens": t, "p50_ttft_ms": p50, "p99_ttft_ms": p99, "p50_tpot_ms": 8.0,
+                  "p50_e2el_ms": 100.0}
+            for arm, (t, p50, p99) in {"untrimmed": (2000, 90.0, 120.0), "trimmed_4x": (500, 30.0, 40.0),
+                                       "len_64": (64, 20.0, 22.0), "len_1024": (1024, 50.0, 55.0)}.items()}},
+        {"type": "ladder", "slo_ms": 500, "arms": {
+            "untrimmed": {"steps": [{"request_rate": 2, "completed": 10, "request_throughput": 2.0,
+                                     "p50_ttft_ms": 50, "p95_ttft_ms": 90, "p99_ttft_ms": 99, "goodput": 2.0,
+                                     "mean_prompt_tokens": 2000}],
+                          "at_slo": {"slo_ms": 500, "request_rate": 2, "request_throughput": 2.0}},
+            "trimmed_4x": {"steps": [{"request_rate": 8, "skipped": "deadline"}],
+                           "at_slo": {"slo_ms": 500, "request_rate": 8, "request_throughput": 7.0}}}},
+    ]},
+]}
+
+
+def test_accuracy_rows_carry_set_and_ratio_within_the_task() -> None:
+    rows = accuracy_rows([SUITE])
+    assert {(r["set"], r["arm"]) for r in rows} >= {("golden", "cand_a"), ("dev", "cand_c")}
+    dev_c = next(r for r in rows if r["set"] == "dev" and r["arm"] == "cand_c")
+    assert dev_c["prompt_token_ratio"] == 2.0
+
+
+def test_selection_uses_dev_accuracy_only_among_arms_at_the_minimum_ratio() -> None:
+    rows = accuracy_rows([SUITE])
+    # cand_c has the best dev accuracy but only 2x; cand_a is best on the golden set but worse on dev
+    assert select_candidate(rows, config="270m") == "cand_b"
+    assert select_candidate(rows, config="270m", min_ratio=10.0) == "cand_a"
+    assert select_candidate(rows, config="270m", min_ratio=100.0) is None
+    assert select_candidate(rows, config="missing") is None
+
+
+def test_ratio_filters_by_set_and_handles_missing() -> None:
+    rows = accuracy_rows([SUITE])
+    assert ratio(rows, "accuracy", "cand_a", "untrimmed", "270m", "dev") == pytest.approx(3.0)
+    assert ratio(rows, "accuracy", "cand_a", "untrimmed", "270m", "golden") == pytest.approx(9.0)
+    assert ratio(rows, "accuracy", "nope", "untrimmed", "270m") is None
+
+
+def test_latency_slo_rows_and_plots(tmp_path: Path) -> None:
+    lat = latency_rows([SUITE])
+    assert ratio(lat, "p50_ttft_ms", "untrimmed", "trimmed_4x", "12b") == 3.0
+    slo = slo_rows([SUITE])
+    assert ratio(slo, "request_throughput", "trimmed_4x", "untrimmed", "12b") == 3.5
+    paths = write_plots(lat, accuracy_rows([SUITE]), [], slo, tmp_path)
+    assert [p.name for p in paths] == ["ttft_vs_prompt_tokens.png", "accuracy_vs_compression.png"]
+    assert all(p.stat().st_size > 1000 for p in paths)
