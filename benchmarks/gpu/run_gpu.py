@@ -96,15 +96,9 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
                  {"type": "ladder", "arms": ["untrimmed", "trimmed_4x"], "prompts_file": [nq, dev], "slo_ms": 500,
                   "rates": [12], "step_seconds": 8, "min_requests": 60, "reserve_s": 20}]
         tp2_ladder = {"type": "ladder", "arms": ["untrimmed", "trimmed_4x"], "prompts_file": [nq, dev],
-                      "slo_ms": 500, "rates": [4, 8, 12, 16, 24, 32, 48], "step_seconds": 4, "min_requests": 20,
-                      "stop_p95_ttft_ms": 2000, "reserve_s": 20}
+                      "slo_ms": 500, "rates": [4, 8, 16, 32], "step_seconds": 4, "min_requests": 16,
+                      "stop_p95_ttft_ms": 2000, "reserve_s": 10, "max_tokens": 4}
         return [
-            {"name": "27b_tp2_bf16kv_len4096", "engine": engine(DUMMY_DIR / "27b", max_model_len=4096,
-                                                                load_format="dummy", tensor_parallel_size=2,
-                                                                disable_custom_all_reduce=True, eager=True),
-             "prompts_file": nq, "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 20},
-                                           tp2_ladder],
-             "needs_gpus": 2, "timeout_s": 200},
             {"name": "12b_fp8_weights", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                          quantization="fp8"),
              "prompts_file": nq, "tasks": probe, "timeout_s": 110},
@@ -117,6 +111,12 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
             {"name": "12b_no_prefix_cache", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                              enable_prefix_caching=False),
              "prompts_file": nq, "tasks": probe, "timeout_s": 110},
+            {"name": "27b_tp2_bf16kv_len4096", "engine": engine(DUMMY_DIR / "27b", max_model_len=4096,
+                                                                load_format="dummy", tensor_parallel_size=2,
+                                                                disable_custom_all_reduce=True, eager=True),
+             "prompts_file": nq, "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 10,
+                                            "max_tokens": 4}, tp2_ladder],
+             "needs_gpus": 2, "timeout_s": 200},
         ]
     raise SystemExit(f"unknown suite {suite!r}; use a, b or c")
 
@@ -140,6 +140,30 @@ def prepare_models() -> dict[str, Any]:
     return info
 
 
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """End the worker's whole process group, then wait (up to 30 s) for the GPU memory to be released."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            continue
+    for _ in range(30):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                                 capture_output=True, text=True, check=False, timeout=20).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return  # no nvidia-smi: nothing to wait for
+        if not out:
+            return
+        time.sleep(1)
+
+
 def run_worker(spec: dict[str, Any], workdir: Path, deadline: float) -> dict[str, Any]:
     spec = dict(spec, deadline_unix=deadline)
     spec_path = workdir / f"{spec['name']}.spec.json"
@@ -149,13 +173,15 @@ def run_worker(spec: dict[str, Any], workdir: Path, deadline: float) -> dict[str
     env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_LOGGING_LEVEL="INFO")
     started = time.perf_counter()
     with open(log_path, "wb") as log:
+        # its own process group: on a timeout the engine-core and TP worker processes go too (in the 2026-11-29
+        # run 2 they outlived a timed-out worker, held the GPU memory and made the next engines fail to start)
+        proc = subprocess.Popen([sys.executable, "-m", "ragtrim.bench.gpu.worker", str(spec_path), str(out_path)],
+                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
         try:
-            proc = subprocess.run([sys.executable, "-m", "ragtrim.bench.gpu.worker", str(spec_path), str(out_path)],
-                                  stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                                  timeout=max(30.0, min(deadline - time.time(), spec.get("timeout_s", 1e9))))
-            rc: int | str = proc.returncode
+            rc: int | str = proc.wait(timeout=max(30.0, min(deadline - time.time(), spec.get("timeout_s", 1e9))))
         except subprocess.TimeoutExpired:
             rc = "timeout"
+        _kill_group(proc)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     result: dict[str, Any] = (json.loads(out_path.read_text()) if out_path.exists()
                               else {"name": spec["name"], "engine": spec["engine"], "tasks": [],

@@ -184,7 +184,9 @@ def _prefix_cache_delta(before: dict[str, float], after: dict[str, float]) -> di
     return {"prefix_cache_queries": q, "prefix_cache_hits": h, "prefix_cache_hit_rate": h / q if q else 0.0}
 
 
-async def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
+async def run_spec(spec: dict[str, Any], partial: Path | None = None) -> dict[str, Any]:
+    """Run one spec's tasks; with ``partial``, rewrite that file after every task, so a worker killed at its timeout
+    still leaves the tasks it finished."""
     deadline = float(spec.get("deadline_unix", time.time() + 3600))
     result: dict[str, Any] = {"name": spec["name"], "engine": spec["engine"], "tasks": [], "errors": []}
     mem_before = gpu_memory_used_mib()
@@ -225,6 +227,8 @@ async def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
                     result["tasks"].append(await task_ladder(backend, t_rows, task, deadline))
             except Exception as exc:
                 result["errors"].append(f"task {task['type']}: {type(exc).__name__}: {exc}")
+            if partial is not None:
+                partial.write_text(json.dumps(result | {"partial": True}, indent=1) + "\n", encoding="utf-8")
         result["gpu_memory_used_mib_end"] = gpu_memory_used_mib()
         result["prometheus"] = prom_snapshot()
     finally:
@@ -235,7 +239,7 @@ async def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
-    result = asyncio.run(run_spec(spec))
+    result = asyncio.run(run_spec(spec, partial=Path(args[1])))
     Path(args[1]).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0 if not result["errors"] else 1
 

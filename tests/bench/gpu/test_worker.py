@@ -99,8 +99,11 @@ def test_run_spec_accuracy_per_set_with_task_prompt_files(tmp_path: Path, monkey
     spec = {"name": "t", "engine": {}, "prompts_file": str(golden),
             "tasks": [{"type": "accuracy"}, {"type": "accuracy", "set": "dev", "prompts_file": [str(dev)],
                                              "arms": ["untrimmed", "cand_*"]}]}
-    result = asyncio.run(worker.run_spec(spec))
+    partial = tmp_path / "partial.json"
+    result = asyncio.run(worker.run_spec(spec, partial=partial))
     assert result["errors"] == []
+    written = json.loads(partial.read_text())  # rewritten after every task: a killed worker keeps finished tasks
+    assert written["partial"] is True and len(written["tasks"]) == 2
     g, d = result["tasks"]
     assert g["set"] == "golden" and d["set"] == "dev"
     assert g["arms"]["untrimmed"]["accuracy"] == 0.0 and g["arms"]["cand_a"]["accuracy"] == 1.0

@@ -1,0 +1,66 @@
+"""The GPU driver's process handling and specs, on the CPU (benchmarks/gpu/run_gpu.py is a script; loaded by path)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "gpu" / "run_gpu.py"
+
+
+@pytest.fixture(scope="module")
+def run_gpu() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("run_gpu", SCRIPT)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0); it holds no memory
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split()[2] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and process groups")
+def test_kill_group_ends_grandchildren(run_gpu: ModuleType, tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    proc = subprocess.Popen(["sh", "-c", f"sleep 300 & echo $! > {pidfile}; wait"], start_new_session=True)
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    assert _alive(child)
+    run_gpu._kill_group(proc)
+    assert proc.poll() is not None
+    for _ in range(50):
+        if not _alive(child):
+            break
+        time.sleep(0.1)
+    assert not _alive(child)
+
+
+def test_specs_are_well_formed(run_gpu: ModuleType) -> None:
+    names: list[str] = []
+    for suite in "abc":
+        for spec in run_gpu.specs_for(suite, Path("/p")):
+            names.append(spec["name"])
+            assert spec["engine"]["model"] and spec["engine"]["max_model_len"] >= 4096
+            for task in spec["tasks"]:
+                assert task["type"] in {"accuracy", "single", "ladder"}
+    assert len(names) == len(set(names))
+    with pytest.raises(SystemExit):
+        run_gpu.specs_for("z", Path("/p"))
