@@ -78,14 +78,17 @@ def ladder_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def slo_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def slo_rows(suites: Iterable[Mapping[str, Any]], *, min_steps: int = 2) -> list[dict[str, Any]]:
+    """Throughput at the TTFT SLO per (configuration, arm), for ladders of at least ``min_steps`` measured rates."""
     rows = []
     for suite in suites:
         for run in suite.get("runs", []):
             for task in run.get("tasks", []):
                 if task.get("type") == "ladder":
                     for arm, data in task["arms"].items():
-                        rows.append({"config": run["name"], "arm": arm, **data["at_slo"]})
+                        # a single-rate probe is not a ladder: its "throughput at SLO" says nothing about capacity
+                        if sum("completed" in step for step in data["steps"]) >= min_steps:
+                            rows.append({"config": run["name"], "arm": arm, **data["at_slo"]})
     return rows
 
 
@@ -156,7 +159,8 @@ def _engine_from_name(name: str) -> dict[str, Any]:
 
 
 def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping[str, Any]],
-                ladder: Sequence[Mapping[str, Any]], slo: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path]:
+                ladder: Sequence[Mapping[str, Any]], slo: Sequence[Mapping[str, Any]], out_dir: Path,
+                *, accuracy_target: float | None = None) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -194,6 +198,8 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
             ax.scatter([r["prompt_token_ratio"] for r in sel], [r["accuracy"] for r in sel], label=config)
             for r in sel:
                 ax.annotate(r["arm"], (r["prompt_token_ratio"], r["accuracy"]), fontsize=7)
+        if accuracy_target is not None:
+            ax.axhline(accuracy_target, color="grey", ls=":", lw=1, label=f"target {accuracy_target:g}")
         ax.set(xscale="log", xlabel="prompt-token compression ratio (untrimmed / arm)", ylabel="accuracy",
                title="Reader accuracy vs compression (NQ-20 golden set)")
         ax.legend(fontsize=7)
@@ -216,6 +222,13 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
             ax1.axhline(slo[0]["slo_ms"], color="grey", ls="--", lw=1, label="SLO")
         ax1.set(xscale="log", yscale="log", xlabel="Poisson request rate (req/s)", ylabel="TTFT (ms)",
                 title="TTFT under load")
+        from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+        rates = sorted({r["request_rate"] for r in ladder})
+        ax1.set_xticks(rates)
+        ax1.xaxis.set_major_formatter(ScalarFormatter())
+        ax1.xaxis.set_minor_formatter(NullFormatter())
+        ax1.tick_params(axis="x", labelsize=7)
         ax1.legend(fontsize=7)
         ax2.barh([f"{r['config']}\n{r['arm']}" for r in slo], [r["request_throughput"] for r in slo])
         ax2.tick_params(axis="y", labelsize=6)

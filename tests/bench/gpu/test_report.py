@@ -5,7 +5,15 @@ from typing import Any
 
 import pytest
 
-from ragtrim.bench.gpu.report import accuracy_rows, latency_rows, ratio, select_candidate, slo_rows, write_plots
+from ragtrim.bench.gpu.report import (
+    accuracy_rows,
+    ladder_rows,
+    latency_rows,
+    ratio,
+    select_candidate,
+    slo_rows,
+    write_plots,
+)
 
 
 def _acc(set_: str, arms: dict[str, tuple[float, float]]) -> dict[str, Any]:
@@ -32,7 +40,13 @@ SUITE: dict[str, Any] = {"runs": [
                                      "p50_ttft_ms": 50, "p95_ttft_ms": 90, "p99_ttft_ms": 99, "goodput": 2.0,
                                      "mean_prompt_tokens": 2000}],
                           "at_slo": {"slo_ms": 500, "request_rate": 2, "request_throughput": 2.0}},
-            "trimmed_4x": {"steps": [{"request_rate": 8, "skipped": "deadline"}],
+            "trimmed_4x": {"steps": [{"request_rate": 4, "completed": 10, "request_throughput": 4.0,
+                                      "p50_ttft_ms": 20, "p95_ttft_ms": 30, "p99_ttft_ms": 35, "goodput": 4.0,
+                                      "mean_prompt_tokens": 500},
+                                     {"request_rate": 8, "completed": 10, "request_throughput": 7.0,
+                                      "p50_ttft_ms": 25, "p95_ttft_ms": 40, "p99_ttft_ms": 45, "goodput": 7.0,
+                                      "mean_prompt_tokens": 500},
+                                     {"request_rate": 16, "skipped": "deadline"}],
                            "at_slo": {"slo_ms": 500, "request_rate": 8, "request_throughput": 7.0}}}},
     ]},
 ]}
@@ -65,7 +79,12 @@ def test_latency_slo_rows_and_plots(tmp_path: Path) -> None:
     lat = latency_rows([SUITE])
     assert ratio(lat, "p50_ttft_ms", "untrimmed", "trimmed_4x", "12b") == 3.0
     slo = slo_rows([SUITE])
-    assert ratio(slo, "request_throughput", "trimmed_4x", "untrimmed", "12b") == 3.5
-    paths = write_plots(lat, accuracy_rows([SUITE]), [], slo, tmp_path)
-    assert [p.name for p in paths] == ["ttft_vs_prompt_tokens.png", "accuracy_vs_compression.png"]
+    assert [r["arm"] for r in slo] == ["trimmed_4x"]  # untrimmed has one measured rate: a probe, not a ladder
+    assert slo_rows([SUITE], min_steps=1)[0]["request_throughput"] == 2.0
+    assert ratio(slo_rows([SUITE], min_steps=1), "request_throughput", "trimmed_4x", "untrimmed", "12b") == 3.5
+    lad = ladder_rows([SUITE])
+    assert [(r["arm"], r["request_rate"]) for r in lad] == [("untrimmed", 2), ("trimmed_4x", 4), ("trimmed_4x", 8)]
+    paths = write_plots(lat, accuracy_rows([SUITE]), lad, slo, tmp_path)
+    assert [p.name for p in paths] == ["ttft_vs_prompt_tokens.png", "accuracy_vs_compression.png",
+                                       "load_and_throughput_at_slo.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
