@@ -71,7 +71,9 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
              "prompts_file": nq, "tasks": [golden_acc, dev_acc]},
             {"name": "270m_fp8kv_len4096", "engine": engine(m270, max_model_len=4096, kv="fp8", eager=True),
              "prompts_file": nq, "tasks": [golden_acc, dev_acc]},
-            {"name": "270m_gguf_q4km", "engine": engine(GGUF, max_model_len=4096, eager=True, tokenizer=str(m270)),
+            # needs the vllm-gguf-plugin wheel (benchmarks/gpu/stage_extra.sh): vLLM 0.26 no longer loads GGUF itself
+            {"name": "270m_gguf_q4km", "engine": engine(GGUF, max_model_len=4096, eager=True, tokenizer=str(m270),
+                                                        hf_config_path=str(m270)),
              "prompts_file": nq, "tasks": [golden_acc, dev_acc], "timeout_s": 150},
             {"name": "270m_bf16kv_len8192_squad", "engine": engine(m270, max_model_len=8192, eager=True),
              "prompts_file": squad, "tasks": [{"type": "accuracy", "set": "squad", "arms": ["untrimmed", "trimmed_4x",
@@ -99,24 +101,25 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
                       "slo_ms": 500, "rates": [4, 8, 16, 32], "step_seconds": 4, "min_requests": 16,
                       "stop_p95_ttft_ms": 2000, "reserve_s": 10, "max_tokens": 4}
         return [
+            # needs loguru (benchmarks/gpu/stage_extra.sh), which vLLM 0.26's FP8 path imports
             {"name": "12b_fp8_weights", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                          quantization="fp8"),
-             "prompts_file": nq, "tasks": probe, "timeout_s": 110},
+             "prompts_file": nq, "tasks": probe, "timeout_s": 150},
             {"name": "12b_async_scheduling", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                               async_scheduling=True),
-             "prompts_file": nq, "tasks": probe, "timeout_s": 110},
+             "prompts_file": nq, "tasks": probe, "timeout_s": 150},
             {"name": "12b_batched_2048", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                           max_num_batched_tokens=2048),
-             "prompts_file": nq, "tasks": probe, "timeout_s": 110},
+             "prompts_file": nq, "tasks": probe, "timeout_s": 150},
             {"name": "12b_no_prefix_cache", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                              enable_prefix_caching=False),
-             "prompts_file": nq, "tasks": probe, "timeout_s": 110},
+             "prompts_file": nq, "tasks": probe, "timeout_s": 150},
             {"name": "27b_tp2_bf16kv_len4096", "engine": engine(DUMMY_DIR / "27b", max_model_len=4096,
                                                                 load_format="dummy", tensor_parallel_size=2,
                                                                 disable_custom_all_reduce=True, eager=True),
              "prompts_file": nq, "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 10,
                                             "max_tokens": 4}, tp2_ladder],
-             "needs_gpus": 2, "timeout_s": 200},
+             "needs_gpus": 2, "timeout_s": 240},
         ]
     raise SystemExit(f"unknown suite {suite!r}; use a, b or c")
 
