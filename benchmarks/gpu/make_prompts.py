@@ -27,7 +27,6 @@ from tqdm import tqdm
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from ragtrim.api import default_pipeline  # noqa: E402
 from ragtrim.bench.gpu.prompts import (  # noqa: E402
     INSTRUCTION,
     REFUSAL_INSTRUCTION,

@@ -333,3 +333,31 @@ def _load(model_dir: Path) -> Any:
         model: Any = AutoModelForCausalLM.from_pretrained(key, dtype=torch.float32)
         _MODELS[key] = model.eval()
     return _MODELS[key]
+
+
+@pytest.mark.model
+class TestTransformersBackend:
+    """The GPU harness's CPU backend on the real 270M model, through the load generator."""
+
+    def test_load_run_records(self, model_dir: Path) -> None:
+        import asyncio
+
+        from ragtrim.bench.gpu.backends import TransformersBackend
+        from ragtrim.bench.gpu.load import LoadSpec, run_load
+        from ragtrim.bench.gpu.metrics import summarize_records
+
+        backend = TransformersBackend(model_dir=str(model_dir))
+        prompts = [("w", "Hello"), ("p", "The capital of France is the city of"), ("g", "The chemical symbol for gold is")]
+        records, duration = asyncio.run(run_load(backend, prompts, LoadSpec(num_requests=2, concurrency=1,
+                                                                            max_tokens=6, warmup_requests=1,
+                                                                            prompt_offset=1), arm="a"))
+        paris, gold = records
+        assert paris.success and paris.output_text.startswith(" Paris"), paris
+        assert gold.output_text.startswith(" Au"), gold
+        from transformers import AutoTokenizer
+
+        assert paris.prompt_tokens == len(AutoTokenizer.from_pretrained(str(model_dir))(prompts[1][1]).input_ids)
+        assert paris.output_tokens == 6 and len(paris.itl_ms) == 5
+        assert 0 < paris.ttft_ms < paris.e2e_ms
+        summary = summarize_records(records, duration_s=duration)
+        assert summary["completed"] == 2 and summary["failed"] == 0

@@ -143,7 +143,7 @@ class OpenAICompletionsBackend:
             status = int(status_line.split()[1])
         except (IndexError, ValueError):
             status = 0
-        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+        while await reader.readline() not in (b"\r\n", b"\n", b""):
             pass
         return reader, writer, status
 

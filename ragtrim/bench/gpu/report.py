@@ -108,10 +108,10 @@ def ratio(rows: Sequence[Mapping[str, Any]], key: str, arm_a: str, arm_b: str, c
 
 def capacity_rows(suites: Iterable[Mapping[str, Any]], config_dir: Path) -> list[dict[str, Any]]:
     """vLLM's reported KV capacity and max concurrency next to the planner's, from the same available KV memory."""
-    from ragtrim.plan import ModelSpec, planner_from_available_kv_memory
-
     import json
     import tempfile
+
+    from ragtrim.plan import ModelSpec, planner_from_available_kv_memory
 
     rows = []
     for suite in suites:

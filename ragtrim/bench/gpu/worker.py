@@ -18,7 +18,6 @@ from typing import Any
 from ragtrim.bench.gpu.backends import VLLMInProcessBackend
 from ragtrim.bench.gpu.load import LoadSpec, run_load
 from ragtrim.bench.gpu.metrics import summarize_records, throughput_at_slo
-from ragtrim.bench.gpu.records import RequestRecord
 from ragtrim.qa_metrics import best_subspan_em, normalize_answer
 
 
