@@ -7,7 +7,8 @@ Suites (one command each on the lent H200; each fits in 10 minutes):
   b  Gemma-3-12B-shaped dummy weights: single-request TTFT per arm and over a prompt-length sweep, Poisson load
      ladders for untrimmed and trimmed 4x (golden + dev prompts, so no step repeats a prompt).
   c  one change at a time on the 12B shape (FP8 weights, async scheduling, 2,048 batched tokens, prefix caching
-     off: single requests and one Poisson step), and the 27B shape with tensor parallelism 2 (two GPUs; eager and
+     off, the OpenAI-compatible server instead of the in-process engine: single requests and one Poisson step),
+     and the 27B shape with tensor parallelism 2 (two GPUs; eager and
      without the custom all-reduce, after the first run's CUDA-graph capture crashed with it).
   The first H200 run (2026-11-29, benchmarks/results/gpu/run1/) also measured KV capacity at max_model_len 4,096 and
   16,384 with BF16 and FP8 KV for the 270M and 12B shapes; those engine starts are not repeated.
@@ -114,6 +115,9 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
             {"name": "12b_no_prefix_cache", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                              enable_prefix_caching=False),
              "prompts_file": nq, "tasks": probe, "timeout_s": 150},
+            # the same engine as 12b_bf16kv_len4096, behind `vllm serve`, requests over HTTP streaming
+            {"name": "12b_server", "backend": "server", "engine": engine(d12, max_model_len=4096, load_format="dummy"),
+             "prompts_file": nq, "tasks": probe, "timeout_s": 180},
             {"name": "27b_tp2_bf16kv_len4096", "engine": engine(DUMMY_DIR / "27b", max_model_len=4096,
                                                                 load_format="dummy", tensor_parallel_size=2,
                                                                 disable_custom_all_reduce=True, eager=True),
@@ -169,6 +173,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 def run_worker(spec: dict[str, Any], workdir: Path, deadline: float) -> dict[str, Any]:
     spec = dict(spec, deadline_unix=deadline)
+    server_log = workdir / f"{spec['name']}.server.log"
+    if spec.get("backend") == "server":
+        spec["server_log"] = str(server_log)
     spec_path = workdir / f"{spec['name']}.spec.json"
     out_path = workdir / f"{spec['name']}.result.json"
     log_path = workdir / f"{spec['name']}.log"
@@ -186,6 +193,8 @@ def run_worker(spec: dict[str, Any], workdir: Path, deadline: float) -> dict[str
             rc = "timeout"
         _kill_group(proc)
     text = log_path.read_text(encoding="utf-8", errors="replace")
+    if server_log.exists():  # `vllm serve` logs the KV capacity in its own log
+        text += "\n" + server_log.read_text(encoding="utf-8", errors="replace")
     result: dict[str, Any] = (json.loads(out_path.read_text()) if out_path.exists()
                               else {"name": spec["name"], "engine": spec["engine"], "tasks": [],
                                     "errors": ["worker wrote no result (see returncode and log_tail)"]})

@@ -161,6 +161,15 @@ class OpenAICompletionsBackend:
                 raise TimeoutError(f"server at {self.base_url} not ready after {timeout_s:.0f} s")
             await asyncio.sleep(1.0)
 
+    async def reset_prefix_cache(self) -> bool:
+        """``POST /reset_prefix_cache`` (vLLM serves it with ``VLLM_SERVER_DEV_MODE=1``); True when it answered 200."""
+        try:
+            _, writer, status = await self._request("POST", "/reset_prefix_cache", b"")
+            writer.close()
+        except OSError:
+            return False
+        return status == 200
+
     async def complete(self, request_id: str, prompt: str, *, max_tokens: int, arm: str) -> RequestRecord:
         body = json.dumps(
             {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
@@ -190,6 +199,31 @@ class OpenAICompletionsBackend:
         return timer.record(request_id, arm, prompt_tokens=int(usage.get("prompt_tokens", 0)),
                             output_tokens=int(usage.get("completion_tokens", len(timer.parts))),
                             empty_error="no tokens streamed")
+
+
+_DEFAULT_ON_SWITCHES = frozenset({"enable_prefix_caching", "enable_chunked_prefill"})
+
+
+def engine_cli_args(engine_kwargs: Mapping[str, Any]) -> list[str]:
+    """``vllm serve`` flags for the same engine the in-process backend builds from ``engine_kwargs`` (``model`` is
+    the positional argument and left out): ``max_model_len=4096`` -> ``--max-model-len 4096``, ``True`` -> the bare
+    flag, ``None`` -> nothing, dicts and lists as JSON. ``False`` is vLLM's default for most switches and is left
+    out, except for those that default to on (``enable_prefix_caching=False`` -> ``--no-enable-prefix-caching``)."""
+    out: list[str] = []
+    for key, value in engine_kwargs.items():
+        if key == "model" or value is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is False:
+            if key in _DEFAULT_ON_SWITCHES:
+                out.append("--no-" + key.replace("_", "-"))
+        elif isinstance(value, (dict, list)):
+            out += [flag, json.dumps(value)]
+        else:
+            out += [flag, str(value)]
+    return out
 
 
 async def _sse_events(reader: asyncio.StreamReader) -> AsyncIterator[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -15,7 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragtrim.bench.gpu.backends import VLLMInProcessBackend
+from ragtrim.bench.gpu.backends import (
+    OpenAICompletionsBackend,
+    VLLMInProcessBackend,
+    engine_cli_args,
+    start_vllm_server,
+)
 from ragtrim.bench.gpu.load import LoadSpec, run_load
 from ragtrim.bench.gpu.metrics import summarize_records, throughput_at_slo
 from ragtrim.qa_metrics import best_subspan_em, normalize_answer
@@ -98,8 +104,11 @@ async def task_accuracy(engine: Any, rows: Sequence[dict[str, Any]], task: dict[
     return {"type": "accuracy", "seconds": seconds, "arms": summary, "predictions": items}
 
 
-async def reset_prefix_cache(backend: VLLMInProcessBackend) -> None:
+async def reset_prefix_cache(backend: Any) -> None:
     """Start every timed run with an empty prefix cache, so TTFT measures prefill, not an earlier run's cache."""
+    if isinstance(backend, OpenAICompletionsBackend):
+        await backend.reset_prefix_cache()
+        return
     reset = getattr(backend._engine, "reset_prefix_cache", None)
     if reset is not None:
         result = reset()
@@ -107,7 +116,7 @@ async def reset_prefix_cache(backend: VLLMInProcessBackend) -> None:
             await result
 
 
-async def task_single(backend: VLLMInProcessBackend, rows: Sequence[dict[str, Any]], task: dict[str, Any]) -> dict[str, Any]:
+async def task_single(backend: Any, rows: Sequence[dict[str, Any]], task: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "single", "arms": {}}
     for arm in dict.fromkeys(r["arm"] for r in rows):
         prompts = [(r["id"], r["prompt"]) for r in rows if r["arm"] == arm][: task.get("n", 20) + 4]
@@ -122,7 +131,7 @@ async def task_single(backend: VLLMInProcessBackend, rows: Sequence[dict[str, An
     return out
 
 
-async def task_ladder(backend: VLLMInProcessBackend, rows: Sequence[dict[str, Any]], task: dict[str, Any],
+async def task_ladder(backend: Any, rows: Sequence[dict[str, Any]], task: dict[str, Any],
                       deadline: float) -> dict[str, Any]:
     slo = float(task.get("slo_ms", 500.0))
     out: dict[str, Any] = {"type": "ladder", "slo_ms": slo, "arms": {}}
@@ -189,13 +198,28 @@ async def run_spec(spec: dict[str, Any], partial: Path | None = None) -> dict[st
     deadline = float(spec.get("deadline_unix", time.time() + 3600))
     result: dict[str, Any] = {"name": spec["name"], "engine": spec["engine"], "tasks": [], "errors": []}
     mem_before = gpu_memory_used_mib()
-    backend = VLLMInProcessBackend(engine_kwargs=spec["engine"])
     started = time.perf_counter()
-    try:
-        backend.start()
-    except Exception as exc:
-        result["errors"].append(f"engine start: {type(exc).__name__}: {exc}")
-        return result
+    server: Any = None
+    backend: Any
+    if spec.get("backend") == "server":  # `vllm serve` on loopback, requests over HTTP streaming
+        os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # for POST /reset_prefix_cache
+        port = int(spec.get("port", 8011))
+        server = start_vllm_server(model=spec["engine"]["model"], port=port,
+                                   extra_args=engine_cli_args(spec["engine"]), log_path=spec.get("server_log"))
+        backend = OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{port}", model=spec["engine"]["model"])
+        try:
+            await backend.ready(float(spec.get("ready_timeout_s", 600)))
+        except Exception as exc:
+            result["errors"].append(f"server start: {type(exc).__name__}: {exc}")
+            _stop_server(server)
+            return result
+    else:
+        backend = VLLMInProcessBackend(engine_kwargs=spec["engine"])
+        try:
+            backend.start()
+        except Exception as exc:
+            result["errors"].append(f"engine start: {type(exc).__name__}: {exc}")
+            return result
     result["engine_start_s"] = time.perf_counter() - started
     result["gpu_memory_used_mib_before"] = mem_before
     result["gpu_memory_used_mib_after_start"] = gpu_memory_used_mib()
@@ -218,6 +242,8 @@ async def run_spec(spec: dict[str, Any], partial: Path | None = None) -> dict[st
                 t_rows = [r for r in t_rows if r["id"] in keep]
             try:
                 if task["type"] == "accuracy":
+                    if server is not None:
+                        raise ValueError("accuracy needs the in-process backend (greedy with a newline stop)")
                     acc = await task_accuracy(backend._engine, t_rows, task)
                     result["tasks"].append(acc | {"set": task.get("set", "golden")})
                 elif task["type"] == "single":
@@ -231,8 +257,20 @@ async def run_spec(spec: dict[str, Any], partial: Path | None = None) -> dict[st
         result["gpu_memory_used_mib_end"] = gpu_memory_used_mib()
         result["prometheus"] = prom_snapshot()
     finally:
-        backend.shutdown()
+        if server is not None:
+            _stop_server(server)
+        else:
+            backend.shutdown()
     return result
+
+
+def _stop_server(proc: Any) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -73,3 +73,21 @@ def test_connection_refused_is_recorded() -> None:
 def test_bad_url() -> None:
     with pytest.raises(ConfigError, match="http://host:port"):
         OpenAICompletionsBackend(base_url="ftp://x", model="m")
+
+
+def test_engine_cli_args_mirror_the_engine_kwargs() -> None:
+    from ragtrim.bench.gpu.backends import engine_cli_args
+
+    args = engine_cli_args({"model": "/m", "max_model_len": 4096, "kv_cache_dtype": "fp8", "enforce_eager": True,
+                            "seed": 0, "quantization": None, "enable_prefix_caching": False,
+                            "async_scheduling": False, "compilation_config": {"level": 3}})
+    assert args == ["--max-model-len", "4096", "--kv-cache-dtype", "fp8", "--enforce-eager", "--seed", "0",
+                    "--no-enable-prefix-caching", "--compilation-config", '{"level": 3}']
+
+
+def test_reset_prefix_cache_reports_the_status() -> None:
+    async def go(b: OpenAICompletionsBackend):  # type: ignore[no-untyped-def]
+        return await b.reset_prefix_cache()
+
+    assert asyncio.run(_with_server(go)) is True  # the fake server answers 200 to any POST
+    assert asyncio.run(OpenAICompletionsBackend(base_url="http://127.0.0.1:9", model="m").reset_prefix_cache()) is False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import types
 from pathlib import Path
@@ -108,3 +109,46 @@ def test_run_spec_accuracy_per_set_with_task_prompt_files(tmp_path: Path, monkey
     assert g["set"] == "golden" and d["set"] == "dev"
     assert g["arms"]["untrimmed"]["accuracy"] == 0.0 and g["arms"]["cand_a"]["accuracy"] == 1.0
     assert set(d["arms"]) == {"untrimmed", "cand_a", "cand_b"} and d["arms"]["cand_b"]["questions"] == 2
+
+
+def test_run_spec_server_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """backend "server": `vllm serve` (here a fake OpenAI-compatible server) started with the engine's flags."""
+    from tests.bench.gpu.test_backends import _fake_server
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in _rows({"untrimmed": 8})))
+    started: dict[str, Any] = {}
+
+    class Proc:
+        def terminate(self) -> None:
+            started["terminated"] = True
+
+        def wait(self, timeout: float) -> int:
+            return 0
+
+    def fake_start(*, model: str, port: int, extra_args: Any, log_path: Any) -> Proc:
+        started.update(model=model, port=port, args=list(extra_args))
+        return Proc()
+
+    monkeypatch.setattr(worker, "start_vllm_server", fake_start)
+    monkeypatch.setattr(worker, "gpu_memory_used_mib", lambda: None)
+    monkeypatch.setenv("VLLM_SERVER_DEV_MODE", "0")  # the worker sets it to 1; restored after the test
+
+    async def go() -> dict[str, Any]:
+        server = await asyncio.start_server(_fake_server, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        spec = {"name": "s", "backend": "server", "port": port, "prompts_file": str(prompts),
+                "engine": {"model": "/m", "max_model_len": 4096, "enforce_eager": False},
+                "tasks": [{"type": "single", "n": 3}, {"type": "accuracy"}]}
+        try:
+            return await worker.run_spec(spec)
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    result = asyncio.run(go())
+    assert started["model"] == "/m" and started["args"] == ["--max-model-len", "4096"] and started["terminated"]
+    assert os.environ["VLLM_SERVER_DEV_MODE"] == "1"
+    assert result["tasks"][0]["arms"]["untrimmed"]["completed"] == 3
+    assert result["errors"] == ["task accuracy: ValueError: accuracy needs the in-process backend (greedy with a "
+                                "newline stop)"]
