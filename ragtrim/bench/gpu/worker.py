@@ -84,7 +84,7 @@ async def task_accuracy(engine: Any, rows: Sequence[dict[str, Any]], task: dict[
                                             "n_impossible": 0, "refusals_correct": 0.0})
         a["n"] += 1
         a["prompt_tokens"] += row["prompt_tokens"]
-        a["answer_in_prompt"] += int(bool(row.get("answer_in_prompt")))
+        a["answer_in_prompt"] += int(bool(row.get("answer_in_prompt")) and not row.get("is_impossible"))
         if row.get("is_impossible"):
             a["n_impossible"] += 1
             a["refusals_correct"] += s
@@ -99,7 +99,8 @@ async def task_accuracy(engine: Any, rows: Sequence[dict[str, Any]], task: dict[
             "accuracy": a["correct"] / answerable if answerable else None,
             "refusal_accuracy": a["refusals_correct"] / a["n_impossible"] if a["n_impossible"] else None,
             "mean_prompt_tokens": a["prompt_tokens"] / a["n"],
-            "answer_in_prompt_rate": a["answer_in_prompt"] / a["n"],
+            # over answerable questions only (an unanswerable one has no answer to be in the prompt)
+            "answer_in_prompt_rate": a["answer_in_prompt"] / answerable if answerable else None,
         }
     return {"type": "accuracy", "seconds": seconds, "arms": summary, "predictions": items}
 

@@ -152,3 +152,24 @@ def test_run_spec_server_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert result["tasks"][0]["arms"]["untrimmed"]["completed"] == 3
     assert result["errors"] == ["task accuracy: ValueError: accuracy needs the in-process backend (greedy with a "
                                 "newline stop)"]
+
+
+def test_accuracy_counts_refusals_and_answer_presence_over_the_right_questions(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_vllm = types.ModuleType("vllm")
+    fake_vllm.SamplingParams = lambda **kw: kw  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", fake_vllm)
+
+    class Refuser(FakeEngine):
+        async def generate(self, request_id: str, prompt: str, sampling_params: Any) -> Any:
+            text = "Paris" if "Paris" in prompt else "Unanswerable."
+            yield types.SimpleNamespace(outputs=[types.SimpleNamespace(text=text)])
+
+    rows = [{"id": "a", "arm": "x", "prompt": "Paris", "prompt_tokens": 1, "answers": ["Paris"],
+             "answer_in_prompt": True},
+            {"id": "b", "arm": "x", "prompt": "Rome", "prompt_tokens": 1, "answers": ["Rome"],
+             "answer_in_prompt": True},
+            {"id": "c", "arm": "x", "prompt": "none", "prompt_tokens": 1, "answers": [], "is_impossible": True,
+             "answer_in_prompt": False}]
+    out = asyncio.run(worker.task_accuracy(Refuser(), rows, {"type": "accuracy"}))
+    arm = out["arms"]["x"]
+    assert (arm["accuracy"], arm["refusal_accuracy"], arm["answer_in_prompt_rate"]) == (0.5, 1.0, 1.0)
