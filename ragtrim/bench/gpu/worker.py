@@ -128,7 +128,9 @@ async def task_single(backend: Any, rows: Sequence[dict[str, Any]], task: dict[s
         records, duration = await run_load(backend, prompts, LoadSpec(num_requests=len(prompts) - 4, concurrency=1,
                                                                        max_tokens=task.get("max_tokens", 32),
                                                                        prompt_offset=4), arm=arm)
-        out["arms"][arm] = summarize_records(records, duration_s=duration) | _prefix_cache_delta(before, prom_snapshot())
+        out["arms"][arm] = (summarize_records(records, duration_s=duration) | _prefix_cache_delta(before, prom_snapshot())
+                            | {"ttft_ms_each": [round(r.ttft_ms, 3) for r in records],  # for bimodality checks
+                               "prompt_tokens_each": [r.prompt_tokens for r in records]})
     return out
 
 

@@ -64,6 +64,7 @@ def test_single_runs_arms_in_file_order_after_a_cache_reset() -> None:
     assert list(out["arms"]) == ["untrimmed", "len_64", "len_128"]
     assert FakeEngine.resets - before == 3
     assert all(s["completed"] == 3 for s in out["arms"].values())
+    assert len(out["arms"]["untrimmed"]["ttft_ms_each"]) == 3 == len(out["arms"]["len_64"]["prompt_tokens_each"])
 
 
 def test_ladder_never_repeats_a_prompt_within_a_step() -> None:
