@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from ragtrim.bench.gpu.report import (  # noqa: E402
     accuracy_rows,
+    arm_vs_oracle,
     capacity_rows,
     ladder_rows,
     latency_rows,
@@ -31,6 +33,7 @@ from ragtrim.bench.gpu.report import (  # noqa: E402
 from ragtrim.bench.table import format_table  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results" / "gpu"
+PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle.jsonl"
 
 
 def main() -> None:
@@ -77,8 +80,17 @@ def main() -> None:
             headline[f"{config}_saturation_p50_ttft_speedup_trimmed_4x"] = u["p50_ttft_ms"] / t["p50_ttft_ms"]
             headline[f"{config}_saturation_p99_ttft_speedup_trimmed_4x"] = u["p99_ttft_ms"] / t["p99_ttft_ms"]
     headline = {k: v for k, v in headline.items() if v is not None}
+    # where the selected arm loses to the oracle, per question; needs the prompts (make_prompts.py), not committed
+    vs_oracle: dict[str, Any] = {}
+    if chosen and PROMPTS.is_file():
+        prompt_rows = [json.loads(line) for line in PROMPTS.read_text().splitlines() if line.strip()]
+        for suite in suites:
+            for run in suite.get("runs", []):
+                for task in run.get("tasks", []):
+                    if task.get("type") == "accuracy" and task.get("set") == "golden" and run["name"].startswith("270m"):
+                        vs_oracle[run["name"]] = arm_vs_oracle(task["predictions"], prompt_rows, chosen)
     summary = {"headline": headline, "accuracy": acc, "single_request": lat, "load_ladder": lad,
-               "throughput_at_slo": slo, "capacity_vs_planner": cap}
+               "throughput_at_slo": slo, "capacity_vs_planner": cap, "selected_arm_vs_oracle": vs_oracle}
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     plots = write_plots(lat, acc, lad, slo, RESULTS, accuracy_target=0.40)  # issue 6's target
     print("accuracy\n" + format_table(acc, [(k, k) for k in ("config", "set", "arm", "questions", "accuracy",
@@ -96,6 +108,8 @@ def main() -> None:
         "run", "config", "available_kv_cache_gib", "vllm_kv_cache_tokens", "planner_kv_cache_tokens", "kv_tokens_error_pct",
         "vllm_max_concurrency", "planner_max_concurrency", "concurrency_error_pct")]))
     print("\nheadline\n" + json.dumps(headline, indent=1))
+    print("\nselected arm vs oracle, golden set (prompts from " + str(PROMPTS.relative_to(REPO)) + ")\n"
+          + (json.dumps(vs_oracle, indent=1) if vs_oracle else "prompts not found: run make_prompts.py first"))
     print("\nplots: " + ", ".join(str(p.relative_to(REPO)) for p in plots))
 
 

@@ -42,6 +42,28 @@ def select_candidate(rows: Sequence[Mapping[str, Any]], *, config: str, min_rati
     return str(max(dev, key=lambda r: (r["accuracy"], r["prompt_token_ratio"]))["arm"])
 
 
+def arm_vs_oracle(predictions: Sequence[Mapping[str, Any]], prompt_rows: Sequence[Mapping[str, Any]], arm: str,
+                  oracle: str = "oracle") -> dict[str, Any]:
+    """Where does ``arm`` lose to ``oracle``? Splits the questions by whether the arm's prompt holds an answer
+    (``answer_in_prompt`` of the prompt rows) and gives both arms' accuracy on each part, plus how many of the arm's
+    prompts are identical to the oracle's. ``predictions`` are an accuracy task's items (id, arm, score)."""
+    score = {(p["id"], p["arm"]): float(p["score"]) for p in predictions}
+    rows = {(r["id"], r["arm"]): r for r in prompt_rows}
+    ids = [i for (i, a) in rows if a == arm and (i, arm) in score and (i, oracle) in score and (i, oracle) in rows]
+
+    def part(sel: list[str]) -> dict[str, Any]:
+        n = len(sel)
+        return {"questions": n,
+                f"{arm}_accuracy": sum(score[(i, arm)] for i in sel) / n if n else None,
+                f"{oracle}_accuracy": sum(score[(i, oracle)] for i in sel) / n if n else None}
+
+    held = [i for i in ids if rows[(i, arm)]["answer_in_prompt"]]
+    missed = [i for i in ids if not rows[(i, arm)]["answer_in_prompt"]]
+    return {"arm": arm, "questions": len(ids),
+            "prompt_identical_to_oracle": sum(rows[(i, arm)]["prompt"] == rows[(i, oracle)]["prompt"] for i in ids),
+            "answer_in_prompt": part(held), "answer_not_in_prompt": part(missed)}
+
+
 def latency_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Single-request rows (one per configuration and arm)."""
     rows = []

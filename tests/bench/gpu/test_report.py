@@ -7,6 +7,7 @@ import pytest
 
 from ragtrim.bench.gpu.report import (
     accuracy_rows,
+    arm_vs_oracle,
     ladder_rows,
     latency_rows,
     ratio,
@@ -88,3 +89,18 @@ def test_latency_slo_rows_and_plots(tmp_path: Path) -> None:
     assert [p.name for p in paths] == ["ttft_vs_prompt_tokens.png", "accuracy_vs_compression.png",
                                        "load_and_throughput_at_slo.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_arm_vs_oracle_splits_by_answer_presence() -> None:
+    prompts = [{"id": "a", "arm": "top1", "prompt": "P", "answer_in_prompt": True},
+               {"id": "a", "arm": "oracle", "prompt": "P", "answer_in_prompt": True},
+               {"id": "b", "arm": "top1", "prompt": "X", "answer_in_prompt": False},
+               {"id": "b", "arm": "oracle", "prompt": "G", "answer_in_prompt": True},
+               {"id": "c", "arm": "top1", "prompt": "Q", "answer_in_prompt": True}]  # no oracle: left out
+    preds = [{"id": "a", "arm": "top1", "score": 1.0}, {"id": "a", "arm": "oracle", "score": 1.0},
+             {"id": "b", "arm": "top1", "score": 0.0}, {"id": "b", "arm": "oracle", "score": 1.0},
+             {"id": "c", "arm": "top1", "score": 1.0}]
+    out = arm_vs_oracle(preds, prompts, "top1")
+    assert (out["questions"], out["prompt_identical_to_oracle"]) == (2, 1)
+    assert out["answer_in_prompt"] == {"questions": 1, "top1_accuracy": 1.0, "oracle_accuracy": 1.0}
+    assert out["answer_not_in_prompt"] == {"questions": 1, "top1_accuracy": 0.0, "oracle_accuracy": 1.0}
