@@ -48,19 +48,16 @@ def main() -> None:
     base = "270m_bf16kv_len4096"
     chosen = select_candidate(acc, config=base, min_ratio=4.0)
     headline["selected_arm_by_dev_accuracy"] = chosen
+    golden = {(r["config"], r["arm"]): r for r in acc if r["set"] == "golden"}
     for arm in ("untrimmed", "trimmed_4x", "trimmed_8x", chosen, "oracle"):
-        row = next((r for r in acc if r["config"] == base and r["set"] == "golden" and r["arm"] == arm), None)
-        if row:
-            headline[f"golden_accuracy_{arm}"] = row["accuracy"]
-            headline[f"golden_prompt_token_ratio_{arm}"] = row["prompt_token_ratio"]
-    for config in dict.fromkeys(r["config"] for r in acc if r["config"] != base and r["set"] == "golden"):
+        if (base, arm) in golden:
+            headline[f"golden_accuracy_{arm}"] = golden[(base, arm)]["accuracy"]
+            headline[f"golden_prompt_token_ratio_{arm}"] = golden[(base, arm)]["prompt_token_ratio"]
+    for config in dict.fromkeys(c for c, _ in golden if c != base):
         for arm in ("untrimmed", "trimmed_4x", chosen, "oracle"):
-            a = next((r["accuracy"] for r in acc if r["config"] == config and r["arm"] == arm
-                      and r["set"] == "golden"), None)
-            b = next((r["accuracy"] for r in acc if r["config"] == base and r["arm"] == arm
-                      and r["set"] == "golden"), None)
-            if a is not None and b is not None:
-                headline[f"{config}_accuracy_delta_vs_bf16_{arm}"] = a - b
+            if (config, arm) in golden and (base, arm) in golden:
+                headline[f"{config}_accuracy_delta_vs_bf16_{arm}"] = (golden[(config, arm)]["accuracy"]
+                                                                      - golden[(base, arm)]["accuracy"])
     for config in dict.fromkeys(r["config"] for r in lat if not r["config"].startswith("270m")):
         for arm in ("trimmed_4x", "trimmed_8x", chosen):
             if arm:
@@ -72,7 +69,8 @@ def main() -> None:
     for config in dict.fromkeys(r["config"] for r in slo):
         # under load: the first rate at which the untrimmed arm misses the SLO (near saturation), both arms measured
         steps = {(r["arm"], r["request_rate"]): r for r in lad if r["config"] == config}
-        over = sorted(rate for (arm, rate), r in steps.items() if arm == "untrimmed" and r["p95_ttft_ms"] > 500)
+        slo_ms = next(r["slo_ms"] for r in slo if r["config"] == config)
+        over = sorted(rate for (arm, rate), r in steps.items() if arm == "untrimmed" and r["p95_ttft_ms"] > slo_ms)
         rate = next((x for x in over if ("trimmed_4x", x) in steps), None)
         if rate is not None:
             u, t = steps[("untrimmed", rate)], steps[("trimmed_4x", rate)]

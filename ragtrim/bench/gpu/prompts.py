@@ -185,15 +185,14 @@ def arm_documents(inst: QAInstance, recipe: str, ratio: float | None, counter: T
     if ratio is None:
         return [c.text for c in recipe_pipeline(recipe, None).run(chunks, query=inst.question).chunks]
     full = counter.count(format_prompt(inst.question, [p.content for p in inst.passages], instruction=instruction))
-    target = int(full / ratio)
     upper = recipe_pipeline(recipe, 10**9).run(chunks, query=inst.question).tokens_before
 
-    def docs_for(b: int) -> list[str]:
-        return [c.text for c in recipe_pipeline(recipe, b).run(chunks, query=inst.question).chunks]
+    def pipeline(b: int) -> Pipeline:
+        return recipe_pipeline(recipe, b)
 
-    best = _largest_fitting_budget(upper, target, steps, lambda b: counter.count(
-        format_prompt(inst.question, docs_for(b), instruction=instruction)))
-    return docs_for(best)
+    best = _largest_fitting_budget(upper, int(full / ratio), steps, lambda b: _arm_prompt_tokens(
+        b, inst.question, chunks, instruction, pipeline, counter))
+    return [c.text for c in pipeline(best).run(chunks, query=inst.question).chunks]
 
 
 def cut_to_tokens(question: str, documents: Sequence[str], n_tokens: int, counter: TokenCounter,
