@@ -37,6 +37,7 @@ from ragtrim.bench.gpu.prompts import (  # noqa: E402
     cut_to_tokens,
     recipe_pipeline,
 )
+from ragtrim.bench.gpu.worker import load_prompts  # noqa: E402
 from ragtrim.bench.model_prep import build_tokenizer, find_gguf  # noqa: E402
 from ragtrim.bench.stats import mean  # noqa: E402
 from ragtrim.datasets.nq import build_multidoc, load_nq_open  # noqa: E402
@@ -169,7 +170,7 @@ def main() -> None:
         write_jsonl(args.out / "squad.jsonl", squad_rows)
     else:  # --squad 0 keeps the existing file (summarized below, so the summary matches what the GPU reads)
         squad_rows = [ArmPrompt(**(d | {"answers": tuple(d["answers"])}))
-                      for d in map(json.loads, (args.out / "squad.jsonl").read_text().splitlines())]
+                      for d in load_prompts(str(args.out / "squad.jsonl"))]
 
     summary = {"reader_tokenizer": counter.name, "fit": args.fit, "golden_questions": [0, args.questions],
                "dev_questions": [args.dev_offset, args.dev_offset + args.dev_questions],

@@ -30,6 +30,7 @@ from ragtrim.bench.gpu.report import (  # noqa: E402
     slo_rows,
     write_plots,
 )
+from ragtrim.bench.gpu.worker import load_prompts  # noqa: E402
 from ragtrim.bench.table import format_table  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results" / "gpu"
@@ -81,7 +82,7 @@ def main() -> None:
     # where the selected arm loses to the oracle, per question; needs the prompts (make_prompts.py), not committed
     vs_oracle: dict[str, Any] = {}
     if chosen and PROMPTS.is_file():
-        prompt_rows = [json.loads(line) for line in PROMPTS.read_text().splitlines() if line.strip()]
+        prompt_rows = load_prompts(str(PROMPTS))
         for suite in suites:
             for run in suite.get("runs", []):
                 for task in run.get("tasks", []):

@@ -85,11 +85,12 @@ def build_arm_prompts(
 
         out.append(arm_prompt("untrimmed", full, full_tokens, answer_in_text(inst.answers, "\n".join(docs))))
         chunks = [{"id": p.id, "text": p.content} for p in inst.passages]
+        if ratios:  # the chunks' tokens in the pipeline's counting, and the reader tokens outside the documents
+            chunk_tokens = pipeline_for_budget(10**9).run(chunks, query=inst.question).tokens_before
+            frame_tokens = full_tokens - reader_counter.count("\n".join(docs))
         for r in ratios:
             target = int(full_tokens / r)
-            probe = pipeline_for_budget(10**9)
-            chunk_tokens = probe.run(chunks, query=inst.question).tokens_before
-            budget = max(1, int(chunk_tokens / r) - (full_tokens - reader_counter.count("\n".join(docs))))
+            budget = max(1, int(chunk_tokens / r) - frame_tokens)
             if fit == "bisect":
                 budget = _largest_fitting_budget(chunk_tokens, target, 3 * max_refits,
                                                  lambda b: _arm_prompt_tokens(b, inst.question, chunks, instruction,

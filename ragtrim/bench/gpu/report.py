@@ -5,28 +5,33 @@ Pure functions build the rows; ``write_plots`` draws them; ``benchmarks/gpu/repo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+
+def _tasks(suites: Iterable[Mapping[str, Any]], type_: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(run name, task) for every task of ``type_`` in every run of every suite."""
+    for suite in suites:
+        for run in suite.get("runs", []):
+            for task in run.get("tasks", []):
+                if task.get("type") == type_:
+                    yield run["name"], task
 
 
 def accuracy_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per (engine configuration, arm) of every accuracy task."""
     rows = []
-    for suite in suites:
-        for run in suite.get("runs", []):
-            for task in run.get("tasks", []):
-                if task.get("type") != "accuracy":
-                    continue
-                base = task["arms"].get("untrimmed", {}).get("mean_prompt_tokens")
-                for arm, a in task["arms"].items():
-                    rows.append({
-                        "config": run["name"], "set": task.get("set", "golden"), "arm": arm,
-                        "questions": a["questions"], "accuracy": a["accuracy"],
-                        "refusal_accuracy": a.get("refusal_accuracy"), "mean_prompt_tokens": a["mean_prompt_tokens"],
-                        "prompt_token_ratio": (base / a["mean_prompt_tokens"]) if base else None,
-                        "answer_in_prompt_rate": a["answer_in_prompt_rate"],
-                    })
+    for name, task in _tasks(suites, "accuracy"):
+        base = task["arms"].get("untrimmed", {}).get("mean_prompt_tokens")
+        for arm, a in task["arms"].items():
+            rows.append({
+                "config": name, "set": task.get("set", "golden"), "arm": arm,
+                "questions": a["questions"], "accuracy": a["accuracy"],
+                "refusal_accuracy": a.get("refusal_accuracy"), "mean_prompt_tokens": a["mean_prompt_tokens"],
+                "prompt_token_ratio": (base / a["mean_prompt_tokens"]) if base else None,
+                "answer_in_prompt_rate": a["answer_in_prompt_rate"],
+            })
     return rows
 
 
@@ -66,52 +71,30 @@ def arm_vs_oracle(predictions: Sequence[Mapping[str, Any]], prompt_rows: Sequenc
 
 def latency_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Single-request rows (one per configuration and arm)."""
-    rows = []
-    for suite in suites:
-        for run in suite.get("runs", []):
-            for task in run.get("tasks", []):
-                if task.get("type") != "single":
-                    continue
-                for arm, s in task["arms"].items():
-                    rows.append({"config": run["name"], "arm": arm, "mean_prompt_tokens": s["mean_prompt_tokens"],
-                                 "p50_ttft_ms": s["p50_ttft_ms"], "p99_ttft_ms": s["p99_ttft_ms"],
-                                 "p50_tpot_ms": s["p50_tpot_ms"], "p50_e2el_ms": s["p50_e2el_ms"]})
-    return rows
+    return [{"config": name, "arm": arm, "mean_prompt_tokens": s["mean_prompt_tokens"],
+             "p50_ttft_ms": s["p50_ttft_ms"], "p99_ttft_ms": s["p99_ttft_ms"],
+             "p50_tpot_ms": s["p50_tpot_ms"], "p50_e2el_ms": s["p50_e2el_ms"]}
+            for name, task in _tasks(suites, "single") for arm, s in task["arms"].items()]
 
 
 def ladder_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    rows = []
-    for suite in suites:
-        for run in suite.get("runs", []):
-            for task in run.get("tasks", []):
-                if task.get("type") != "ladder":
-                    continue
-                for arm, data in task["arms"].items():
-                    for step in data["steps"]:
-                        if "completed" not in step:
-                            continue
-                        rows.append({"config": run["name"], "arm": arm, "request_rate": step["request_rate"],
-                                     "request_throughput": step["request_throughput"],
-                                     "p50_ttft_ms": step["p50_ttft_ms"], "p95_ttft_ms": step["p95_ttft_ms"],
-                                     "p99_ttft_ms": step["p99_ttft_ms"], "goodput": step.get("goodput"),
-                                     "max_kv_cache_usage": step.get("max_kv_cache_usage"),
-                                     "prefix_cache_hit_rate": step.get("prefix_cache_hit_rate"),
-                                     "mean_prompt_tokens": step["mean_prompt_tokens"]})
-    return rows
+    return [{"config": name, "arm": arm, "request_rate": step["request_rate"],
+             "request_throughput": step["request_throughput"],
+             "p50_ttft_ms": step["p50_ttft_ms"], "p95_ttft_ms": step["p95_ttft_ms"],
+             "p99_ttft_ms": step["p99_ttft_ms"], "goodput": step.get("goodput"),
+             "max_kv_cache_usage": step.get("max_kv_cache_usage"),
+             "prefix_cache_hit_rate": step.get("prefix_cache_hit_rate"),
+             "mean_prompt_tokens": step["mean_prompt_tokens"]}
+            for name, task in _tasks(suites, "ladder") for arm, data in task["arms"].items()
+            for step in data["steps"] if "completed" in step]
 
 
 def slo_rows(suites: Iterable[Mapping[str, Any]], *, min_steps: int = 2) -> list[dict[str, Any]]:
     """Throughput at the TTFT SLO per (configuration, arm), for ladders of at least ``min_steps`` measured rates."""
-    rows = []
-    for suite in suites:
-        for run in suite.get("runs", []):
-            for task in run.get("tasks", []):
-                if task.get("type") == "ladder":
-                    for arm, data in task["arms"].items():
-                        # a single-rate probe is not a ladder: its "throughput at SLO" says nothing about capacity
-                        if sum("completed" in step for step in data["steps"]) >= min_steps:
-                            rows.append({"config": run["name"], "arm": arm, **data["at_slo"]})
-    return rows
+    # a single-rate probe is not a ladder: its "throughput at SLO" says nothing about capacity
+    return [{"config": name, "arm": arm, **data["at_slo"]}
+            for name, task in _tasks(suites, "ladder") for arm, data in task["arms"].items()
+            if sum("completed" in step for step in data["steps"]) >= min_steps]
 
 
 def ratio(rows: Sequence[Mapping[str, Any]], key: str, arm_a: str, arm_b: str, config: str,
@@ -130,9 +113,6 @@ def ratio(rows: Sequence[Mapping[str, Any]], key: str, arm_a: str, arm_b: str, c
 
 def capacity_rows(suites: Iterable[Mapping[str, Any]], config_dir: Path) -> list[dict[str, Any]]:
     """vLLM's reported KV capacity and max concurrency next to the planner's, from the same available KV memory."""
-    import json
-    import tempfile
-
     from ragtrim.plan import ModelSpec, planner_from_available_kv_memory
 
     rows = []
@@ -147,9 +127,7 @@ def capacity_rows(suites: Iterable[Mapping[str, Any]], config_dir: Path) -> list
                 continue  # the planner does not model tensor parallelism
             size = run["name"].split("_", 1)[0]
             if size in configs:  # the exact config vLLM was started with
-                with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-                    json.dump(configs[size], fh)
-                model = ModelSpec.from_config_file(Path(fh.name))
+                model = ModelSpec.from_config_dict(configs[size])
             else:
                 cfg_name = "gemma-3-270m.json" if size == "270m" else f"gemma-3-{size}-text.json"
                 model = ModelSpec.from_config_file(config_dir / cfg_name)
