@@ -543,7 +543,6 @@ def _clean_content(node: Any, removed: Counter[str]) -> None:
                     and _is_unlikely(el, pre_stats, total)),
                 lambda el: _tag(el) if _tag(el) in ("h1", "form", "fieldset", "header", "figure") else "hinted")
     stats = _measure(node)
-    scores_cache: dict[Any, float] = {}
 
     def doomed(el: Any) -> bool:
         tag = _tag(el)
@@ -555,7 +554,6 @@ def _clean_content(node: Any, removed: Counter[str]) -> None:
         if st.text_chars == 0:
             return tag != "p"
         weight = _class_weight(el)
-        scores_cache[el] = weight
         if weight < 0:
             return True
         if tag == "p":

@@ -36,12 +36,10 @@ class Pipeline:
                     f"stages[{i}] must be a ragtrim Stage, got {type(stage).__name__}; "
                     "subclass ragtrim.stages.base.Stage"
                 )
-        names = [s.name for s in stages]
         self.stages = tuple(stages)
         self.tokenizer = tokenizer
         self.counter = get_counter(tokenizer)
         self._warm = False
-        self._names = names
 
     # -- config -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

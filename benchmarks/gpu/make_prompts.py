@@ -72,7 +72,7 @@ def candidate_arms(spec: str) -> dict[str, tuple[str, float | None]]:
     return out
 
 
-_COUNTER: Any = None
+_COUNTER: HFTokenizerCounter | None = None
 
 
 def _counter() -> HFTokenizerCounter:

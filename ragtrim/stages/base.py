@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from ragtrim.errors import ConfigError
-from ragtrim.models import StageOutput, TrimContext
+from ragtrim.models import Chunk, StageOutput, TrimContext
 from ragtrim.tokens import TokenCounter
 
 _REGISTRY: dict[str, type[Stage]] = {}
@@ -110,3 +110,13 @@ def _load_builtin_stages(importer: Callable[[str], Any] | None = None) -> None:
         except ModuleNotFoundError as exc:
             if exc.name != module:  # a stage's own optional import failing must not hide the stage
                 raise
+
+
+def score_order(chunks: Sequence[Chunk]) -> list[int]:
+    """Indices best-first; unscored chunks after scored ones; ties by input position."""
+    return sorted(range(len(chunks)), key=lambda i: (chunks[i].score is None, -(chunks[i].score or 0.0), i))
+
+
+def chunk_tokens(chunk: Chunk, counter: TokenCounter) -> int:
+    """The chunk's token count: the one it carries, else counted now."""
+    return chunk.token_count if chunk.token_count is not None else counter.count(chunk.text)

@@ -12,7 +12,7 @@ from typing import Literal
 from ragtrim._validate import check_bool, check_choice, check_int
 from ragtrim.errors import BudgetError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.stages.base import Stage, register_stage
+from ragtrim.stages.base import Stage, chunk_tokens, register_stage, score_order
 from ragtrim.text import sentence_spans
 from ragtrim.tokens import TokenCounter
 
@@ -23,10 +23,7 @@ def priority_order(chunks: tuple[Chunk, ...], policy: BudgetPolicy) -> list[int]
     """Indices of ``chunks`` best-first: by score (unscored last), ties and ``position`` by original order."""
     if policy == "position":
         return list(range(len(chunks)))
-    return sorted(
-        range(len(chunks)),
-        key=lambda i: (chunks[i].score is None, -(chunks[i].score or 0.0), i),
-    )
+    return score_order(chunks)
 
 
 def truncate_to_fit(text: str, max_tokens: int, counter: TokenCounter) -> str:
@@ -84,7 +81,7 @@ class TokenBudget(Stage):
         overhead = self.per_chunk_overhead_tokens
 
         def cost(c: Chunk) -> int:
-            return (c.token_count if c.token_count is not None else counter.count(c.text)) + overhead
+            return chunk_tokens(c, counter) + overhead
 
         pinned_tokens = sum(cost(c) for c in chunks if c.pinned)
         if pinned_tokens > self.max_tokens:

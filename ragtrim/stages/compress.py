@@ -17,7 +17,7 @@ from ragtrim._validate import check_float, check_int
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.scoring import Scorer, check_scorer, get_scorer, min_max
-from ragtrim.stages.base import Stage, register_stage
+from ragtrim.stages.base import Stage, chunk_tokens, register_stage
 from ragtrim.text import sentence_spans
 from ragtrim.tokens import TokenCounter
 
@@ -165,7 +165,7 @@ class SentenceCompressor(Stage):
         if self.max_tokens is not None:
             return self.max_tokens
         if self.target_ratio is not None:
-            total = sum(c.token_count if c.token_count is not None else counter.count(c.text) for c in chunks)
+            total = sum(chunk_tokens(c, counter) for c in chunks)
             return math.floor(total / self.target_ratio)
         return None
 
@@ -188,16 +188,14 @@ class SentenceCompressor(Stage):
                     taken[ci] = taken.get(ci, 0) + 1
                     chosen.add(i)
         else:
-            pinned_tokens = sum(c.token_count if c.token_count is not None else counter.count(c.text)
-                                for c in chunks if c.pinned)
+            pinned_tokens = sum(chunk_tokens(c, counter) for c in chunks if c.pinned)
             room = target - pinned_tokens
             for i in order:
                 if sentences[i].tokens <= room:
                     chosen.add(i)
                     room -= sentences[i].tokens
-        new_texts = self._rebuild(chunks, sentences, chosen)
-        if target is not None:
-            new_texts = self._fit(chunks, sentences, chosen, order, target, counter)
+        new_texts = (self._rebuild(chunks, sentences, chosen) if target is None
+                     else self._fit(chunks, sentences, chosen, order, target, pinned_tokens, counter))
         return self._output(context, sentences, chosen, order, new_texts, target)
 
     def _rebuild(self, chunks: tuple[Chunk, ...], sentences: list[_Sentence], chosen: set[int]) -> dict[int, str]:
@@ -217,10 +215,9 @@ class SentenceCompressor(Stage):
         return out
 
     def _fit(self, chunks: tuple[Chunk, ...], sentences: list[_Sentence], chosen: set[int], order: list[int],
-             target: int, counter: TokenCounter) -> dict[int, str]:
-        """Drop the weakest chosen sentences until the rebuilt texts fit ``target`` (joins can add a token)."""
-        pinned = sum(c.token_count if c.token_count is not None else counter.count(c.text)
-                     for c in chunks if c.pinned)
+             target: int, pinned: int, counter: TokenCounter) -> dict[int, str]:
+        """Drop the weakest chosen sentences until the rebuilt texts plus ``pinned`` tokens fit ``target`` (joins
+        can add a token)."""
         texts = self._rebuild(chunks, sentences, chosen)
         weakest = [i for i in reversed(order) if i in chosen]
         while sum(counter.count(t) for t in texts.values()) + pinned > target and weakest:

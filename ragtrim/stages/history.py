@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from ragtrim._validate import check_float, check_int
 from ragtrim.errors import ConfigError, InputError
-from ragtrim.history import HistoryState, Summarizer, compress_history, format_turns
+from ragtrim.history import HistoryState, Summarizer, compress_history
 from ragtrim.models import StageOutput, TrimContext
 from ragtrim.stages.base import Stage, register_stage
 from ragtrim.tokens import TokenCounter
@@ -85,7 +85,7 @@ class HistoryCompressor(Stage):
             context=new_context,
             info={
                 "folded_turn_ids": list(result.folded_turn_ids),
-                "history_tokens_before": counter.count(format_turns(context.history)),
+                "history_tokens_before": result.tokens_before,
                 "history_tokens_after": result.tokens_after,
                 "state_tokens": result.state_tokens,
                 "recent_tokens": result.recent_tokens,

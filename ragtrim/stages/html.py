@@ -19,7 +19,7 @@ from ragtrim.html_extract import (
     looks_like_page,
 )
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.stages.base import Stage, register_stage
+from ragtrim.stages.base import Stage, chunk_tokens, register_stage
 from ragtrim.tokens import TokenCounter
 
 HtmlMode = Literal["auto", "page", "fragment"]
@@ -100,7 +100,7 @@ class HtmlCleaner(Stage):
             if new_text == chunk.text:
                 kept.append(chunk)
                 continue
-            before = chunk.token_count if chunk.token_count is not None else counter.count(chunk.text)
+            before = chunk_tokens(chunk, counter)
             what = describe_removed(result.removed) or "markup"
             if len(new_text) < max(self.min_text_chars, 1):
                 removals.append(Removal(

@@ -9,15 +9,10 @@ from typing import Any, Literal
 from ragtrim._validate import check_choice
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, StageOutput, TrimContext
-from ragtrim.stages.base import Stage, register_stage
+from ragtrim.stages.base import Stage, register_stage, score_order
 from ragtrim.tokens import TokenCounter
 
 OrderStrategy = Literal["original", "score", "lost_in_the_middle", "prefix_cache"]
-
-
-def score_order(chunks: Sequence[Chunk]) -> list[int]:
-    """Indices best-first; unscored chunks after scored ones; ties by input position."""
-    return sorted(range(len(chunks)), key=lambda i: (chunks[i].score is None, -(chunks[i].score or 0.0), i))
 
 
 def lost_in_the_middle_order(chunks: Sequence[Chunk]) -> list[int]:

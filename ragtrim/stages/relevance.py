@@ -5,11 +5,10 @@ The adaptive modes stop where the score curve drops: below a fraction of the bes
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Literal
 
 from ragtrim._validate import check_bool, check_choice, check_float, check_int
-from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
+from ragtrim.models import Removal, StageOutput, TrimContext
 from ragtrim.scoring import Scorer, check_scorer, get_scorer
 from ragtrim.stages.base import Stage, register_stage
 from ragtrim.tokens import TokenCounter
@@ -130,7 +129,3 @@ class RelevanceFilter(Stage):
         info: dict[str, Any] = {"scorer": scorer.name, "kept": len(kept), "mode": self.mode}
         return StageOutput(context.with_chunks(kept), tuple(removals), info=info)
 
-
-def with_scores(chunks: tuple[Chunk, ...], scores: list[float]) -> tuple[Chunk, ...]:
-    """Chunks with ``score`` replaced (helper for stages that score but do not filter)."""
-    return tuple(dataclasses.replace(c, score=s) for c, s in zip(chunks, scores))
