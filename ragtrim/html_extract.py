@@ -333,11 +333,18 @@ def _tidy(text: str) -> str:
 
 
 # -- fragment cleaning ----------------------------------------------------------------------------------------------
-def _is_boilerplate_tag(el: Any) -> bool:
+_PAGE_BOILERPLATE_TAGS = frozenset({"nav", "aside", "footer", "menu", "dialog"})
+"""On whole pages headers stay: the article's own header often holds its title."""
+_BANNER_HINTS = re.compile(r"cookie|consent|gdpr|newsletter|subscribe|paywall", re.IGNORECASE)
+
+
+def _is_boilerplate_tag(el: Any, tags: frozenset[str] | set[str] = _BOILERPLATE_TAGS) -> bool:
+    """Junk or hidden elements, boilerplate ``tags`` (fragments: ``_BOILERPLATE_TAGS``; pages:
+    ``_PAGE_BOILERPLATE_TAGS``) and boilerplate ARIA roles."""
     tag = _tag(el)
     if tag in _JUNK_TAGS or not tag:
         return True
-    if tag in _BOILERPLATE_TAGS:
+    if tag in tags:
         return True
     role = (el.get("role") or "").lower()
     if role in _BOILERPLATE_ROLES:
@@ -347,7 +354,7 @@ def _is_boilerplate_tag(el: Any) -> bool:
 
 def _is_cookie_or_banner(el: Any) -> bool:
     hints = _hints(el)
-    return bool(hints) and re.search(r"cookie|consent|gdpr|newsletter|subscribe|paywall", hints, re.IGNORECASE) is not None
+    return bool(hints) and _BANNER_HINTS.search(hints) is not None
 
 
 def _drop_link_dense(root: Any, removed: Counter[str], *, max_density: float = 0.5, min_links: int = 3) -> None:
@@ -397,18 +404,6 @@ def _is_unlikely(el: Any, stats: Mapping[Any, _Stats], total_chars: int) -> bool
     # A wrapper holding most of the page cannot be boilerplate, whatever its class says ("page-ad-margins").
     st = stats.get(el)
     return st is None or st.text_chars <= 0.5 * total_chars
-
-
-def _page_boilerplate(el: Any) -> bool:
-    tag = _tag(el)
-    if tag in _JUNK_TAGS or not tag:
-        return True
-    if tag in ("nav", "aside", "footer", "menu", "dialog"):
-        return True
-    role = (el.get("role") or "").lower()
-    if role in _BOILERPLATE_ROLES:
-        return True
-    return _is_hidden(el)
 
 
 def _score_candidates(root: Any, stats: Mapping[Any, _Stats]) -> dict[Any, float]:
@@ -586,7 +581,7 @@ def extract_main_content(text: str, *, keep_tables: bool = True, min_text_chars:
         return Extraction(_tidy(_html.unescape(text)), "page")
     removed: Counter[str] = Counter()
     _drop_where(root, removed, lambda el: _tag(el) in _CODE_TAGS)
-    _drop_where(root, removed, _page_boilerplate)
+    _drop_where(root, removed, lambda el: _is_boilerplate_tag(el, _PAGE_BOILERPLATE_TAGS))
     pre_stats = _measure(root)
     full_text_chars = pre_stats[root].text_chars if root in pre_stats else 0
     _drop_where(root, removed, lambda el: _is_unlikely(el, pre_stats, full_text_chars), lambda _el: "hinted")
