@@ -11,7 +11,6 @@ import math
 import os
 import resource
 import time
-import tracemalloc
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ragtrim.bench.savings import peak_memory_mib
 from ragtrim.bench.stats import mean, summarize_ms
 from ragtrim.datasets.nq import DistractorKind, GoldPosition, QAInstance
 from ragtrim.errors import ConfigError, InputError
@@ -135,8 +135,6 @@ class CachedEmbedder:
     """
 
     def __init__(self, *, inner: Any = None) -> None:
-        from ragtrim.scoring import EmbeddingScorer
-
         self.inner = inner if inner is not None else EmbeddingScorer(cache_size=0)
         self._store: dict[str, np.ndarray] = {}
 
@@ -162,14 +160,10 @@ class CachedEmbedder:
 
     def precompute(self, texts: Sequence[str], *, progress: bool, cache_file: Path | None = None,
                    batch: int = 128) -> None:
-        import hashlib
-
         if cache_file is not None and cache_file.is_file():
-            with np.load(cache_file) as data:
-                keys, vecs = list(data["keys"]), data["vecs"]
-            by_key = dict(zip(keys, vecs))
+            by_key = _read_npz(cache_file)
             for t in texts:
-                v = by_key.get(hashlib.sha1(t.encode()).hexdigest())
+                v = by_key.get(_text_key(t))
                 if v is not None:
                     self._store[t] = v
         missing = [t for t in dict.fromkeys(texts) if t not in self._store]
@@ -177,14 +171,12 @@ class CachedEmbedder:
             self.embed(missing[i:i + batch])
         if cache_file is not None and missing:
             cache_file.parent.mkdir(parents=True, exist_ok=True)
-            keys = [hashlib.sha1(t.encode()).hexdigest() for t in self._store]
+            keys = [_text_key(t) for t in self._store]
             np.savez(cache_file, keys=np.array(keys), vecs=np.stack(list(self._store.values())))
 
 
 def embedding_scorer(*, cached: bool = True) -> Any:
     """The MiniLM scorer the embedding methods share: cached (quality pass) or not (cold latency pass)."""
-    from ragtrim.scoring import EmbeddingScorer
-
     return CachedEmbedder() if cached else EmbeddingScorer(cache_size=0)
 
 
@@ -535,6 +527,12 @@ def _text_key(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
+def _read_npz(cache_file: Path) -> dict[str, np.ndarray]:
+    """An embedding cache file (``keys``: sha1 of each text, ``vecs``) as key -> vector."""
+    with np.load(cache_file) as data:
+        return dict(zip((str(k) for k in data["keys"]), data["vecs"]))
+
+
 def load_embeddings(scorer: EmbeddingScorer, texts: Sequence[str], *, cache_file: Path | None, progress: bool,
                     batch: int = 256) -> dict[str, np.ndarray]:
     """Prime ``scorer`` with an embedding for every text: from ``cache_file`` where present, else encoded in
@@ -543,8 +541,7 @@ def load_embeddings(scorer: EmbeddingScorer, texts: Sequence[str], *, cache_file
     wanted = list(dict.fromkeys(texts))
     store: dict[str, np.ndarray] = {}
     if cache_file is not None and cache_file.is_file():
-        with np.load(cache_file) as data:
-            by_key = dict(zip((str(k) for k in data["keys"]), data["vecs"]))
+        by_key = _read_npz(cache_file)
         for t in wanted:
             v = by_key.get(_text_key(t))
             if v is not None:
@@ -562,8 +559,7 @@ def save_embeddings(scorer: EmbeddingScorer, cache_file: Path) -> int:
     """Merge everything the scorer has embedded (sentences included) into ``cache_file``; returns its size."""
     merged: dict[str, np.ndarray] = {}
     if cache_file.is_file():
-        with np.load(cache_file) as data:
-            merged.update(zip((str(k) for k in data["keys"]), data["vecs"]))
+        merged.update(_read_npz(cache_file))
     merged.update((_text_key(t), v) for t, v in scorer.cached_items())
     if merged:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
@@ -709,14 +705,11 @@ def latency_passes(config: QABenchConfig, settings: Mapping[str, Sequence[QAInst
                 errors += rec.error is not None
                 lat.append(rec.latency_ms)
             chunks = prepare(sample[0])
-            tracemalloc.start()
-            measure(setting, m, sample[0], chunks, tools.counter)
-            _, peak = tracemalloc.get_traced_memory()
-            tracemalloc.stop()
+            _, peak_mib = peak_memory_mib(lambda: measure(setting, m, sample[0], chunks, tools.counter))
             out.append({"family": fam, "method": m.name, "condition": condition, "setting": setting,
                         "n_requests": len(sample), "n_errors": errors,
                         "mean_chunks_before": mean([len(i.passages) for i in sample]),
-                        **summarize_ms(lat, prefix="trim"), "peak_traced_python_mib": peak / 2**20,
+                        **summarize_ms(lat, prefix="trim"), "peak_traced_python_mib": peak_mib,
                         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
     if embedder is not None and store:  # leave the shared cache as the main pass had it
         embedder.prime(list(store), np.stack(list(store.values())))
