@@ -136,5 +136,5 @@ def normalize_text(text: str) -> str:
     """Lower-case, NFKC, collapse whitespace: the form exact-duplicate hashing compares.
 
     ``str.split()`` and ``re``'s ``\\s`` use the same Unicode whitespace test, so this equals
-    ``re.sub(r"\s+", " ", nfkc).strip().lower()`` at about a fifth of the cost."""
+    ``re.sub(r"\\s+", " ", nfkc).strip().lower()`` at about a fifth of the cost."""
     return " ".join(unicodedata.normalize("NFKC", text).lower().split())

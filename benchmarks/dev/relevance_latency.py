@@ -60,9 +60,9 @@ def main(n: int = 10, bm25_only: bool = False) -> int:
         return 0
     timed(reqs[:1], lambda b: stages(emb, emb, b))
     report("minilm chunks+sentences, cold cache",
-           timed(reqs[1:], lambda b: stages(emb, emb, b), before_each=emb._cache.clear))
+           timed(reqs[1:], lambda b: stages(emb, emb, b), before_each=emb.clear_cache))
     report("minilm chunks, bm25 sentences, cold cache",
-           timed(reqs[1:], lambda b: stages(emb, bm25, b), before_each=emb._cache.clear))
+           timed(reqs[1:], lambda b: stages(emb, bm25, b), before_each=emb.clear_cache))
     timed(reqs[1:], lambda b: stages(emb, emb, b))  # fill the cache with passages and sentences
     warm = [(q + " ?", chunks) for q, chunks in reqs[1:]]  # a new query over passages seen before
     report("minilm chunks+sentences, warm cache (new query)", timed(warm, lambda b: stages(emb, emb, b)))

@@ -133,8 +133,7 @@ def run(config: TuneConfig) -> dict[str, dict[str, float]]:
         texts = json.loads(Path(config.emb_cache, "texts.json").read_text())
         matrix = np.load(config.emb_vectors).astype(np.float32)
         emb.cache_size = max(emb.cache_size, len(texts) + 1024)
-        for t, v in zip(texts, matrix):
-            emb._cache[t] = v / np.linalg.norm(v)
+        emb.prime(texts, matrix)  # normalizes like the encoder does
     table = recipes(bm25, emb)
     sets = {pos: build_multidoc(chosen, n_docs=20, gold_position=pos,  # type: ignore[arg-type]
                                 distractors="bm25", pool=questions)

@@ -226,22 +226,24 @@ async def run_spec(spec: dict[str, Any], partial: Path | None = None) -> dict[st
     result["engine_start_s"] = time.perf_counter() - started
     result["gpu_memory_used_mib_before"] = mem_before
     result["gpu_memory_used_mib_after_start"] = gpu_memory_used_mib()
-    rows = load_prompts(spec["prompts_file"]) if spec.get("prompts_file") else []
+    loaded: dict[str, list[dict[str, Any]]] = {}  # each prompt file is read once, however many tasks use it
+
+    def prompts_of(files: str | Sequence[str] | None) -> list[dict[str, Any]]:
+        paths = [] if not files else [files] if isinstance(files, str) else list(files)
+        for f in paths:
+            if f not in loaded:
+                loaded[f] = load_prompts(f)
+        return [r for f in paths for r in loaded[f]]
+
     try:
         for task in spec.get("tasks", []):
             if time.time() > deadline - 30:
                 result["errors"].append(f"task {task['type']} skipped: deadline")
                 continue
-            files = task.get("prompts_file")
-            src = ([r for f in ([files] if isinstance(files, str) else files) for r in load_prompts(f)]
-                   if files else rows)
-            t_rows = [r for r in src if _wanted(r["arm"], task)]
+            t_rows = [r for r in prompts_of(task.get("prompts_file") or spec.get("prompts_file"))
+                      if _wanted(r["arm"], task)]
             if task.get("limit"):
-                ids = []
-                for r in t_rows:
-                    if r["id"] not in ids:
-                        ids.append(r["id"])
-                keep = set(ids[: task["limit"]])
+                keep = set(list(dict.fromkeys(r["id"] for r in t_rows))[: task["limit"]])
                 t_rows = [r for r in t_rows if r["id"] in keep]
             try:
                 if task["type"] == "accuracy":
