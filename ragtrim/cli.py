@@ -71,9 +71,13 @@ def cmd_trim(args: argparse.Namespace) -> int:
         if stream is not sys.stdin:
             stream.close()
     out_lines = []
+    pipelines: dict[str, Any] = {}  # one pipeline per distinct budget (the --config file is read once per budget)
     for req in requests:
         budget = req.get("budget", args.budget)
-        pipeline = _build_pipeline(args, budget)
+        key = repr(budget)  # budgets come from JSON and may be unhashable; a bad one fails in _build_pipeline
+        if key not in pipelines:
+            pipelines[key] = _build_pipeline(args, budget)
+        pipeline = pipelines[key]
         result = pipeline.run(req["chunks"], query=req.get("query") or args.query or "", history=req.get("history"))
         out_lines.append(result.to_dict())
     text = "\n".join(json.dumps(d, ensure_ascii=False) for d in out_lines) if jsonl else json.dumps(

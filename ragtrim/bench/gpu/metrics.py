@@ -9,16 +9,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragtrim.bench.gpu.records import RequestRecord
-from ragtrim.bench.stats import mean, percentile
+from ragtrim.bench.stats import mean, summarize
 
 
 def _dist(values: Sequence[float], name: str) -> dict[str, float]:
-    return {
-        f"mean_{name}_ms": mean(values),
-        f"p50_{name}_ms": percentile(values, 50),
-        f"p95_{name}_ms": percentile(values, 95),
-        f"p99_{name}_ms": percentile(values, 99),
-    }
+    """Mean, p50, p95 and p99 in ms (the keys vLLM's serving benchmark reports)."""
+    return {k: v for k, v in summarize(values, name, "ms").items() if not k.startswith(("p90_", "max_"))}
 
 
 def summarize_records(
