@@ -76,9 +76,9 @@ class Chunk:
             raise InputError(f"chunk {self.id!r}: token_count must be >= 0, got {self.token_count}")
         object.__setattr__(self, "metadata", _freeze(self.metadata))
 
-    def with_text(self, text: str) -> Chunk:
-        """A copy with new text and its token count reset (the pipeline recounts it)."""
-        return dataclasses.replace(self, text=text, token_count=None)
+    def with_text(self, text: str, token_count: int | None = None) -> Chunk:
+        """A copy with new text and its ``token_count`` (None: the pipeline recounts it)."""
+        return dataclasses.replace(self, text=text, token_count=token_count)
 
     def with_score(self, score: float | None) -> Chunk:
         return dataclasses.replace(self, score=score)

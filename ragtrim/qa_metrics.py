@@ -18,7 +18,8 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split())
 
 
-def _normalized_answers(answers: Iterable[str]) -> list[str]:
+def normalized_answers(answers: Iterable[str]) -> list[str]:
+    """The answers, normalized, without those that normalize to nothing."""
     # An answer that normalizes to "" ("The") would match everything; it carries no signal, so skip it.
     return [n for n in (normalize_answer(a) for a in answers) if n]
 
@@ -30,13 +31,13 @@ def answer_in_text(answers: Iterable[str], text: str) -> bool:
     context is credited only for a real answer occurrence.
     """
     haystack = f" {normalize_answer(text)} "
-    return any(f" {a} " in haystack for a in _normalized_answers(answers))
+    return any(f" {a} " in haystack for a in normalized_answers(answers))
 
 
 def answer_substring_in_text(answers: Iterable[str], text: str) -> bool:
     """The paper's looser test: some normalized answer is a substring of the normalized text (any position)."""
     haystack = normalize_answer(text)
-    return any(a in haystack for a in _normalized_answers(answers))
+    return any(a in haystack for a in normalized_answers(answers))
 
 
 def best_subspan_em(prediction: str, answers: Iterable[str]) -> float:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ragtrim.datasets import dataset_path
 from ragtrim.errors import ConfigError, InputError
-from ragtrim.qa_metrics import normalize_answer
+from ragtrim.qa_metrics import normalize_answer, normalized_answers
 
 NQ_FOLDER = "nq-multidoc"
 NQ_FILE = "nq-open-oracle.shared.jsonl.gz"
@@ -214,7 +214,7 @@ def build_multidoc(
     out: list[QAInstance] = []
     for q in questions:
         own = slot_of[q.index]
-        answers = [a for a in (normalize_answer(x) for x in q.answers) if a]
+        answers = normalized_answers(q.answers)
 
         def usable(j: int, own: int = own, answers: list[str] = answers) -> bool:
             return j != own and not any(a in normalized[j] for a in answers)

@@ -109,7 +109,7 @@ class HtmlCleaner(Stage):
                 ))
                 continue
             after = counter.count(new_text)
-            kept.append(chunk.with_text(new_text))
+            kept.append(chunk.with_text(new_text, token_count=after))
             removals.append(Removal(
                 chunk.id, self.name, "boilerplate", max(0, before - after),
                 f"removed {what}; {len(chunk.text)} -> {len(new_text)} chars", action="shortened",
