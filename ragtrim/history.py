@@ -668,6 +668,19 @@ def select_items(items: Sequence[StateItem], max_tokens: int | None, counter: To
     return [items[i] for i in sorted(keep)], [items[i] for i in range(len(items)) if i not in keep]
 
 
+def check_history_params(*, keep_last_turns: int, keep_last_tokens: int | None, max_tokens: int | None,
+                         recency_weight: float, summarizer: Any) -> None:
+    """The checks ``compress_history`` and the history stage share (typed errors naming the bad value)."""
+    check_int("keep_last_turns", keep_last_turns, minimum=0)
+    check_int("keep_last_tokens", keep_last_tokens, minimum=0, allow_none=True)
+    check_int("max_tokens", max_tokens, minimum=0, allow_none=True)
+    check_float("recency_weight", recency_weight, minimum=0.0)
+    if summarizer is not None and not isinstance(summarizer, Summarizer):
+        raise ConfigError(
+            f"summarizer must have an extract(turns) -> list[StateItem] method, got {type(summarizer).__name__}"
+        )
+
+
 def compress_history(
     messages: Iterable[Any] | None,
     *,
@@ -695,16 +708,10 @@ def compress_history(
         summarizer: the extractor (default ``RuleBasedSummarizer()``). It only ever sees the turns being folded.
         recency_weight: how much later items are favoured when the budget forces a choice.
     """
-    check_int("keep_last_turns", keep_last_turns, minimum=0)
-    check_int("keep_last_tokens", keep_last_tokens, minimum=0, allow_none=True)
-    check_int("max_tokens", max_tokens, minimum=0, allow_none=True)
-    check_float("recency_weight", recency_weight, minimum=0.0)
+    check_history_params(keep_last_turns=keep_last_turns, keep_last_tokens=keep_last_tokens, max_tokens=max_tokens,
+                         recency_weight=recency_weight, summarizer=summarizer)
     if summarizer is None:
         summarizer = RuleBasedSummarizer()
-    elif not isinstance(summarizer, Summarizer):
-        raise ConfigError(
-            f"summarizer must have an extract(turns) -> list[StateItem] method, got {type(summarizer).__name__}"
-        )
     tok = get_counter(counter) if not isinstance(counter, TokenCounter) else counter
     if state is None:
         prior = HistoryState()

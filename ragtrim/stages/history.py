@@ -8,9 +8,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from ragtrim._validate import check_float, check_int
-from ragtrim.errors import ConfigError, InputError
-from ragtrim.history import HistoryState, Summarizer, compress_history
+from ragtrim.errors import InputError
+from ragtrim.history import HistoryState, Summarizer, check_history_params, compress_history
 from ragtrim.models import StageOutput, TrimContext
 from ragtrim.stages.base import Stage, register_stage
 from ragtrim.tokens import TokenCounter
@@ -44,14 +43,8 @@ class HistoryCompressor(Stage):
         summarizer: Summarizer | None = None,
         recency_weight: float = 1.0,
     ) -> None:
-        check_int("keep_last_turns", keep_last_turns, minimum=0)
-        check_int("keep_last_tokens", keep_last_tokens, minimum=0, allow_none=True)
-        check_int("max_tokens", max_tokens, minimum=0, allow_none=True)
-        check_float("recency_weight", recency_weight, minimum=0.0)
-        if summarizer is not None and not isinstance(summarizer, Summarizer):
-            raise ConfigError(
-                f"summarizer must have an extract(turns) -> list[StateItem] method, got {type(summarizer).__name__}"
-            )
+        check_history_params(keep_last_turns=keep_last_turns, keep_last_tokens=keep_last_tokens,
+                             max_tokens=max_tokens, recency_weight=recency_weight, summarizer=summarizer)
         self.keep_last_turns = keep_last_turns
         self.keep_last_tokens = keep_last_tokens
         self.max_tokens = max_tokens
