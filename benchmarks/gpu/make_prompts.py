@@ -10,12 +10,15 @@ answerable and unanswerable questions with all paragraphs of their article, arms
 instruction to answer "unanswerable". Prompt tokens are counted with the Gemma 3 tokenizer rebuilt from the GGUF.
 Writes .gpu/prompts/*.jsonl (git-ignored: derived from shared data) and benchmarks/results/gpu/prompts_summary.json.
 Run: HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gpu/make_prompts.py --fit bisect --workers 2
+Extra candidate arms only (e.g. the reader-reranked top passage), written beside the main files:
+     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gpu/make_prompts.py --candidates top1,top1_qlm --only-candidates qlm
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -38,7 +41,7 @@ from ragtrim.bench.gpu.prompts import (  # noqa: E402
     recipe_pipeline,
 )
 from ragtrim.bench.gpu.worker import load_prompts  # noqa: E402
-from ragtrim.bench.model_prep import build_tokenizer, find_gguf  # noqa: E402
+from ragtrim.bench.model_prep import build_tokenizer, find_gguf, write_hf_model_dir  # noqa: E402
 from ragtrim.bench.stats import mean  # noqa: E402
 from ragtrim.datasets.nq import build_multidoc, load_nq_open  # noqa: E402
 from ragtrim.datasets.squad import load_squad, squad_instances  # noqa: E402
@@ -72,6 +75,7 @@ def candidate_arms(spec: str) -> dict[str, tuple[str, float | None]]:
     return out
 
 
+READER_DIR = Path(os.environ.get("RAGTRIM_CPU_MODEL_DIR", str(Path.home() / ".cache" / "ragtrim-gemma-270m-hf")))
 _COUNTER: HFTokenizerCounter | None = None
 
 
@@ -82,11 +86,13 @@ def _counter() -> HFTokenizerCounter:
     return _COUNTER
 
 
-def _build(job: tuple[list[Any], tuple[float, ...], dict[str, tuple[str, float | None]], str, str]) -> list[ArmPrompt]:
+def _build(job: tuple[list[Any], tuple[float, ...], dict[str, tuple[str, float | None]], str, str, str | None]
+           ) -> list[ArmPrompt]:
     """Arm prompts for one slice of instances (runs in a worker process; MiniLM loads once per process)."""
-    instances, ratios, cands, instruction, fit = job
+    instances, ratios, cands, instruction, fit, reader_model = job
     counter = _counter()
-    extra = {name: (lambda inst, rc=rc, r=r: arm_documents(inst, rc, r, counter, instruction=instruction))
+    extra = {name: (lambda inst, rc=rc, r=r: arm_documents(inst, rc, r, counter, instruction=instruction,
+                                                           reader_model=reader_model))
              for name, (rc, r) in cands.items()}
     return build_arm_prompts(instances, reader_counter=counter,
                              pipeline_for_budget=lambda b: recipe_pipeline("default", b), ratios=ratios,
@@ -95,7 +101,8 @@ def _build(job: tuple[list[Any], tuple[float, ...], dict[str, tuple[str, float |
 
 def build_parallel(instances: Sequence[Any], *, workers: int, desc: str, **kw: Any) -> list[ArmPrompt]:
     slices = [list(instances[i: i + 8]) for i in range(0, len(instances), 8)]
-    jobs = [(sl, kw["ratios"], kw.get("cands", {}), kw.get("instruction", INSTRUCTION), kw["fit"]) for sl in slices]
+    jobs = [(sl, kw["ratios"], kw.get("cands", {}), kw.get("instruction", INSTRUCTION), kw["fit"],
+             kw.get("reader_model")) for sl in slices]
     rows: list[ArmPrompt] = []
     if workers <= 1:
         for job in tqdm(jobs, desc=desc, file=sys.stderr):
@@ -141,17 +148,43 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / ".gpu" / "prompts")
     parser.add_argument("--fit", choices=["shrink", "bisect"], default="bisect",
                         help="how trimmed arms meet their ratio (the first H200 run used shrink)")
+    parser.add_argument("--reader-model", type=Path, default=READER_DIR,
+                        help="the reader as a transformers directory, for *_qlm recipes (written from the GGUF if "
+                             "missing)")
+    parser.add_argument("--only-candidates", default=None, metavar="SUFFIX",
+                        help="write only the --candidates arms (with untrimmed and oracle) for the golden and dev "
+                             "sets, to nq20_middle_SUFFIX.jsonl and nq20_middle_SUFFIX_dev.jsonl")
     args = parser.parse_args()
     if args.dev_offset < args.questions:
         raise SystemExit("--dev-offset must be >= --questions: the dev set must not overlap the golden set")
     args.out.mkdir(parents=True, exist_ok=True)
     counter = _counter()
     cands = candidate_arms(args.candidates)
+    reader_model = None
+    if any(rc.endswith("_qlm") for rc, _ in cands.values()):
+        if not (args.reader_model / "config.json").exists():
+            write_hf_model_dir(args.reader_model)
+        reader_model = str(args.reader_model)
 
     pool = load_nq_open()
     golden = build_multidoc(pool[: args.questions], n_docs=20, gold_position="middle", distractors="bm25", pool=pool)
     dev = build_multidoc(pool[args.dev_offset: args.dev_offset + args.dev_questions], n_docs=20,
                          gold_position="middle", distractors="bm25", pool=pool)
+    if args.only_candidates:
+        sets = {}
+        for name, insts in ((f"nq20_middle_{args.only_candidates}", golden),
+                            (f"nq20_middle_{args.only_candidates}_dev", dev)):
+            rows = build_parallel(insts, workers=args.workers, desc=name, ratios=(), cands=cands, fit=args.fit,
+                                  reader_model=reader_model)
+            write_jsonl(args.out / f"{name}.jsonl", rows)
+            sets[name] = summarize(rows)
+        summary = {"reader_tokenizer": counter.name, "golden_questions": [0, args.questions],
+                   "dev_questions": [args.dev_offset, args.dev_offset + args.dev_questions],
+                   "candidates": {k: {"recipe": rc, "ratio": r} for k, (rc, r) in cands.items()}, **sets}
+        dest = REPO / "benchmarks" / "results" / "gpu" / f"prompts_summary_{args.only_candidates}.json"
+        dest.write_text(json.dumps(summary, indent=1) + "\n")
+        print(json.dumps(summary, indent=1))
+        return
     nq_rows = build_parallel(golden, workers=args.workers, desc="nq golden arms", ratios=(4.0, 8.0), cands=cands,
                              fit=args.fit)
     write_jsonl(args.out / "nq20_middle.jsonl", nq_rows)

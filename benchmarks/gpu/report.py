@@ -23,6 +23,7 @@ from ragtrim.bench.gpu.report import (  # noqa: E402
     accuracy_rows,
     arm_vs_oracle,
     capacity_rows,
+    knob_rows,
     ladder_rows,
     latency_rows,
     ratio,
@@ -35,6 +36,9 @@ from ragtrim.bench.table import format_table  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results" / "gpu"
 PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle.jsonl"
+QLM_PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle_qlm.jsonl"
+KNOB_BASELINE = "12b_baseline"  # run 3: the BF16 12B engine again, beside the knobs (benchmarks/gpu/session.sh)
+QLM_CONFIG = "270m_bf16kv_qlm"  # run 3: plain and reader-reranked top-1 on the same engine as 270m_bf16kv_len4096
 
 
 def main() -> None:
@@ -78,18 +82,38 @@ def main() -> None:
             headline[f"{config}_saturation_rate_req_s"] = rate
             headline[f"{config}_saturation_p50_ttft_speedup_trimmed_4x"] = u["p50_ttft_ms"] / t["p50_ttft_ms"]
             headline[f"{config}_saturation_p99_ttft_speedup_trimmed_4x"] = u["p99_ttft_ms"] / t["p99_ttft_ms"]
+    # run 3: the reader-reranked top-1 arm beside plain top-1 (same engine settings, its own prompts file)
+    qlm_chosen = select_candidate(acc, config=QLM_CONFIG, min_ratio=4.0)
+    if qlm_chosen:
+        headline[f"{QLM_CONFIG}_selected_arm_by_dev_accuracy"] = qlm_chosen
+        for r in acc:
+            if r["config"] == QLM_CONFIG and r["set"] in ("golden", "dev"):
+                headline[f"{QLM_CONFIG}_{r['set']}_accuracy_{r['arm']}"] = r["accuracy"]
+                if r["set"] == "golden":
+                    headline[f"{QLM_CONFIG}_golden_prompt_token_ratio_{r['arm']}"] = r["prompt_token_ratio"]
     headline = {k: v for k, v in headline.items() if v is not None}
     # where the selected arm loses to the oracle, per question; needs the prompts (make_prompts.py), not committed
     vs_oracle: dict[str, Any] = {}
-    if chosen and PROMPTS.is_file():
-        prompt_rows = load_prompts(str(PROMPTS))
+    for prompts_path, arms in ((PROMPTS, [chosen]), (QLM_PROMPTS, ["cand_top1", "cand_top1_qlm"])):
+        if not prompts_path.is_file() or not all(arms):
+            continue
+        prompt_rows = load_prompts(str(prompts_path))
+        wanted = {r["arm"] for r in prompt_rows}
         for suite in suites:
             for run in suite.get("runs", []):
                 for task in run.get("tasks", []):
-                    if task.get("type") == "accuracy" and task.get("set") == "golden" and run["name"].startswith("270m"):
-                        vs_oracle[run["name"]] = arm_vs_oracle(task["predictions"], prompt_rows, chosen)
+                    if (task.get("type") == "accuracy" and task.get("set") == "golden" and run["name"].startswith("270m")
+                            and (run["name"] == QLM_CONFIG) == (prompts_path == QLM_PROMPTS)):
+                        for arm in arms:
+                            if arm in wanted:
+                                vs_oracle[f"{run['name']}/{arm}"] = arm_vs_oracle(task["predictions"], prompt_rows,
+                                                                                  str(arm))
+    knob_configs = [r["name"] for suite in suites if suite.get("tag") for r in suite.get("runs", [])
+                    if r["name"].startswith("12b_")]
+    knobs = knob_rows(lat, lad, baseline=KNOB_BASELINE, configs=knob_configs) if KNOB_BASELINE in knob_configs else []
     summary = {"headline": headline, "accuracy": acc, "single_request": lat, "load_ladder": lad,
-               "throughput_at_slo": slo, "capacity_vs_planner": cap, "selected_arm_vs_oracle": vs_oracle}
+               "throughput_at_slo": slo, "capacity_vs_planner": cap, "knobs_vs_baseline": knobs,
+               "selected_arm_vs_oracle": vs_oracle}
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     plots = write_plots(lat, acc, lad, slo, RESULTS, accuracy_target=0.40)  # issue 6's target
     print("accuracy\n" + format_table(acc, [(k, k) for k in ("config", "set", "arm", "questions", "accuracy",
@@ -106,8 +130,14 @@ def main() -> None:
     print("\nKV capacity: vLLM vs planner\n" + format_table(cap, [(k, k) for k in (
         "run", "config", "available_kv_cache_gib", "vllm_kv_cache_tokens", "planner_kv_cache_tokens", "kv_tokens_error_pct",
         "vllm_max_concurrency", "planner_max_concurrency", "concurrency_error_pct")]))
+    print(f"\nserving knobs vs {KNOB_BASELINE} (run 3, same session; ratios > 1: slower / more throughput)\n"
+          + format_table(knobs, [(k, k) for k in (
+              "config", "arm", "p50_ttft_ms", "p99_ttft_ms", "p50_ttft_vs_baseline", "p99_ttft_vs_baseline",
+              "load_request_rate", "load_p99_ttft_ms", "load_p99_ttft_vs_baseline", "load_request_throughput",
+              "load_throughput_vs_baseline")]))
     print("\nheadline\n" + json.dumps(headline, indent=1))
-    print("\nselected arm vs oracle, golden set (prompts from " + str(PROMPTS.relative_to(REPO)) + ")\n"
+    print("\nselected arm vs oracle, golden set (prompts from " + str(PROMPTS.relative_to(REPO)) + " and "
+          + str(QLM_PROMPTS.name) + ")\n"
           + (json.dumps(vs_oracle, indent=1) if vs_oracle else "prompts not found: run make_prompts.py first"))
     print("\nplots: " + ", ".join(str(p.relative_to(REPO)) for p in plots))
 

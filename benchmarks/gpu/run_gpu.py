@@ -76,6 +76,12 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
             {"name": "270m_gguf_q4km", "engine": engine(GGUF, max_model_len=4096, eager=True, tokenizer=str(m270),
                                                         hf_config_path=str(m270)),
              "prompts_file": nq, "tasks": [golden_acc, dev_acc], "timeout_s": 150},
+            # the reader-reranked top-1 arm (benchmarks/gpu/make_prompts.py --candidates top1,top1_qlm
+            # --only-candidates qlm) beside plain top-1, on the same engine as 270m_bf16kv_len4096
+            {"name": "270m_bf16kv_qlm", "engine": engine(m270, max_model_len=4096, eager=True),
+             "prompts_file": str(prompts / "nq20_middle_qlm.jsonl"),
+             "tasks": [golden_acc, {"type": "accuracy", "set": "dev",
+                                    "prompts_file": str(prompts / "nq20_middle_qlm_dev.jsonl")}]},
             {"name": "270m_bf16kv_len8192_squad", "engine": engine(m270, max_model_len=8192, eager=True),
              "prompts_file": squad, "tasks": [{"type": "accuracy", "set": "squad", "arms": ["untrimmed", "trimmed_4x",
                                                                                           "oracle"]}]},
@@ -93,37 +99,51 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
                        ladder]},
         ]
     if suite == "c":
-        # one change at a time against 12b_bf16kv_len4096 (suite b): single requests, then one Poisson step at a
-        # rate where the untrimmed BF16 baseline is near saturation
+        # one change at a time against 12b_baseline (the BF16 engine of suite b, run again beside the knobs): single
+        # requests, then one Poisson step at a rate where the untrimmed BF16 baseline is near saturation
         probe = [{"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 20},
                  {"type": "ladder", "arms": ["untrimmed", "trimmed_4x"], "prompts_file": [nq, dev], "slo_ms": 500,
                   "rates": [12], "step_seconds": 8, "min_requests": 60, "reserve_s": 20}]
         tp2_ladder = {"type": "ladder", "arms": ["untrimmed", "trimmed_4x"], "prompts_file": [nq, dev],
                       "slo_ms": 500, "rates": [4, 8, 16, 32], "step_seconds": 4, "min_requests": 16,
                       "stop_p95_ttft_ms": 2000, "reserve_s": 10, "max_tokens": 4}
+        sweep_task = {"type": "single", "prompts_file": sweep, "n": 8}
         return [
+            # the BF16 baseline of suite b again, so that each knob has its baseline in the same run; with the length
+            # sweep, whose per-request TTFTs (kept since run 3) show where the short-prompt TTFT jumps
+            {"name": "12b_baseline", "engine": engine(d12, max_model_len=4096, load_format="dummy"),
+             "prompts_file": nq, "tasks": [*probe, sweep_task], "timeout_s": 180},
+            # the same engine as 12b_baseline, behind `vllm serve`, requests over HTTP streaming
+            {"name": "12b_server", "backend": "server", "engine": engine(d12, max_model_len=4096, load_format="dummy"),
+             "prompts_file": nq, "tasks": probe, "timeout_s": 180},
             # needs loguru (benchmarks/gpu/stage_extra.sh), which vLLM 0.26's FP8 path imports
             {"name": "12b_fp8_weights", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                          quantization="fp8"),
              "prompts_file": nq, "tasks": probe, "timeout_s": 150},
-            {"name": "12b_async_scheduling", "engine": engine(d12, max_model_len=4096, load_format="dummy",
-                                                              async_scheduling=True),
+            {"name": "12b_no_prefix_cache", "engine": engine(d12, max_model_len=4096, load_format="dummy",
+                                                             enable_prefix_caching=False),
              "prompts_file": nq, "tasks": probe, "timeout_s": 150},
             {"name": "12b_batched_2048", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                           max_num_batched_tokens=2048),
              "prompts_file": nq, "tasks": probe, "timeout_s": 150},
-            {"name": "12b_no_prefix_cache", "engine": engine(d12, max_model_len=4096, load_format="dummy",
-                                                             enable_prefix_caching=False),
+            # no torch.compile and no CUDA graphs: does the non-monotone TTFT of 384-1,024-token prompts go away?
+            {"name": "12b_eager", "engine": engine(d12, max_model_len=4096, load_format="dummy", eager=True),
+             "prompts_file": nq, "tasks": [*probe, sweep_task], "timeout_s": 150},
+            # CUDA graphs for the attention-free pieces only (vLLM's default adds full graphs)
+            {"name": "12b_piecewise", "engine": engine(d12, max_model_len=4096, load_format="dummy",
+                                                       compilation_config={"cudagraph_mode": "PIECEWISE"}),
+             "prompts_file": nq, "tasks": [*probe, sweep_task], "timeout_s": 150},
+            {"name": "12b_async_scheduling", "engine": engine(d12, max_model_len=4096, load_format="dummy",
+                                                              async_scheduling=True),
              "prompts_file": nq, "tasks": probe, "timeout_s": 150},
-            # the same engine as 12b_bf16kv_len4096, behind `vllm serve`, requests over HTTP streaming
-            {"name": "12b_server", "backend": "server", "engine": engine(d12, max_model_len=4096, load_format="dummy"),
-             "prompts_file": nq, "tasks": probe, "timeout_s": 180},
             {"name": "27b_tp2_bf16kv_len4096", "engine": engine(DUMMY_DIR / "27b", max_model_len=4096,
                                                                 load_format="dummy", tensor_parallel_size=2,
                                                                 disable_custom_all_reduce=True, eager=True),
              "prompts_file": nq, "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 10,
                                             "max_tokens": 4}, tp2_ladder],
-             "needs_gpus": 2, "timeout_s": 240},
+             # NCCL's INFO log names the transport between the two GPUs (P2P/NVLink or shared memory): run 2's eager
+             # TP=2 engine took about 150 ms per 27B decode step
+             "env": {"NCCL_DEBUG": "INFO"}, "needs_gpus": 2, "timeout_s": 240},
         ]
     raise SystemExit(f"unknown suite {suite!r}; use a, b or c")
 
@@ -147,6 +167,15 @@ def prepare_models() -> dict[str, Any]:
     return info
 
 
+def visible_gpu_args() -> list[str]:
+    """``nvidia-smi`` arguments limiting a query to the GPUs this driver may use (``CUDA_VISIBLE_DEVICES``), so two
+    drivers pinned to different GPUs of one machine do not wait for each other's engines."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if not visible or not all(part.strip().isdigit() for part in visible.split(",")):
+        return []
+    return ["-i", ",".join(part.strip() for part in visible.split(","))]
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """End the worker's whole process group, then wait (up to 30 s) for the GPU memory to be released."""
     import signal
@@ -162,7 +191,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             continue
     for _ in range(30):
         try:
-            out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+            out = subprocess.run(["nvidia-smi", *visible_gpu_args(), "--query-compute-apps=pid", "--format=csv,noheader"],
                                  capture_output=True, text=True, check=False, timeout=20).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return  # no nvidia-smi: nothing to wait for
@@ -180,7 +209,7 @@ def run_worker(spec: dict[str, Any], workdir: Path, deadline: float) -> dict[str
     out_path = workdir / f"{spec['name']}.result.json"
     log_path = workdir / f"{spec['name']}.log"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_LOGGING_LEVEL="INFO")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_LOGGING_LEVEL="INFO", **spec.get("env", {}))
     started = time.perf_counter()
     with open(log_path, "wb") as log:
         # its own process group: on a timeout the engine-core and TP worker processes go too (in the 2026-11-29
@@ -213,13 +242,22 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/ragtrim-gpu-out")))
     parser.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget of this command")
     parser.add_argument("--only", default=None, help="comma-separated spec names")
+    parser.add_argument("--tag", default="", help="suffix of the output file and work folder (gpu_suite_<suite><tag>."
+                                                   "json), e.g. for two drivers pinned to different GPUs")
+    parser.add_argument("--prepare-only", action="store_true", help="write the model folders, then stop")
     args = parser.parse_args()
     t0 = time.time()
     deadline = t0 + args.budget_s
+    if args.prepare_only:
+        info = prepare_models()
+        print(f"[run_gpu] models ready in {info['model_dir_s']:.0f}s", flush=True)
+        return 0
+    name = f"gpu_suite_{args.suite}{args.tag}"
     args.out.mkdir(parents=True, exist_ok=True)
-    workdir = Path("/tmp/ragtrim-gpu-work") / args.suite
+    workdir = Path("/tmp/ragtrim-gpu-work") / f"{args.suite}{args.tag}"
     workdir.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {"suite": args.suite, "started_unix": t0, "runs": []}
+    summary: dict[str, Any] = {"suite": args.suite, "tag": args.tag, "started_unix": t0, "runs": [],
+                               "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
     summary["prepare"] = prepare_models()
     try:
         import torch
@@ -232,6 +270,9 @@ def main() -> int:
     specs = specs_for(args.suite, args.prompts)
     if args.only:
         wanted = set(args.only.split(","))
+        unknown = wanted - {s["name"] for s in specs}
+        if unknown:
+            raise SystemExit(f"--only names no spec of suite {args.suite}: {sorted(unknown)}")
         specs = [s for s in specs if s["name"] in wanted]
     try:
         import torch
@@ -247,10 +288,10 @@ def main() -> int:
             summary["runs"].append({"name": spec["name"], "skipped": "deadline"})
             continue
         summary["runs"].append(run_worker(spec, workdir, deadline))
-        (args.out / f"gpu_suite_{args.suite}.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (args.out / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
     summary["wall_s"] = time.time() - t0
-    (args.out / f"gpu_suite_{args.suite}.json").write_text(json.dumps(summary, indent=1) + "\n")
-    with tarfile.open(args.out / f"gpu_suite_{args.suite}_logs.tar.gz", "w:gz") as tar:
+    (args.out / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    with tarfile.open(args.out / f"{name}_logs.tar.gz", "w:gz") as tar:
         for log in sorted(workdir.glob("*.log")):
             tar.add(log, arcname=log.name)
     return 0

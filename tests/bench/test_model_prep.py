@@ -361,3 +361,23 @@ class TestTransformersBackend:
         assert 0 < paris.ttft_ms < paris.e2e_ms
         summary = summarize_records(records, duration_s=duration)
         assert summary["completed"] == 2 and summary["failed"] == 0
+
+
+@pytest.mark.model
+class TestQueryLikelihoodScorer:
+    """ragtrim.rerank on the real 270M reader: the relevant passage makes the question likelier; padding is exact."""
+
+    def test_scores(self, model_dir: Path) -> None:
+        from ragtrim.rerank import QueryLikelihoodScorer
+
+        query = "what is the capital of france"
+        texts = ["Paris is the capital and most populous city of France, on the Seine.",
+                 "The mitochondrion is an organelle that produces most of the chemical energy of eukaryotic cells "
+                 "through aerobic respiration; it has its own small circular genome."]
+        scorer = QueryLikelihoodScorer(model_dir, batch_size=2)
+        batched = scorer.score(query, texts)
+        alone = [QueryLikelihoodScorer(model_dir, batch_size=1).score(query, [t])[0] for t in texts]
+        assert batched[0] > batched[1] + 0.5, batched
+        assert batched == pytest.approx(alone, abs=2e-3)  # left padding with position ids: same as unpadded
+        assert all(s < 0 for s in batched)
+        assert scorer.score(query, texts[::-1]) == batched[::-1]  # from the cache, in the caller's order

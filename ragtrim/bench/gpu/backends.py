@@ -75,7 +75,12 @@ class VLLMInProcessBackend:
             from vllm.v1.engine.async_llm import AsyncLLM
         except ImportError as exc:
             raise MissingDependencyError("vllm", "bench", "the vLLM backend (bring your own vLLM)") from exc
-        self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_kwargs))
+        kwargs = dict(self.engine_kwargs)
+        if isinstance(kwargs.get("compilation_config"), dict):  # as `vllm.LLM` does; AsyncEngineArgs wants the object
+            from vllm.config import CompilationConfig
+
+            kwargs["compilation_config"] = CompilationConfig(**kwargs["compilation_config"])
+        self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
 
     async def ready(self, timeout_s: float) -> None:
         if self._engine is None:

@@ -136,8 +136,13 @@ def _largest_fitting_budget(upper: int, target: int, steps: int, prompt_tokens: 
     return best
 
 
-TrimRecipe = Literal["default", "default_whole", "top1", "top2", "top3", "minilm_sent", "top1_sent"]
-TRIM_RECIPES: tuple[str, ...] = ("default", "default_whole", "top1", "top2", "top3", "minilm_sent", "top1_sent")
+TrimRecipe = Literal["default", "default_whole", "top1", "top2", "top3", "minilm_sent", "top1_sent", "top1_qlm"]
+TRIM_RECIPES: tuple[str, ...] = ("default", "default_whole", "top1", "top2", "top3", "minilm_sent", "top1_sent",
+                                 "top1_qlm")
+QLM_RERANK_K = 2
+QLM_WEIGHT = 0.3
+"""``top1_qlm``: MiniLM's best 2 passages rescored as cosine + 0.3 x the reader's mean log P(question | passage)
+(the best mean top-1 gold rate over dev questions 400-599 and 1062-1261, benchmarks/dev/qlm_rerank.py)."""
 
 
 @lru_cache(maxsize=1)
@@ -147,13 +152,22 @@ def _shared_embedding_scorer() -> Any:
     return EmbeddingScorer()
 
 
-def recipe_pipeline(recipe: str, budget: int | None) -> Pipeline:
+@lru_cache(maxsize=2)
+def _shared_qlm_scorer(reader_model: str) -> Any:
+    from ragtrim.rerank import QueryLikelihoodScorer, RerankScorer
+
+    return RerankScorer(_shared_embedding_scorer(), QueryLikelihoodScorer(reader_model), top_k=QLM_RERANK_K,
+                        weight=QLM_WEIGHT)
+
+
+def recipe_pipeline(recipe: str, budget: int | None, *, reader_model: str | None = None) -> Pipeline:
     """A trimming pipeline for the GPU arms (one shared MiniLM scorer, so passage embeddings are computed once).
 
     ``default``: ragtrim's default pipeline. ``default_whole``: the same, but the budget cuts whole sentences only
     (no truncated tail). ``topK``: the K best passages by MiniLM, then (with a budget) BM25 sentence selection inside
     them. ``minilm_sent``: the default with sentences also scored by MiniLM. ``top1_sent``: the best passage, its
-    sentences scored by MiniLM. All put the best chunk first.
+    sentences scored by MiniLM. ``top1_qlm``: the best passage after reranking MiniLM's best two by the reader's
+    query likelihood (``reader_model``: a local transformers directory of the reader). All put the best chunk first.
     """
     from ragtrim.errors import ConfigError
     from ragtrim.stages.base import Stage
@@ -168,7 +182,12 @@ def recipe_pipeline(recipe: str, budget: int | None) -> Pipeline:
         raise ConfigError(f"recipe must be one of {TRIM_RECIPES}, got {recipe!r}")
     emb = _shared_embedding_scorer()
     top_k = int(recipe[3]) if recipe.startswith("top") else None
-    stages: list[Stage] = [HtmlCleaner(), DuplicateFilter(), RelevanceFilter(scorer=emb, top_k=top_k)]
+    passage_scorer = emb
+    if recipe.endswith("_qlm"):
+        if reader_model is None:
+            raise ConfigError(f"recipe {recipe!r} needs reader_model, the reader's local transformers directory")
+        passage_scorer = _shared_qlm_scorer(str(reader_model))
+    stages: list[Stage] = [HtmlCleaner(), DuplicateFilter(), RelevanceFilter(scorer=passage_scorer, top_k=top_k)]
     if budget is not None:
         sent_scorer: Any = emb if recipe in ("minilm_sent", "top1_sent") else "bm25"
         stages += [SentenceCompressor(scorer=sent_scorer, max_tokens=budget),
@@ -178,18 +197,19 @@ def recipe_pipeline(recipe: str, budget: int | None) -> Pipeline:
 
 
 def arm_documents(inst: QAInstance, recipe: str, ratio: float | None, counter: TokenCounter,
-                  *, instruction: str = INSTRUCTION, steps: int = 12) -> list[str]:
+                  *, instruction: str = INSTRUCTION, steps: int = 12, reader_model: str | None = None) -> list[str]:
     """The documents a trimmed arm keeps for one instance: ``recipe`` with no budget when ``ratio`` is None, else
     with the largest budget (bisection, ``steps`` runs) whose prompt has at most 1/``ratio`` of the untrimmed
     prompt's reader tokens."""
     chunks = [{"id": p.id, "text": p.content} for p in inst.passages]
     if ratio is None:
-        return [c.text for c in recipe_pipeline(recipe, None).run(chunks, query=inst.question).chunks]
+        return [c.text for c in recipe_pipeline(recipe, None, reader_model=reader_model).run(
+            chunks, query=inst.question).chunks]
     full = counter.count(format_prompt(inst.question, [p.content for p in inst.passages], instruction=instruction))
-    upper = recipe_pipeline(recipe, 10**9).run(chunks, query=inst.question).tokens_before
+    upper = recipe_pipeline(recipe, 10**9, reader_model=reader_model).run(chunks, query=inst.question).tokens_before
 
     def pipeline(b: int) -> Pipeline:
-        return recipe_pipeline(recipe, b)
+        return recipe_pipeline(recipe, b, reader_model=reader_model)
 
     best = _largest_fitting_budget(upper, int(full / ratio), steps, lambda b: _arm_prompt_tokens(
         b, inst.question, chunks, instruction, pipeline, counter))

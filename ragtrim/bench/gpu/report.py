@@ -111,6 +111,43 @@ def ratio(rows: Sequence[Mapping[str, Any]], key: str, arm_a: str, arm_b: str, c
     return float(a) / float(b)
 
 
+def knob_rows(latency: Sequence[Mapping[str, Any]], ladder: Sequence[Mapping[str, Any]], *, baseline: str,
+              configs: Sequence[str], arms: Sequence[str] = ("untrimmed", "trimmed_4x")) -> list[dict[str, Any]]:
+    """One serving knob at a time against ``baseline`` measured in the same run: per configuration and arm, the
+    single-request p50/p99 TTFT and the highest Poisson step's p50/p99 TTFT and throughput, each also as a ratio to the
+    baseline's (at the same request rate) (> 1: the knob is slower; for throughput > 1: the knob serves more). Missing measurements are None."""
+    def single(config: str, arm: str) -> Mapping[str, Any]:
+        return next((r for r in latency if r["config"] == config and r["arm"] == arm), {})
+
+    def step(config: str, arm: str, rate: Any = None) -> Mapping[str, Any]:
+        steps = [r for r in ladder if r["config"] == config and r["arm"] == arm
+                 and (rate is None or r["request_rate"] == rate)]
+        return max(steps, key=lambda r: r["request_rate"]) if steps else {}
+
+    def over(a: Any, b: Any) -> float | None:
+        return float(a) / float(b) if a and b else None
+
+    out: list[dict[str, Any]] = []
+    for config in [baseline, *[c for c in configs if c != baseline]]:
+        for arm in arms:
+            s, b, ld = single(config, arm), single(baseline, arm), step(config, arm)
+            bl = step(baseline, arm, ld.get("request_rate")) if ld else {}
+            if not s and not ld:
+                continue
+            out.append({
+                "config": config, "arm": arm,
+                "p50_ttft_ms": s.get("p50_ttft_ms"), "p99_ttft_ms": s.get("p99_ttft_ms"),
+                "p50_ttft_vs_baseline": over(s.get("p50_ttft_ms"), b.get("p50_ttft_ms")),
+                "p99_ttft_vs_baseline": over(s.get("p99_ttft_ms"), b.get("p99_ttft_ms")),
+                "load_request_rate": ld.get("request_rate"),
+                "load_p50_ttft_ms": ld.get("p50_ttft_ms"), "load_p99_ttft_ms": ld.get("p99_ttft_ms"),
+                "load_p99_ttft_vs_baseline": over(ld.get("p99_ttft_ms"), bl.get("p99_ttft_ms")),
+                "load_request_throughput": ld.get("request_throughput"),
+                "load_throughput_vs_baseline": over(ld.get("request_throughput"), bl.get("request_throughput")),
+            })
+    return out
+
+
 def capacity_rows(suites: Iterable[Mapping[str, Any]], config_dir: Path) -> list[dict[str, Any]]:
     """vLLM's reported KV capacity and max concurrency next to the planner's, from the same available KV memory."""
     from ragtrim.plan import ModelSpec, planner_from_available_kv_memory

@@ -91,3 +91,41 @@ def test_reset_prefix_cache_reports_the_status() -> None:
 
     assert asyncio.run(_with_server(go)) is True  # the fake server answers 200 to any POST
     assert asyncio.run(OpenAICompletionsBackend(base_url="http://127.0.0.1:9", model="m").reset_prefix_cache()) is False
+
+
+def test_in_process_backend_builds_the_compilation_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dict ``compilation_config`` (as JSON specs carry it) becomes vLLM's CompilationConfig (fake vLLM modules)."""
+    import sys
+    import types
+
+    from ragtrim.bench.gpu.backends import VLLMInProcessBackend
+
+    seen: dict[str, object] = {}
+
+    class CompilationConfig:
+        def __init__(self, **kw: object) -> None:
+            self.kw = kw
+
+    class AsyncEngineArgs:
+        def __init__(self, **kw: object) -> None:
+            seen.update(kw)
+
+    class AsyncLLM:
+        @staticmethod
+        def from_engine_args(args: object) -> str:
+            return "engine"
+
+    modules = {"vllm": {}, "vllm.config": {"CompilationConfig": CompilationConfig},
+               "vllm.engine": {}, "vllm.engine.arg_utils": {"AsyncEngineArgs": AsyncEngineArgs},
+               "vllm.v1": {}, "vllm.v1.engine": {}, "vllm.v1.engine.async_llm": {"AsyncLLM": AsyncLLM}}
+    for name, attrs in modules.items():
+        mod = types.ModuleType(name)
+        for k, v in attrs.items():
+            setattr(mod, k, v)
+        monkeypatch.setitem(sys.modules, name, mod)
+    backend = VLLMInProcessBackend(engine_kwargs={"model": "m", "compilation_config": {"cudagraph_mode": "PIECEWISE"}})
+    backend.start()
+    assert backend._engine == "engine" and seen["model"] == "m"
+    cc = seen["compilation_config"]
+    assert isinstance(cc, CompilationConfig) and cc.kw == {"cudagraph_mode": "PIECEWISE"}
+    assert backend.engine_kwargs["compilation_config"] == {"cudagraph_mode": "PIECEWISE"}  # the spec is unchanged

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from ragtrim.bench.gpu.prompts import INSTRUCTION, build_arm_prompts, cut_to_tokens, format_prompt
 from ragtrim.datasets.nq import Passage, QAInstance
 from ragtrim.pipeline import Pipeline
@@ -77,3 +79,20 @@ def test_cut_to_tokens_lands_at_or_below_the_length() -> None:
         assert n - 3 <= counter.count(prompt) <= n
     full = format_prompt("who?", docs)
     assert cut_to_tokens("who?", docs, 10**6, counter) == full
+
+
+def test_qlm_recipe_reranks_with_the_reader() -> None:
+    from ragtrim.bench.gpu.prompts import QLM_RERANK_K, QLM_WEIGHT, recipe_pipeline
+    from ragtrim.errors import ConfigError
+    from ragtrim.rerank import QueryLikelihoodScorer, RerankScorer
+    from ragtrim.stages.relevance import RelevanceFilter
+
+    with pytest.raises(ConfigError, match="reader_model"):
+        recipe_pipeline("top1_qlm", None)
+    relevance = [s for s in recipe_pipeline("top1_qlm", None, reader_model="/models/reader").stages
+                 if isinstance(s, RelevanceFilter)]
+    assert len(relevance) == 1 and relevance[0].top_k == 1
+    scorer = relevance[0].scorer
+    assert isinstance(scorer, RerankScorer)  # built lazily: no model is loaded here
+    assert (scorer.top_k, scorer.weight) == (QLM_RERANK_K, QLM_WEIGHT)
+    assert isinstance(scorer.second, QueryLikelihoodScorer) and scorer.second.model == "/models/reader"

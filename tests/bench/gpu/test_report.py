@@ -8,6 +8,7 @@ import pytest
 from ragtrim.bench.gpu.report import (
     accuracy_rows,
     arm_vs_oracle,
+    knob_rows,
     ladder_rows,
     latency_rows,
     ratio,
@@ -104,3 +105,22 @@ def test_arm_vs_oracle_splits_by_answer_presence() -> None:
     assert (out["questions"], out["prompt_identical_to_oracle"]) == (2, 1)
     assert out["answer_in_prompt"] == {"questions": 1, "top1_accuracy": 1.0, "oracle_accuracy": 1.0}
     assert out["answer_not_in_prompt"] == {"questions": 1, "top1_accuracy": 0.0, "oracle_accuracy": 1.0}
+
+
+def test_knob_rows_compare_each_knob_with_the_baseline_of_the_same_run() -> None:
+    lat = [{"config": c, "arm": a, "p50_ttft_ms": p50, "p99_ttft_ms": p99}
+           for c, a, p50, p99 in [("base", "untrimmed", 100.0, 120.0), ("base", "trimmed_4x", 30.0, 60.0),
+                                  ("fp8", "untrimmed", 50.0, 60.0), ("fp8", "trimmed_4x", 30.0, 30.0)]]
+    lad = [{"config": c, "arm": a, "request_rate": rate, "p50_ttft_ms": 1.0, "p99_ttft_ms": p99,
+            "request_throughput": thr}
+           for c, a, rate, p99, thr in [("base", "untrimmed", 6, 100.0, 6.0), ("base", "untrimmed", 12, 800.0, 10.0),
+                                        ("base", "trimmed_4x", 12, 100.0, 12.0), ("fp8", "untrimmed", 12, 400.0, 12.0)]]
+    rows = knob_rows(lat, lad, baseline="base", configs=["fp8", "missing"])
+    assert [(r["config"], r["arm"]) for r in rows] == [("base", "untrimmed"), ("base", "trimmed_4x"),
+                                                        ("fp8", "untrimmed"), ("fp8", "trimmed_4x")]
+    fp8 = rows[2]
+    assert fp8["p50_ttft_vs_baseline"] == 0.5 and fp8["p99_ttft_vs_baseline"] == 0.5
+    assert fp8["load_request_rate"] == 12  # the highest measured rate, compared with the baseline's at that step
+    assert fp8["load_p99_ttft_vs_baseline"] == 0.5 and fp8["load_throughput_vs_baseline"] == 1.2
+    assert rows[3]["load_request_throughput"] is None and rows[3]["load_throughput_vs_baseline"] is None
+    assert rows[0]["p50_ttft_vs_baseline"] == 1.0

@@ -64,3 +64,23 @@ def test_specs_are_well_formed(run_gpu: ModuleType) -> None:
     assert len(names) == len(set(names))
     with pytest.raises(SystemExit):
         run_gpu.specs_for("z", Path("/p"))
+
+
+def test_gpu_wait_is_limited_to_the_visible_gpus(run_gpu: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert run_gpu.visible_gpu_args() == ["-i", "1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0, 1")
+    assert run_gpu.visible_gpu_args() == ["-i", "0,1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1234abcd")  # UUIDs: ask about every GPU rather than guess
+    assert run_gpu.visible_gpu_args() == []
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert run_gpu.visible_gpu_args() == []
+
+
+def test_only_rejects_unknown_spec_names(run_gpu: ModuleType, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run_gpu, "prepare_models", lambda: {"model_dir_s": 0.0})
+    monkeypatch.setattr(sys, "argv", ["run_gpu.py", "--suite", "c", "--only", "12b_baseline,12b_typo",
+                                      "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="12b_typo"):
+        run_gpu.main()

@@ -1,0 +1,80 @@
+"""Dev-only: does reranking MiniLM's best passages by the reader's query likelihood put the gold passage first more
+often? (``ragtrim.rerank``: score = cosine + weight x mean log P(question | passage) under Gemma 3 270M, for the
+first stage's top ``k``.)
+
+NQ 20 documents, hard BM25 distractors, gold in the middle; question ranges disjoint from the GPU golden set
+(q0-319). The reader is the 270M model dequantized from the GGUF on PyPI (written on first use, ~1 minute).
+Prints and writes the top-1 gold rate and top-1 answer rate per weight.
+
+Run: HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/dev/qlm_rerank.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from ragtrim.bench.model_prep import write_hf_model_dir  # noqa: E402
+from ragtrim.datasets.nq import build_multidoc, load_nq_open  # noqa: E402
+from ragtrim.qa_metrics import answer_in_text  # noqa: E402
+from ragtrim.rerank import QueryLikelihoodScorer  # noqa: E402
+from ragtrim.scoring import EmbeddingScorer  # noqa: E402
+
+MODEL_DIR = Path(os.environ.get("RAGTRIM_CPU_MODEL_DIR", str(Path.home() / ".cache" / "ragtrim-gemma-270m-hf")))
+OUT = REPO / "benchmarks" / "results" / "dev" / "qlm_rerank.json"
+WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ranges", default="400-600,1062-1262", help="question ranges lo-hi (hi exclusive)")
+    parser.add_argument("--k", type=int, default=2, help="first-stage passages rescored per question")
+    args = parser.parse_args()
+    if not (MODEL_DIR / "config.json").exists():
+        write_hf_model_dir(MODEL_DIR)
+    pool = load_nq_open()
+    emb, qlm = EmbeddingScorer(), QueryLikelihoodScorer(MODEL_DIR)
+    results: dict[str, object] = {"k": args.k, "model": str(MODEL_DIR.name), "ranges": {}}
+    for item in args.ranges.split(","):
+        lo, hi = (int(x) for x in item.split("-"))
+        instances = build_multidoc(pool[lo:hi], n_docs=20, gold_position="middle", distractors="bm25", pool=pool)
+        gold_hits = np.zeros(len(WEIGHTS))
+        answer_hits = np.zeros(len(WEIGHTS))
+        started = time.perf_counter()
+        for inst in tqdm(instances, desc=f"q{lo}-{hi - 1}", file=sys.stderr):
+            texts = [p.content for p in inst.passages]
+            cos = np.asarray(emb.score(inst.question, texts))
+            head = list(np.argsort(-cos, kind="stable")[: args.k])
+            ll = np.asarray(qlm.score(inst.question, [texts[i] for i in head]))
+            gold = next(i for i, p in enumerate(inst.passages) if p.is_gold)
+            for w, weight in enumerate(WEIGHTS):
+                top = head[int(np.argmax(cos[head] + weight * ll))]
+                gold_hits[w] += top == gold
+                answer_hits[w] += answer_in_text(inst.answers, texts[top])
+        n = len(instances)
+        key = f"q{lo}-{hi - 1}"
+        results["ranges"][key] = {  # type: ignore[index]
+            "questions": n, "seconds": round(time.perf_counter() - started, 1),
+            "top1_gold_rate": {f"{w:g}": gold_hits[i] / n for i, w in enumerate(WEIGHTS)},
+            "top1_has_answer_rate": {f"{w:g}": answer_hits[i] / n for i, w in enumerate(WEIGHTS)},
+        }
+        for i, w in enumerate(WEIGHTS):
+            print(f"{key} weight {w:<4g} top1 gold {gold_hits[i] / n:.3f}  top1 has answer {answer_hits[i] / n:.3f}",
+                  flush=True)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
