@@ -6,11 +6,12 @@
 #                                          where it matters (GPU 0: baseline, FP8 weights, 2,048 batched tokens;
 #                                          GPU 1: eager, prefix caching off, the OpenAI-compatible server)
 #   bash benchmarks/gpu/session.sh tp2     the 27B shape with tensor parallelism 2 (both GPUs), then in parallel
-#                                          GPU 0: 270M GGUF Q4_K_M; GPU 1: the reader-reranked top-1 arm (270M), then
-#                                          the 12B shape with piecewise-only CUDA graphs
+#                                          GPU 0: 270M GGUF Q4_K_M; GPU 1: the 12B shape with piecewise-only CUDA graphs
+#   bash benchmarks/gpu/session.sh qlm     the reader-reranked top-1 arm beside plain top-1 (270M), once
+#                                          make_prompts.py --candidates top1,top1_qlm --only-candidates qlm has run
 # Results land in $OUT as gpu_suite_<suite>_<tag>.json (+ logs); copy them to benchmarks/results/gpu/.
 set -uo pipefail
-step=${1:?usage: session.sh knobs|tp2}
+step=${1:?usage: session.sh knobs|tp2|qlm}
 out=${OUT:?OUT must name the output folder}
 bash /tmp/st/gpu-setup.sh || exit 1
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | grep -v WARNING
@@ -31,8 +32,10 @@ case $step in
   tp2)
     drive 0,1 tp2 c 27b_tp2_bf16kv_len4096 250
     drive 0 g0 a 270m_gguf_q4km 250 &
-    (drive 1 g1 a 270m_bf16kv_qlm 120; drive 1 g1c c 12b_piecewise 170) &
+    drive 1 g1c c 12b_piecewise 250 &
     wait ;;
+  qlm)
+    drive 0 g0q a 270m_bf16kv_qlm 200 ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
 grep -h "^\[run_gpu\]" "$out"/driver_*.log
