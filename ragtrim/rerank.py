@@ -25,7 +25,7 @@ import numpy as np
 
 from ragtrim._validate import check_float, check_int
 from ragtrim.errors import ConfigError, MissingDependencyError
-from ragtrim.scoring import Scorer, _check_inputs, get_scorer
+from ragtrim.scoring import Scorer, _check_inputs, get_scorer, warm_up_scorers
 
 DEFAULT_QUESTION_TEMPLATE = "Passage: {text}\nPlease write a question based on this passage.\nQuestion:"
 """The prefix the query is scored after; ``{text}`` is the passage (cut to ``max_text_tokens``)."""
@@ -193,10 +193,7 @@ class RerankScorer:
         return self._first
 
     def warm_up(self) -> None:
-        for s in (self._first_scorer(), self.second):
-            warm = getattr(s, "warm_up", None)
-            if callable(warm):
-                warm()
+        warm_up_scorers((self._first_scorer(), self.second))
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         _check_inputs(query, texts)

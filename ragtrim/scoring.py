@@ -372,10 +372,7 @@ class HybridScorer:
         return self._resolved
 
     def warm_up(self) -> None:
-        for s in self.parts():
-            warm = getattr(s, "warm_up", None)
-            if callable(warm):
-                warm()
+        warm_up_scorers(self.parts())
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         _check_inputs(query, texts)
@@ -389,6 +386,14 @@ class HybridScorer:
             s = np.asarray(scorer.score(query, texts), dtype=np.float64)
             total += w * (rrf_contribution(s, self.rrf_k) if self.method == "rrf" else min_max(s))
         return [float(x) / sum(weights) for x in total]
+
+
+def warm_up_scorers(scorers: Sequence[Scorer]) -> None:
+    """Load the models of those ``scorers`` that have a ``warm_up`` (composite scorers call it for their parts)."""
+    for scorer in scorers:
+        warm = getattr(scorer, "warm_up", None)
+        if callable(warm):
+            warm()
 
 
 def min_max(scores: np.ndarray) -> np.ndarray:

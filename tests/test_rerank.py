@@ -99,3 +99,15 @@ def test_query_likelihood_scorer_needs_a_local_model_dir(tmp_path: object) -> No
 ])
 def test_as_question(query: str, expected: str) -> None:
     assert as_question(query) == expected
+
+
+def test_warm_up_reaches_both_stages() -> None:
+    class Warm(Recording):
+        warmed = 0
+
+        def warm_up(self) -> None:
+            self.warmed += 1
+
+    first, second = Warm({}), Warm({})
+    RerankScorer(first, second).warm_up()
+    assert (first.warmed, second.warmed) == (1, 1)

@@ -1,7 +1,8 @@
 """Summarize committed GPU results: tables, the planner-vs-vLLM comparison, and plots.
 
-Run: .venv/bin/python benchmarks/gpu/report.py  (reads benchmarks/results/gpu/gpu_suite_*.json of the latest run,
-and from the first run in run1/ only the KV-capacity rows of configurations the latest run did not start; writes
+Run: .venv/bin/python benchmarks/gpu/report.py  (reads benchmarks/results/gpu/gpu_suite_*.json: run 2's files
+(gpu_suite_a/b/c/c0) and run 3's (gpu_suite_<suite>_<tag>, written by benchmarks/gpu/session.sh); from the first run
+in run1/ only the KV-capacity rows of configurations the later runs did not start; writes
 benchmarks/results/gpu/summary.json and PNGs next to it)
 
 The trimmed arm the golden-set headline reports beside trimmed_4x is chosen by a rule fixed before the run
@@ -38,6 +39,7 @@ RESULTS = REPO / "benchmarks" / "results" / "gpu"
 PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle.jsonl"
 QLM_PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle_qlm.jsonl"
 KNOB_BASELINE = "12b_baseline"  # run 3: the BF16 12B engine again, beside the knobs (benchmarks/gpu/session.sh)
+CUDAGRAPH_MAX_TOKENS = 256  # vLLM 0.26's max_cudagraph_capture_size for these 12B engines (run 3's engine log)
 QLM_CONFIG = "270m_bf16kv_qlm"  # run 3: plain and reader-reranked top-1 on the same engine as 270m_bf16kv_len4096
 
 
@@ -45,10 +47,13 @@ def main() -> None:
     suites = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("gpu_suite_*.json"))]
     run1 = [json.loads(p.read_text()) for p in sorted((RESULTS / "run1").glob("gpu_suite_*.json"))]
     acc, lat, lad, slo = accuracy_rows(suites), latency_rows(suites), ladder_rows(suites), slo_rows(suites)
-    cap = [r | {"run": 2} for r in capacity_rows(suites, REPO / "tests" / "fixtures" / "configs")]
-    started = {r["config"] for r in cap}
-    cap += [r | {"run": 1} for r in capacity_rows(run1, REPO / "tests" / "fixtures" / "configs")
-            if r["config"] not in started]
+    # KV capacity: each configuration once, from the latest run that started it (run 3's files carry a driver tag)
+    cap: list[dict[str, Any]] = []
+    for run_no, run_suites in ((3, [x for x in suites if x.get("tag")]), (2, [x for x in suites if not x.get("tag")]),
+                               (1, run1)):
+        for row in capacity_rows(run_suites, REPO / "tests" / "fixtures" / "configs"):
+            if row["config"] not in {r["config"] for r in cap}:
+                cap.append(row | {"run": run_no})
     headline: dict[str, object] = {}
     base = "270m_bf16kv_len4096"
     chosen = select_candidate(acc, config=base, min_ratio=4.0)
@@ -115,7 +120,12 @@ def main() -> None:
                "throughput_at_slo": slo, "capacity_vs_planner": cap, "knobs_vs_baseline": knobs,
                "selected_arm_vs_oracle": vs_oracle}
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    plots = write_plots(lat, acc, lad, slo, RESULTS, accuracy_target=0.40)  # issue 6's target
+    # the TTFT plot: configurations with a length sweep, and other model shapes (the knobs have their own plot)
+    ttft_configs = [c for c in dict.fromkeys(r["config"] for r in lat)
+                    if not c.startswith("12b_") or any(r["config"] == c and str(r["arm"]).startswith("len_")
+                                                        for r in lat)]
+    plots = write_plots(lat, acc, lad, slo, RESULTS, accuracy_target=0.40,  # issue 6's target
+                        ttft_configs=ttft_configs, cudagraph_max_tokens=CUDAGRAPH_MAX_TOKENS, knobs=knobs)
     print("accuracy\n" + format_table(acc, [(k, k) for k in ("config", "set", "arm", "questions", "accuracy",
                                                                  "refusal_accuracy", "mean_prompt_tokens",
                                                                  "prompt_token_ratio", "answer_in_prompt_rate")]))

@@ -197,7 +197,11 @@ def _engine_from_name(name: str) -> dict[str, Any]:
 
 def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping[str, Any]],
                 ladder: Sequence[Mapping[str, Any]], slo: Sequence[Mapping[str, Any]], out_dir: Path,
-                *, accuracy_target: float | None = None) -> list[Path]:
+                *, accuracy_target: float | None = None, ttft_configs: Sequence[str] | None = None,
+                cudagraph_max_tokens: int | None = None, knobs: Sequence[Mapping[str, Any]] = ()) -> list[Path]:
+    """The report's PNGs. ``ttft_configs`` limits the TTFT-vs-prompt-tokens plot (default: every configuration);
+    ``cudagraph_max_tokens`` marks the largest prompt the engine runs in a captured CUDA graph; ``knobs``
+    (``knob_rows``) adds a plot of each serving knob's TTFT against the baseline's."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -207,7 +211,8 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
     paths = []
     if latency:
         fig, ax = plt.subplots(figsize=(6.5, 4))
-        for config in dict.fromkeys(r["config"] for r in latency):
+        for config in dict.fromkeys(r["config"] for r in latency
+                                    if ttft_configs is None or r["config"] in ttft_configs):
             rows_c = [r for r in latency if r["config"] == config]
             sweep = sorted((r for r in rows_c if str(r["arm"]).startswith("len_")), key=lambda r: r["mean_prompt_tokens"])
             sel = sorted((r for r in rows_c if not str(r["arm"]).startswith("len_")),
@@ -221,6 +226,9 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
                         color=line.get_color(), lw=1, label=f"{config} length sweep p50")
             for r in sel:
                 ax.annotate(r["arm"], (r["mean_prompt_tokens"], r["p50_ttft_ms"]), fontsize=6)
+        if cudagraph_max_tokens:
+            ax.axvline(cudagraph_max_tokens, color="grey", ls=":", lw=1,
+                       label=f"largest CUDA-graph size ({cudagraph_max_tokens} tokens)")
         ax.set(xlabel="mean prompt tokens", ylabel="TTFT (ms), single request", title="TTFT vs prompt tokens per arm")
         ax.legend(fontsize=7)
         fig.tight_layout()
@@ -272,6 +280,31 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
         ax2.set(xlabel="req/s", title=f"throughput at p95 TTFT <= {slo[0]['slo_ms']:.0f} ms" if slo else "")
         fig.tight_layout()
         paths.append(out_dir / "load_and_throughput_at_slo.png")
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+    if knobs:
+        import numpy as np
+
+        configs = list(dict.fromkeys(r["config"] for r in knobs))
+        arms = list(dict.fromkeys(r["arm"] for r in knobs))
+        panels = (("p50_ttft_ms", "single request, p50"), ("p99_ttft_ms", "single request, p99"),
+                  ("load_p99_ttft_ms", "Poisson load, p99"))
+        fig, axes = plt.subplots(1, len(panels), figsize=(12, 3.8), sharey=False)
+        width = 0.8 / max(1, len(arms))
+        for ax, (key, title) in zip(axes, panels):
+            for i, arm in enumerate(arms):
+                vals = [next((r[key] for r in knobs if r["config"] == c and r["arm"] == arm), None) or 0.0
+                        for c in configs]
+                ax.bar(np.arange(len(configs)) + i * width, vals, width, label=arm)
+            rate = next((r["load_request_rate"] for r in knobs if r.get("load_request_rate")), None)
+            ax.set_title(f"{title}" + (f" at {rate:g} req/s" if key.startswith("load") and rate else ""), fontsize=9)
+            ax.set_xticks(np.arange(len(configs)) + width * (len(arms) - 1) / 2)
+            ax.set_xticklabels(configs, rotation=30, ha="right", fontsize=7)
+            ax.set_ylabel("TTFT (ms)")
+        axes[0].legend(fontsize=7)
+        fig.suptitle(f"One serving knob at a time against {configs[0]} (same session)", fontsize=10)
+        fig.tight_layout()
+        paths.append(out_dir / "knobs_vs_baseline.png")
         fig.savefig(paths[-1], dpi=120)
         plt.close(fig)
     return paths

@@ -90,6 +90,11 @@ def test_latency_slo_rows_and_plots(tmp_path: Path) -> None:
     assert [p.name for p in paths] == ["ttft_vs_prompt_tokens.png", "accuracy_vs_compression.png",
                                        "load_and_throughput_at_slo.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
+    knobs = knob_rows(lat, lad, baseline="12b", configs=[])
+    assert knobs
+    more = write_plots(lat, [], [], [], tmp_path / "k", ttft_configs=["none"], cudagraph_max_tokens=256, knobs=knobs)
+    assert [p.name for p in more] == ["ttft_vs_prompt_tokens.png", "knobs_vs_baseline.png"]
+    assert all(p.stat().st_size > 1000 for p in more)
 
 
 def test_arm_vs_oracle_splits_by_answer_presence() -> None:
