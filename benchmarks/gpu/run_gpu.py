@@ -127,8 +127,14 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
                                                           max_num_batched_tokens=2048),
              "prompts_file": nq, "tasks": probe, "timeout_s": 150},
             # no torch.compile and no CUDA graphs: does the non-monotone TTFT of 384-1,024-token prompts go away?
+            # (run 3: started, then needed more than 150 s for 40 requests of 32 eager decode steps)
             {"name": "12b_eager", "engine": engine(d12, max_model_len=4096, load_format="dummy", eager=True),
-             "prompts_file": nq, "tasks": [*probe, sweep_task], "timeout_s": 150},
+             "prompts_file": nq, "tasks": [*probe, sweep_task], "timeout_s": 280},
+            # CUDA graphs up to 1,024 tokens (vLLM 0.26 captured up to 256 here): run 3 put the 4x arm's ~570-token
+            # prompts on a ~47-52 ms no-graph plateau; does a larger capture size move them to the graph side?
+            {"name": "12b_graphs_1024", "engine": engine(d12, max_model_len=4096, load_format="dummy",
+                                                         compilation_config={"max_cudagraph_capture_size": 1024}),
+             "prompts_file": nq, "tasks": [*probe, sweep_task], "timeout_s": 240},
             # CUDA graphs for the attention-free pieces only (vLLM's default adds full graphs)
             {"name": "12b_piecewise", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                        compilation_config={"cudagraph_mode": "PIECEWISE"}),

@@ -9,10 +9,11 @@
 #                                          GPU 0: 270M GGUF Q4_K_M; GPU 1: the reader-reranked top-1 arm beside plain
 #                                          top-1 (make_prompts.py --candidates top1,top1_qlm --only-candidates qlm)
 #   bash benchmarks/gpu/session.sh qlm     the reranked arm alone; pie   the 12B shape with piecewise-only CUDA graphs
-# (run 3 ran `knobs` twice, then `tp2`; qlm and pie were not run for lack of device time)
+#   bash benchmarks/gpu/session.sh graphs  the baseline beside CUDA graphs up to 1,024 tokens, piecewise-only and eager
+# (run 3 ran `knobs` twice, then `tp2`; qlm, pie and graphs were not run for lack of device time)
 # Results land in $OUT as gpu_suite_<suite>_<tag>.json (+ logs); copy them to benchmarks/results/gpu/.
 set -uo pipefail
-step=${1:?usage: session.sh knobs|tp2|qlm|pie}
+step=${1:?usage: session.sh knobs|tp2|qlm|pie|graphs}
 out=${OUT:?OUT must name the output folder}
 bash /tmp/st/gpu-setup.sh || exit 1
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | grep -v WARNING
@@ -41,6 +42,10 @@ case $step in
     drive 0 g0q a 270m_bf16kv_qlm 200 ;;
   pie)
     drive 0 g0p c 12b_piecewise 200 ;;
+  graphs)  # not run yet: the CUDA-graph capture size against the same-session baseline (first engines: ~100 s warm-up)
+    drive 0 g0g c 12b_baseline,12b_graphs_1024 560 &
+    drive 1 g1g c 12b_piecewise,12b_eager 560 &
+    wait ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
 grep -h "^\[run_gpu\]" "$out"/driver_*.log
