@@ -291,13 +291,13 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
                   ("load_p99_ttft_ms", "Poisson load, p99"))
         fig, axes = plt.subplots(1, len(panels), figsize=(12, 3.8), sharey=False)
         width = 0.8 / max(1, len(arms))
-        for ax, (key, title) in zip(axes, panels):
+        for ax, (metric, title) in zip(axes, panels):
             for i, arm in enumerate(arms):
-                vals = [next((r[key] for r in knobs if r["config"] == c and r["arm"] == arm), None) or 0.0
+                vals = [next((r[metric] for r in knobs if r["config"] == c and r["arm"] == arm), None) or 0.0
                         for c in configs]
                 ax.bar(np.arange(len(configs)) + i * width, vals, width, label=arm)
             rate = next((r["load_request_rate"] for r in knobs if r.get("load_request_rate")), None)
-            ax.set_title(f"{title}" + (f" at {rate:g} req/s" if key.startswith("load") and rate else ""), fontsize=9)
+            ax.set_title(f"{title}" + (f" at {rate:g} req/s" if metric.startswith("load") and rate else ""), fontsize=9)
             ax.set_xticks(np.arange(len(configs)) + width * (len(arms) - 1) / 2)
             ax.set_xticklabels(configs, rotation=30, ha="right", fontsize=7)
             ax.set_ylabel("TTFT (ms)")
