@@ -25,13 +25,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from ragtrim.bench.model_prep import write_hf_model_dir  # noqa: E402
+from ragtrim.bench.model_prep import local_reader_dir  # noqa: E402
 from ragtrim.datasets.nq import build_multidoc, load_nq_open  # noqa: E402
 from ragtrim.qa_metrics import answer_in_text  # noqa: E402
 from ragtrim.rerank import QueryLikelihoodScorer  # noqa: E402
 from ragtrim.scoring import EmbeddingScorer  # noqa: E402
 
-MODEL_DIR = Path(os.environ.get("RAGTRIM_CPU_MODEL_DIR", str(Path.home() / ".cache" / "ragtrim-gemma-270m-hf")))
 OUT = REPO / "benchmarks" / "results" / "dev" / "qlm_rerank.json"
 WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 
@@ -41,11 +40,10 @@ def main() -> None:
     parser.add_argument("--ranges", default="400-600,1062-1262", help="question ranges lo-hi (hi exclusive)")
     parser.add_argument("--k", type=int, default=2, help="first-stage passages rescored per question")
     args = parser.parse_args()
-    if not (MODEL_DIR / "config.json").exists():
-        write_hf_model_dir(MODEL_DIR)
+    model_dir = local_reader_dir()
     pool = load_nq_open()
-    emb, qlm = EmbeddingScorer(), QueryLikelihoodScorer(MODEL_DIR)
-    results: dict[str, object] = {"k": args.k, "model": str(MODEL_DIR.name), "ranges": {}}
+    emb, qlm = EmbeddingScorer(), QueryLikelihoodScorer(model_dir)
+    results: dict[str, object] = {"k": args.k, "model": str(model_dir.name), "ranges": {}}
     for item in args.ranges.split(","):
         lo, hi = (int(x) for x in item.split("-"))
         instances = build_multidoc(pool[lo:hi], n_docs=20, gold_position="middle", distractors="bm25", pool=pool)

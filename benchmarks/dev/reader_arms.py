@@ -26,12 +26,11 @@ sys.path.insert(0, str(REPO))
 from tqdm import tqdm  # noqa: E402
 
 from ragtrim.bench.gpu.prompts import arm_documents, format_prompt  # noqa: E402
-from ragtrim.bench.model_prep import build_tokenizer, find_gguf, write_hf_model_dir  # noqa: E402
+from ragtrim.bench.model_prep import build_tokenizer, find_gguf, local_reader_dir  # noqa: E402
 from ragtrim.datasets.nq import QAInstance, build_multidoc, load_nq_open  # noqa: E402
 from ragtrim.qa_metrics import answer_in_text, best_subspan_em  # noqa: E402
 from ragtrim.tokens import HFTokenizerCounter, TokenCounter  # noqa: E402
 
-MODEL_DIR = Path(os.environ.get("RAGTRIM_CPU_MODEL_DIR", str(Path.home() / ".cache" / "ragtrim-gemma-270m-hf")))
 
 
 class Reader:
@@ -89,13 +88,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.offset < 320:
         raise SystemExit("--offset must be >= 320: the first 320 questions are the GPU golden set")
-    if not (MODEL_DIR / "config.json").exists():
-        write_hf_model_dir(MODEL_DIR)
+    model_dir = local_reader_dir()
     counter = HFTokenizerCounter(tokenizer=build_tokenizer(find_gguf()), label="gemma-3-270m")
     pool = load_nq_open()
     instances = build_multidoc(pool[args.offset: args.offset + args.limit], n_docs=20, gold_position="middle",
                                distractors="bm25", pool=pool)
-    reader = Reader(MODEL_DIR, args.threads, args.batch)
+    reader = Reader(model_dir, args.threads, args.batch)
     table = variants(counter)
     results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
     for name in args.variants.split(","):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -41,7 +40,7 @@ from ragtrim.bench.gpu.prompts import (  # noqa: E402
     recipe_pipeline,
 )
 from ragtrim.bench.gpu.worker import load_prompts  # noqa: E402
-from ragtrim.bench.model_prep import build_tokenizer, find_gguf, write_hf_model_dir  # noqa: E402
+from ragtrim.bench.model_prep import build_tokenizer, find_gguf, local_reader_dir  # noqa: E402
 from ragtrim.bench.stats import mean  # noqa: E402
 from ragtrim.datasets.nq import build_multidoc, load_nq_open  # noqa: E402
 from ragtrim.datasets.squad import load_squad, squad_instances  # noqa: E402
@@ -75,7 +74,6 @@ def candidate_arms(spec: str) -> dict[str, tuple[str, float | None]]:
     return out
 
 
-READER_DIR = Path(os.environ.get("RAGTRIM_CPU_MODEL_DIR", str(Path.home() / ".cache" / "ragtrim-gemma-270m-hf")))
 _COUNTER: HFTokenizerCounter | None = None
 
 
@@ -148,9 +146,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / ".gpu" / "prompts")
     parser.add_argument("--fit", choices=["shrink", "bisect"], default="bisect",
                         help="how trimmed arms meet their ratio (the first H200 run used shrink)")
-    parser.add_argument("--reader-model", type=Path, default=READER_DIR,
-                        help="the reader as a transformers directory, for *_qlm recipes (written from the GGUF if "
-                             "missing)")
+    parser.add_argument("--reader-model", type=Path, default=None,
+                        help="the reader as a transformers directory, for *_qlm recipes (default: "
+                             "$RAGTRIM_CPU_MODEL_DIR or ~/.cache/ragtrim-gemma-270m-hf, written from the GGUF if missing)")
     parser.add_argument("--only-candidates", default=None, metavar="SUFFIX",
                         help="write only the --candidates arms (with untrimmed and oracle) for the golden and dev "
                              "sets, to nq20_middle_SUFFIX.jsonl and nq20_middle_SUFFIX_dev.jsonl")
@@ -162,9 +160,7 @@ def main() -> None:
     cands = candidate_arms(args.candidates)
     reader_model = None
     if any(rc.endswith("_qlm") for rc, _ in cands.values()):
-        if not (args.reader_model / "config.json").exists():
-            write_hf_model_dir(args.reader_model)
-        reader_model = str(args.reader_model)
+        reader_model = str(args.reader_model or local_reader_dir())
 
     pool = load_nq_open()
     golden = build_multidoc(pool[: args.questions], n_docs=20, gold_position="middle", distractors="bm25", pool=pool)

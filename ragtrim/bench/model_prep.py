@@ -426,6 +426,16 @@ def _dequantized_state_dict(reader: Any, dtype: WeightDtype) -> dict[str, Any]:
     return state
 
 
+def local_reader_dir(*, create: bool = True) -> Path:
+    """The 270M reader as a transformers directory for CPU work (dev scripts, reranked prompts): the folder named by
+    ``RAGTRIM_CPU_MODEL_DIR``, default ``~/.cache/ragtrim-gemma-270m-hf``; written from the GGUF package when missing
+    and ``create`` (about a minute)."""
+    path = Path(os.environ.get("RAGTRIM_CPU_MODEL_DIR", str(Path.home() / ".cache" / "ragtrim-gemma-270m-hf")))
+    if create and not (path / "config.json").is_file():
+        write_hf_model_dir(path)
+    return path
+
+
 def write_hf_model_dir(
     out_dir: str | os.PathLike[str],
     gguf_path: str | os.PathLike[str] | None = None,

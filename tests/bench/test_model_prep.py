@@ -381,3 +381,15 @@ class TestQueryLikelihoodScorer:
         assert batched == pytest.approx(alone, abs=2e-3)  # left padding with position ids: same as unpadded
         assert all(s < 0 for s in batched)
         assert scorer.score(query, texts[::-1]) == batched[::-1]  # from the cache, in the caller's order
+
+
+def test_local_reader_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "reader"
+    monkeypatch.setenv("RAGTRIM_CPU_MODEL_DIR", str(target))
+    assert mp.local_reader_dir(create=False) == target and not target.exists()
+    calls: list[Path] = []
+    monkeypatch.setattr(mp, "write_hf_model_dir", lambda out, *a, **k: calls.append(Path(out)) or Path(out))
+    assert mp.local_reader_dir() == target and calls == [target]  # missing: written from the GGUF
+    target.mkdir()
+    (target / "config.json").write_text("{}")
+    assert mp.local_reader_dir() == target and calls == [target]  # present: left alone
