@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ragtrim.errors import ConfigError, InputError
@@ -79,6 +81,33 @@ class TestGetCounter:
     def test_hf_missing_file(self, tmp_path: object) -> None:
         with pytest.raises(ConfigError, match="does not exist"):
             get_counter("hf:/nonexistent/tokenizer.json").count("x")
+
+    def test_named_counters_are_shared(self) -> None:
+        assert get_counter() is get_counter("cl100k_base") is get_counter(None)
+        assert get_counter("approx") is get_counter("approx")
+        assert get_counter("tiktoken:o200k_base") is not get_counter("cl100k_base")
+        for _ in range(2):  # a bad name is not cached
+            with pytest.raises(ConfigError, match="unknown tokenizer"):
+                get_counter("gpt-17")
+
+    def test_hf_tokenizer_file_is_read_once(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tokenizers = pytest.importorskip("tokenizers")
+        from tokenizers.models import WordLevel
+        from tokenizers.pre_tokenizers import Whitespace
+
+        tok = tokenizers.Tokenizer(WordLevel({"[UNK]": 0, "hello": 1, "world": 2}, unk_token="[UNK]"))
+        tok.pre_tokenizer = Whitespace()
+        path = tmp_path / "tokenizer.json"
+        tok.save(str(path))
+        reads: list[str] = []
+        real = tokenizers.Tokenizer.from_file
+        monkeypatch.setattr(tokenizers.Tokenizer, "from_file", lambda f: reads.append(f) or real(f))
+        # the same file, however it is named: "hf:<file>", "hf:<dir>/../<dir>/<file>", a Path
+        specs = [f"hf:{path}", f"hf:{tmp_path}/../{tmp_path.name}/tokenizer.json", path]
+        counters = [get_counter(spec) for spec in specs]
+        assert counters[0] is counters[1] is counters[2]
+        assert [c.count("hello big world") for c in counters] == [3, 3, 3]
+        assert len(reads) == 1
 
 
 def test_cache_is_thread_safe() -> None:

@@ -1,0 +1,81 @@
+"""Per-call cost of ``trim()`` when tokens are counted with the reader's own tokenizer.
+
+``trim(chunks, query=..., budget=500, tokenizer=..., scorer="bm25")`` on the 12 requests of the example corpus
+(examples/corpus/requests.jsonl), cycled for --calls calls, with three counters side by side in one run:
+``cl100k_base`` (tiktoken), ``hf:<Gemma 3 tokenizer.json>`` by name (named counters are shared per process), and a new
+``HFTokenizerCounter`` for the same file on every call (what every call paid before counters were shared: the
+262k-entry vocabulary is read again). The Gemma tokenizer is rebuilt from the GGUF package (``ragtrim[gemma]``).
+Run: .venv/bin/python benchmarks/trim_call_overhead.py  -> benchmarks/results/trim_call_overhead.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from ragtrim.api import trim  # noqa: E402
+from ragtrim.bench.model_prep import build_tokenizer, find_gguf  # noqa: E402
+from ragtrim.bench.savings import load_requests  # noqa: E402
+from ragtrim.bench.stats import summarize_ms  # noqa: E402
+from ragtrim.tokens import HFTokenizerCounter  # noqa: E402
+
+RESULTS = REPO / "benchmarks" / "results"
+REQUESTS = REPO / "examples" / "corpus" / "requests.jsonl"
+
+
+def measure(calls: int, tokenizer_file: Path) -> dict[str, Any]:
+    requests = load_requests(REQUESTS)
+    variants: dict[str, Callable[[], Any]] = {
+        "tiktoken_cl100k": lambda: "cl100k_base",
+        "hf_gemma_by_name": lambda: f"hf:{tokenizer_file}",
+        "hf_gemma_new_counter_each_call": lambda: HFTokenizerCounter(tokenizer=tokenizer_file),
+    }
+    out: dict[str, Any] = {}
+    for name, tokenizer in variants.items():
+        times: list[float] = []
+        tokens_after = 0
+        for i in range(calls + 1):  # call 0 loads the tokenizer; reported apart
+            req = requests[i % len(requests)]
+            started = time.perf_counter()
+            result = trim(list(req.chunks), query=req.query,
+                          budget=500, tokenizer=tokenizer(), scorer="bm25")
+            times.append((time.perf_counter() - started) * 1000)
+            tokens_after += result.tokens_after if i else 0
+        out[name] = {"first_call_ms": times[0], **summarize_ms(times[1:], "call"),
+                     "mean_tokens_after": tokens_after / calls}
+        print(f"{name:32s} first {times[0]:8.1f} ms   p50 {out[name]['p50_call_ms']:8.2f} ms   "
+              f"p99 {out[name]['p99_call_ms']:8.2f} ms", flush=True)
+    out["p50_ratio_new_counter_vs_by_name"] = (out["hf_gemma_new_counter_each_call"]["p50_call_ms"]
+                                               / out["hf_gemma_by_name"]["p50_call_ms"])
+    print(f"p50 ratio, new counter each call / shared by name: {out['p50_ratio_new_counter_vs_by_name']:.0f}x")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=24)
+    parser.add_argument("--output", type=Path, default=RESULTS / "trim_call_overhead.json")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer_file = Path(tmp) / "tokenizer.json"
+        build_tokenizer(find_gguf()).save(str(tokenizer_file))
+        result = {"benchmark": "trim_call_overhead", "calls": args.calls, "requests": str(REQUESTS.relative_to(REPO)),
+                  "budget_tokens": 500, "scorer": "bm25", "python": platform.python_version(),
+                  "cpu_count": os.cpu_count(), **measure(args.calls, tokenizer_file)}
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
