@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -42,14 +42,28 @@ _HOW_MANY = re.compile(r"\b(how (many|much|long|old|far|tall|big|high|deep|fast)
                        re.IGNORECASE)
 
 
+def answer_kind(query: str) -> Literal["date", "number"] | None:
+    """The kind of value a factoid question asks for: ``"date"`` ("when ..."), ``"number"`` ("how many ..."), or None."""
+    if _WHEN.search(query):
+        return "date"
+    if _HOW_MANY.search(query):
+        return "number"
+    return None
+
+
+def holds_kind(kind: Literal["date", "number"] | None, sentence: str) -> float:
+    """1.0 when ``sentence`` holds a value of ``kind`` (a year or month for dates, a digit for numbers), else 0.0."""
+    if kind == "date":
+        return 1.0 if (_YEAR.search(sentence) or _MONTH.search(sentence)) else 0.0
+    if kind == "number":
+        return 1.0 if _DIGIT.search(sentence) else 0.0
+    return 0.0
+
+
 def answer_hint(query: str, sentence: str) -> float:
     """1.0 when the sentence holds the kind of value the question asks for (a date for "when", a number for
     "how many"), else 0.0. A cheap answer-type prior for factoid questions; 0.0 for other questions."""
-    if _WHEN.search(query):
-        return 1.0 if (_YEAR.search(sentence) or _MONTH.search(sentence)) else 0.0
-    if _HOW_MANY.search(query):
-        return 1.0 if _DIGIT.search(sentence) else 0.0
-    return 0.0
+    return holds_kind(answer_kind(query), sentence)
 
 
 @register_stage
@@ -151,7 +165,8 @@ class SentenceCompressor(Stage):
             per_chunk = min_max(np.asarray(chunk_scores, dtype=np.float64))
             own = (1 - self.chunk_weight) * own + self.chunk_weight * per_chunk[[s.chunk for s in sentences]]
         if self.answer_hint_weight > 0:
-            own = own + self.answer_hint_weight * np.array([answer_hint(query, s.text) for s in sentences])
+            kind = answer_kind(query)  # the query is parsed once, not once per sentence
+            own = own + self.answer_hint_weight * np.array([holds_kind(kind, s.text) for s in sentences])
         prio = own.copy()
         if self.context_sentences > 0 and self.context_weight > 0:
             for i, s in enumerate(sentences):

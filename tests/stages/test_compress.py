@@ -12,7 +12,7 @@ from ragtrim.pipeline import Pipeline
 from ragtrim.scoring import FixedScorer
 from ragtrim.stages.base import stage_from_dict
 from ragtrim.stages.budget import TokenBudget
-from ragtrim.stages.compress import SentenceCompressor, answer_hint
+from ragtrim.stages.compress import SentenceCompressor, answer_hint, answer_kind, holds_kind
 from ragtrim.tokens import WhitespaceCounter
 
 
@@ -156,3 +156,10 @@ def test_answer_hint() -> None:
     assert answer_hint("when did it open", "It opened recently.") == 0.0
     assert answer_hint("how many moons does mars have", "Mars has 2 moons.") == 1.0
     assert answer_hint("who wrote it", "Written in 1999.") == 0.0
+
+
+def test_answer_kind_is_parsed_once_per_query() -> None:
+    assert (answer_kind("When did it open?"), answer_kind("how many moons"), answer_kind("who wrote it")) == (
+        "date", "number", None)
+    assert holds_kind("date", "In March.") == 1.0 and holds_kind("number", "No digits here.") == 0.0
+    assert holds_kind(None, "It opened in 1999.") == 0.0
