@@ -6,6 +6,7 @@ NQ 20-document sets with hard BM25 distractors, gold in the middle, for question
 the trimmed prompt; prints accuracy, answer-in-prompt rate and prompt tokens per variant and writes JSON.
 
 Run: HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/dev/reader_arms.py --variants oracle,default_r4,top1
+     (--distractors random: the issue's first probe drew random distractors instead of hard ones)
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def variants(counter: TokenCounter) -> dict[str, Callable[[QAInstance], list[str
     has at most 1/N of the untrimmed prompt's reader tokens, best first; ``..._last``: same documents, best last."""
     out: dict[str, Callable[[QAInstance], list[str]]] = {
         "oracle": lambda inst: [p.content for p in inst.passages if p.is_gold],
+        "untrimmed": lambda inst: [p.content for p in inst.passages],
     }
     for name in ("default", "top1", "top2", "top3", "minilm_sent", "top1_sent"):
         for r in (4, 8, 16, 32):
@@ -82,6 +84,8 @@ def main() -> None:
     ap.add_argument("--offset", type=int, default=400)
     ap.add_argument("--limit", type=int, default=150)
     ap.add_argument("--variants", default="oracle,default_r4,default_r8,default_r16")
+    ap.add_argument("--distractors", choices=["bm25", "random"], default="bm25",
+                    help="hard BM25 distractors (the GPU golden set's) or random ones (the issue's first probe)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "dev" / "reader_arms.json")
@@ -92,7 +96,7 @@ def main() -> None:
     counter = HFTokenizerCounter(tokenizer=build_tokenizer(find_gguf()), label="gemma-3-270m")
     pool = load_nq_open()
     instances = build_multidoc(pool[args.offset: args.offset + args.limit], n_docs=20, gold_position="middle",
-                               distractors="bm25", pool=pool)
+                               distractors=args.distractors, pool=pool)
     reader = Reader(model_dir, args.threads, args.batch)
     table = variants(counter)
     results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -107,7 +111,7 @@ def main() -> None:
         n = len(instances)
         tokens = [counter.count(p) for p in prompts]
         row = {
-            "questions": n, "offset": args.offset,
+            "questions": n, "offset": args.offset, "distractors": args.distractors,
             "accuracy": sum(best_subspan_em(p, inst.answers) for p, inst in zip(preds, instances)) / n,
             "answer_in_prompt_rate": sum(answer_in_text(inst.answers, "\n".join(d))
                                          for inst, d in zip(instances, docs)) / n,
@@ -115,7 +119,8 @@ def main() -> None:
             "prompt_token_ratio": sum(full) / max(1, sum(tokens)),
             "seconds": time.perf_counter() - t0,
         }
-        results[f"{name}@{args.offset}+{n}"] = row
+        suffix = "" if args.distractors == "bm25" else f"/{args.distractors}"  # keys of earlier runs stay valid
+        results[f"{name}@{args.offset}+{n}{suffix}"] = row
         print(f"{name:24s} acc {row['accuracy']:.3f}  in-prompt {row['answer_in_prompt_rate']:.3f}  "
               f"tokens {row['mean_prompt_tokens']:.0f}  ratio {row['prompt_token_ratio']:.1f}x  "
               f"({row['seconds']:.0f}s)", flush=True)
