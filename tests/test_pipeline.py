@@ -172,3 +172,18 @@ class TestConfig:
 
     def test_stage_from_dict(self) -> None:
         assert isinstance(stage_from_dict({"type": "budget", "max_tokens": 5}), TokenBudget)
+
+
+def test_object_params_are_shown_and_refused_not_dropped() -> None:
+    from ragtrim.errors import ConfigError
+    from ragtrim.scoring import FixedScorer
+    from ragtrim.stages.relevance import RelevanceFilter
+
+    scorer = FixedScorer(scores=[1.0, 0.0])
+    config = Pipeline([RelevanceFilter(scorer=scorer, top_k=1)]).to_dict()
+    stage = config["stages"][0]
+    assert stage["scorer"] == {"unserializable": repr(scorer)}  # the config says what was there
+    with pytest.raises(ConfigError, match="parameter 'scorer' held an object"):
+        Pipeline.from_dict(config)  # instead of silently rebuilding it with the default scorer
+    named = Pipeline([RelevanceFilter(scorer="bm25", top_k=1)]).to_dict()
+    assert Pipeline.from_dict(named).to_dict() == named

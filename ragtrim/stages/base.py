@@ -42,12 +42,18 @@ class Stage(ABC):
         }
 
     def to_dict(self) -> dict[str, Any]:
-        params = {k: v for k, v in self.get_params().items() if _is_plain(v)}
+        """``{"type": name, **params}``. A parameter holding an object (a Scorer instance, a callable) is written as
+        ``{"unserializable": repr(obj)}``: the config still says what was there, and ``stage_from_dict`` refuses it
+        instead of silently building the stage with the default."""
+        params = {k: (v if _is_plain(v) else {UNSERIALIZABLE: repr(v)}) for k, v in self.get_params().items()}
         return {"type": self.name, **params}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
+
+
+UNSERIALIZABLE = "unserializable"
 
 
 def _is_plain(value: Any) -> bool:
@@ -83,6 +89,12 @@ def stage_from_dict(config: Mapping[str, Any]) -> Stage:
     if kind not in stages:
         raise ConfigError(f"unknown stage type {kind!r}; known: {sorted(stages)}")
     params = {k: v for k, v in config.items() if k != "type"}
+    for key, value in params.items():
+        if isinstance(value, Mapping) and set(value) == {UNSERIALIZABLE}:
+            raise ConfigError(
+                f"stage {kind!r}: parameter {key!r} held an object ({value[UNSERIALIZABLE]}) that a config cannot "
+                "recreate; build this stage in code, or use a named value (e.g. scorer='embedding')"
+            )
     cls = stages[kind]
     try:
         return cls(**params)
