@@ -23,9 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from ragtrim._lru import lru_get, lru_put
 from ragtrim._validate import check_float, check_int
 from ragtrim.errors import ConfigError, MissingDependencyError
 from ragtrim.scoring import Scorer, _check_inputs, get_scorer, warm_up_scorers
+from ragtrim.stages.relevance import ranking
 
 DEFAULT_QUESTION_TEMPLATE = "Passage: {text}\nPlease write a question based on this passage.\nQuestion:"
 """The prefix the query is scored after; ``{text}`` is the passage (cut to ``max_text_tokens``)."""
@@ -115,17 +117,13 @@ class QueryLikelihoodScorer:
         if not question:
             return [0.0] * len(texts)
         with self._lock:
-            cached = {t: self._cache[(question, t)] for t in texts if (question, t) in self._cache}
+            cached = {t: v for (_, t), v in lru_get(self._cache, ((question, t) for t in texts)).items()}
         todo = list(dict.fromkeys(t for t in texts if t not in cached))
         if todo:
             fresh = self._score_uncached(question, todo)
             cached.update(fresh)
             with self._lock:
-                for t, s in fresh.items():
-                    self._cache[(question, t)] = s
-                    self._cache.move_to_end((question, t))
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+                lru_put(self._cache, (((question, t), v) for t, v in fresh.items()), self.cache_size)
         return [cached[t] for t in texts]
 
     def _score_uncached(self, question: str, texts: list[str]) -> dict[str, float]:
@@ -200,7 +198,7 @@ class RerankScorer:
         if not texts:
             return []
         base = np.asarray(self._first_scorer().score(query, texts), dtype=np.float64)
-        head = sorted(range(len(texts)), key=lambda i: (-base[i], i))[: self.top_k]
+        head = ranking(base.tolist())[: self.top_k]
         second = np.asarray(self.second.score(query, [texts[i] for i in head]), dtype=np.float64)
         combined = base[head] + self.weight * second
         rest = np.delete(base, head)

@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from ragtrim._lru import lru_get, lru_put
 from ragtrim._validate import check_bool, check_choice, check_float, check_int
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
 
@@ -245,15 +246,9 @@ class EmbeddingScorer:
             )
             fresh = {t: np.asarray(v, dtype=np.float32) for t, v in zip(missing, vectors)}
         with self._lock:
-            rows = [fresh[t] if t in fresh else self._cache[t] for t in texts]
-            for t in texts:
-                if t in fresh:
-                    self._cache[t] = fresh[t]
-                if t in self._cache:
-                    self._cache.move_to_end(t)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return np.vstack(rows)
+            hits = lru_get(self._cache, (t for t in texts if t not in fresh))
+            lru_put(self._cache, fresh.items(), self.cache_size)
+        return np.vstack([fresh[t] if t in fresh else hits[t] for t in texts])
 
     def prime(self, texts: Sequence[str], vectors: Any) -> None:
         """Seed the cache with embeddings computed elsewhere (e.g. by the retriever's vector store, same model).
@@ -267,11 +262,7 @@ class EmbeddingScorer:
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
         with self._lock:
-            for t, v in zip(texts, matrix):
-                self._cache[t] = v
-                self._cache.move_to_end(t)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            lru_put(self._cache, zip(texts, matrix), self.cache_size)
 
     def cached_items(self) -> list[tuple[str, np.ndarray]]:
         """A snapshot of the cache (text, unit vector), oldest first: to persist it or prime another scorer."""

@@ -11,9 +11,11 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from ragtrim._lru import lru_get, lru_put
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
 
 DEFAULT_TOKENIZER = "cl100k_base"
@@ -56,15 +58,12 @@ class _CachedCounter:
         if not text:
             return 0
         with self._lock:
-            cached = self._cache.get(text)
-            if cached is not None:
-                self._cache.move_to_end(text)
-                return cached
+            cached = lru_get(self._cache, (text,))
+        if cached:
+            return cached[text]
         n = sum(self._count_raw(piece) for piece in _pieces(text)) if len(text) > _PIECE_CHARS else self._count_raw(text)
         with self._lock:
-            self._cache[text] = n
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            lru_put(self._cache, ((text, n),), self.cache_size)
         return n
 
     def __repr__(self) -> str:
@@ -205,10 +204,6 @@ class WhitespaceCounter(_CachedCounter):
         return len(text.split())
 
 
-_SHARED_COUNTERS: dict[str, TokenCounter] = {}
-_SHARED_LOCK = threading.Lock()
-
-
 def get_counter(spec: str | os.PathLike[str] | TokenCounter | None = None) -> TokenCounter:
     """Resolve a counter from a name: ``None``/``"cl100k_base"``/``"tiktoken:<enc>"``, ``"approx"``, ``"whitespace"``,
     ``"hf:<path>"`` (tokenizer.json or model dir), a path, or a counter object (returned as is).
@@ -223,16 +218,12 @@ def get_counter(spec: str | os.PathLike[str] | TokenCounter | None = None) -> To
     key = "cl100k_base" if spec is None else (f"hf:{os.fspath(spec)}" if isinstance(spec, os.PathLike) else spec)
     if key.startswith("hf:"):  # one counter per file, however the path is written
         key = f"hf:{Path(key[3:]).expanduser().resolve()}"
-    with _SHARED_LOCK:
-        counter = _SHARED_COUNTERS.get(key)
-    if counter is None:
-        counter = _new_counter(key)  # raises on a bad name; nothing is cached then
-        with _SHARED_LOCK:
-            counter = _SHARED_COUNTERS.setdefault(key, counter)
-    return counter
+    return _shared_counter(key)
 
 
-def _new_counter(spec: str) -> TokenCounter:
+@lru_cache(maxsize=None)
+def _shared_counter(spec: str) -> TokenCounter:
+    """One counter per name for the process (a bad name raises, and nothing is cached)."""
     if spec in ("approx", "whitespace"):
         return ApproxCounter() if spec == "approx" else WhitespaceCounter()
     if spec.startswith("tiktoken:"):

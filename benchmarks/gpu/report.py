@@ -13,7 +13,9 @@ among those with >= 4x fewer prompt tokens, on 270m_bf16kv_len4096.
 from __future__ import annotations
 
 import json
+import re
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from ragtrim.bench.gpu.report import (  # noqa: E402
     ratio,
     select_candidate,
     slo_rows,
+    suite_tasks,
     write_plots,
 )
 from ragtrim.bench.gpu.worker import load_prompts  # noqa: E402
@@ -39,8 +42,21 @@ RESULTS = REPO / "benchmarks" / "results" / "gpu"
 PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle.jsonl"
 QLM_PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle_qlm.jsonl"
 KNOB_BASELINE = "12b_baseline"  # run 3: the BF16 12B engine again, beside the knobs (benchmarks/gpu/session.sh)
-CUDAGRAPH_MAX_TOKENS = 256  # vLLM 0.26's max_cudagraph_capture_size for these 12B engines (run 3's engine log)
+BASELINE_LOGS = RESULTS / "logs" / "run3" / "gpu_suite_c_g0_logs.tar.gz"  # the engine log of KNOB_BASELINE
 QLM_CONFIG = "270m_bf16kv_qlm"  # run 3: plain and reader-reranked top-1 on the same engine as 270m_bf16kv_len4096
+
+
+def cudagraph_max_tokens(archive: Path, config: str) -> int | None:
+    """The largest batch vLLM captured a CUDA graph for, from ``config``'s engine log in a committed log archive."""
+    if not archive.is_file():
+        return None
+    with tarfile.open(archive) as tar:
+        try:
+            log = tar.extractfile(f"{config}.log")
+        except KeyError:
+            return None
+        match = re.search(r"max_cudagraph_capture_size': (\d+)", log.read().decode("utf-8", "replace")) if log else None
+    return int(match.group(1)) if match else None
 
 
 def main() -> None:
@@ -99,20 +115,19 @@ def main() -> None:
     headline = {k: v for k, v in headline.items() if v is not None}
     # where the selected arm loses to the oracle, per question; needs the prompts (make_prompts.py), not committed
     vs_oracle: dict[str, Any] = {}
-    for prompts_path, arms in ((PROMPTS, [chosen]), (QLM_PROMPTS, ["cand_top1", "cand_top1_qlm"])):
-        if not prompts_path.is_file() or not all(arms):
+    prompt_rows: dict[Path, list[dict[str, Any]]] = {}
+    for name, task in suite_tasks(suites, "accuracy"):
+        if task.get("set") != "golden" or not name.startswith("270m"):
             continue
-        prompt_rows = load_prompts(str(prompts_path))
-        wanted = {r["arm"] for r in prompt_rows}
-        for suite in suites:
-            for run in suite.get("runs", []):
-                for task in run.get("tasks", []):
-                    if (task.get("type") == "accuracy" and task.get("set") == "golden" and run["name"].startswith("270m")
-                            and (run["name"] == QLM_CONFIG) == (prompts_path == QLM_PROMPTS)):
-                        for arm in arms:
-                            if arm in wanted:
-                                vs_oracle[f"{run['name']}/{arm}"] = arm_vs_oracle(task["predictions"], prompt_rows,
-                                                                                  str(arm))
+        path, arms = (QLM_PROMPTS, ["cand_top1", "cand_top1_qlm"]) if name == QLM_CONFIG else (PROMPTS, [chosen])
+        if not path.is_file() or not all(arms):
+            continue
+        if path not in prompt_rows:
+            prompt_rows[path] = load_prompts(str(path))
+        present = {r["arm"] for r in prompt_rows[path]}
+        for arm in arms:
+            if arm in present:
+                vs_oracle[f"{name}/{arm}"] = arm_vs_oracle(task["predictions"], prompt_rows[path], str(arm))
     knob_configs = [r["name"] for suite in suites if suite.get("tag") for r in suite.get("runs", [])
                     if r["name"].startswith("12b_")]
     knobs = knob_rows(lat, lad, baseline=KNOB_BASELINE, configs=knob_configs) if KNOB_BASELINE in knob_configs else []
@@ -125,7 +140,8 @@ def main() -> None:
                     if not c.startswith("12b_") or any(r["config"] == c and str(r["arm"]).startswith("len_")
                                                         for r in lat)]
     plots = write_plots(lat, acc, lad, slo, RESULTS, accuracy_target=0.40,  # issue 6's target
-                        ttft_configs=ttft_configs, cudagraph_max_tokens=CUDAGRAPH_MAX_TOKENS, knobs=knobs)
+                        ttft_configs=ttft_configs, knobs=knobs,
+                        cudagraph_max_tokens=cudagraph_max_tokens(BASELINE_LOGS, KNOB_BASELINE))
     print("accuracy\n" + format_table(acc, [(k, k) for k in ("config", "set", "arm", "questions", "accuracy",
                                                                  "refusal_accuracy", "mean_prompt_tokens",
                                                                  "prompt_token_ratio", "answer_in_prompt_rate")]))

@@ -243,7 +243,7 @@ def run_worker(spec: dict[str, Any], workdir: Path, deadline: float) -> dict[str
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="ragtrim GPU harness driver")
-    parser.add_argument("--suite", required=True, choices=["a", "b", "c"])
+    parser.add_argument("--suite", choices=["a", "b", "c"], help="required unless --prepare-only")
     parser.add_argument("--prompts", type=Path, default=REPO / ".gpu" / "prompts")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/ragtrim-gpu-out")))
     parser.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget of this command")
@@ -258,6 +258,8 @@ def main() -> int:
         info = prepare_models()
         print(f"[run_gpu] models ready in {info['model_dir_s']:.0f}s", flush=True)
         return 0
+    if args.suite is None:
+        parser.error("--suite is required (unless --prepare-only)")
     name = f"gpu_suite_{args.suite}{args.tag}"
     args.out.mkdir(parents=True, exist_ok=True)
     workdir = Path("/tmp/ragtrim-gpu-work") / f"{args.suite}{args.tag}"

@@ -24,7 +24,7 @@ drive() {  # drive GPU TAG SUITE ONLY BUDGET: one driver pinned to GPU (or "0,1"
   CUDA_VISIBLE_DEVICES=$1 VLLM_CACHE_ROOT=/tmp/vllm-cache-g1 python3 benchmarks/gpu/run_gpu.py --suite "$3" --tag "_$2" --only "$4" \
     --prompts .gpu/prompts --out "$out" --budget-s "$5" > "$out/driver_$2.log" 2>&1
 }
-python3 benchmarks/gpu/run_gpu.py --suite a --prepare-only || exit 1
+python3 benchmarks/gpu/run_gpu.py --prepare-only || exit 1
 case $step in
   knobs)
     nvidia-smi topo -m > "$out/topology.txt" 2>&1

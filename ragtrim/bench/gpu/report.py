@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 
-def _tasks(suites: Iterable[Mapping[str, Any]], type_: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def suite_tasks(suites: Iterable[Mapping[str, Any]], type_: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """(run name, task) for every task of ``type_`` in every run of every suite."""
     for suite in suites:
         for run in suite.get("runs", []):
@@ -22,7 +22,7 @@ def _tasks(suites: Iterable[Mapping[str, Any]], type_: str) -> Iterator[tuple[st
 def accuracy_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per (engine configuration, arm) of every accuracy task."""
     rows = []
-    for name, task in _tasks(suites, "accuracy"):
+    for name, task in suite_tasks(suites, "accuracy"):
         base = task["arms"].get("untrimmed", {}).get("mean_prompt_tokens")
         for arm, a in task["arms"].items():
             rows.append({
@@ -74,7 +74,7 @@ def latency_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{"config": name, "arm": arm, "mean_prompt_tokens": s["mean_prompt_tokens"],
              "p50_ttft_ms": s["p50_ttft_ms"], "p99_ttft_ms": s["p99_ttft_ms"],
              "p50_tpot_ms": s["p50_tpot_ms"], "p50_e2el_ms": s["p50_e2el_ms"]}
-            for name, task in _tasks(suites, "single") for arm, s in task["arms"].items()]
+            for name, task in suite_tasks(suites, "single") for arm, s in task["arms"].items()]
 
 
 def ladder_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -85,7 +85,7 @@ def ladder_rows(suites: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
              "max_kv_cache_usage": step.get("max_kv_cache_usage"),
              "prefix_cache_hit_rate": step.get("prefix_cache_hit_rate"),
              "mean_prompt_tokens": step["mean_prompt_tokens"]}
-            for name, task in _tasks(suites, "ladder") for arm, data in task["arms"].items()
+            for name, task in suite_tasks(suites, "ladder") for arm, data in task["arms"].items()
             for step in data["steps"] if "completed" in step]
 
 
@@ -93,7 +93,7 @@ def slo_rows(suites: Iterable[Mapping[str, Any]], *, min_steps: int = 2) -> list
     """Throughput at the TTFT SLO per (configuration, arm), for ladders of at least ``min_steps`` measured rates."""
     # a single-rate probe is not a ladder: its "throughput at SLO" says nothing about capacity
     return [{"config": name, "arm": arm, **data["at_slo"]}
-            for name, task in _tasks(suites, "ladder") for arm, data in task["arms"].items()
+            for name, task in suite_tasks(suites, "ladder") for arm, data in task["arms"].items()
             if sum("completed" in step for step in data["steps"]) >= min_steps]
 
 
