@@ -12,6 +12,9 @@ Writes .gpu/prompts/*.jsonl (git-ignored: derived from shared data) and benchmar
 Run: HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gpu/make_prompts.py --fit bisect --workers 2
 Extra candidate arms only (e.g. the reader-reranked top passage), written beside the main files:
      HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gpu/make_prompts.py --candidates top1,top1_qlm --only-candidates qlm
+The issue's first-probe setting (random distractors) on the same questions, with the default pipeline's 4x arm:
+     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gpu/make_prompts.py --distractors random --only-candidates random \
+         --candidates top1,top2 --trim-ratios 4
 """
 
 from __future__ import annotations
@@ -152,7 +155,14 @@ def main() -> None:
     parser.add_argument("--only-candidates", default=None, metavar="SUFFIX",
                         help="write only the --candidates arms (with untrimmed and oracle) for the golden and dev "
                              "sets, to nq20_middle_SUFFIX.jsonl and nq20_middle_SUFFIX_dev.jsonl")
+    parser.add_argument("--distractors", choices=["bm25", "random"], default="bm25",
+                        help="hard BM25 distractors (the golden set's) or random ones (the issue's first probe); "
+                             "random needs --only-candidates")
+    parser.add_argument("--trim-ratios", default="",
+                        help="with --only-candidates: also the default pipeline's trimmed_<R>x arms, e.g. 4")
     args = parser.parse_args()
+    if args.distractors != "bm25" and not args.only_candidates:
+        raise SystemExit("--distractors random writes its own files: give --only-candidates SUFFIX")
     if args.dev_offset < args.questions:
         raise SystemExit("--dev-offset must be >= --questions: the dev set must not overlap the golden set")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -163,18 +173,21 @@ def main() -> None:
         reader_model = str(args.reader_model or local_reader_dir())
 
     pool = load_nq_open()
-    golden = build_multidoc(pool[: args.questions], n_docs=20, gold_position="middle", distractors="bm25", pool=pool)
+    golden = build_multidoc(pool[: args.questions], n_docs=20, gold_position="middle", distractors=args.distractors,
+                            pool=pool)
     dev = build_multidoc(pool[args.dev_offset: args.dev_offset + args.dev_questions], n_docs=20,
-                         gold_position="middle", distractors="bm25", pool=pool)
+                         gold_position="middle", distractors=args.distractors, pool=pool)
     if args.only_candidates:
         sets = {}
         for name, insts in ((f"nq20_middle_{args.only_candidates}", golden),
                             (f"nq20_middle_{args.only_candidates}_dev", dev)):
-            rows = build_parallel(insts, workers=args.workers, desc=name, ratios=(), cands=cands, fit=args.fit,
+            rows = build_parallel(insts, workers=args.workers, desc=name, cands=cands, fit=args.fit,
+                                  ratios=tuple(float(r) for r in args.trim_ratios.split(",") if r),
                                   reader_model=reader_model)
             write_jsonl(args.out / f"{name}.jsonl", rows)
             sets[name] = summarize(rows)
-        summary = {"reader_tokenizer": counter.name, "golden_questions": [0, args.questions],
+        summary = {"reader_tokenizer": counter.name, "distractors": args.distractors,
+                   "golden_questions": [0, args.questions],
                    "dev_questions": [args.dev_offset, args.dev_offset + args.dev_questions],
                    "candidates": {k: {"recipe": rc, "ratio": r} for k, (rc, r) in cands.items()}, **sets}
         dest = REPO / "benchmarks" / "results" / "gpu" / f"prompts_summary_{args.only_candidates}.json"

@@ -1,9 +1,9 @@
 """Summarize committed GPU results: tables, the planner-vs-vLLM comparison, and plots.
 
 Run: .venv/bin/python benchmarks/gpu/report.py  (reads benchmarks/results/gpu/gpu_suite_*.json: run 2's files
-(gpu_suite_a/b/c/c0) and run 3's (gpu_suite_<suite>_<tag>, written by benchmarks/gpu/session.sh); from the first run
-in run1/ only the KV-capacity rows of configurations the later runs did not start; writes
-benchmarks/results/gpu/summary.json and PNGs next to it)
+(gpu_suite_a/b/c/c0), run 3's and run 4's (gpu_suite_<suite>_<tag>, written by benchmarks/gpu/session.sh; RUN4_TAGS
+tells them apart); from the first run in run1/ only the KV-capacity rows of configurations the later runs did not
+start; writes benchmarks/results/gpu/summary.json and PNGs next to it)
 
 The trimmed arm the golden-set headline reports beside trimmed_4x is chosen by a rule fixed before the run
 (``select_candidate``): the ``cand_*`` arm with the best accuracy on the dev questions (disjoint from the golden set)
@@ -41,9 +41,30 @@ from ragtrim.bench.table import format_table  # noqa: E402
 RESULTS = REPO / "benchmarks" / "results" / "gpu"
 PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle.jsonl"
 QLM_PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle_qlm.jsonl"
-KNOB_BASELINE = "12b_baseline"  # run 3: the BF16 12B engine again, beside the knobs (benchmarks/gpu/session.sh)
-BASELINE_LOGS = RESULTS / "logs" / "run3" / "gpu_suite_c_g0_logs.tar.gz"  # the engine log of KNOB_BASELINE
+RANDOM_PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle_random.jsonl"
 QLM_CONFIG = "270m_bf16kv_qlm"  # run 3: plain and reader-reranked top-1 on the same engine as 270m_bf16kv_len4096
+RANDOM_CONFIG = "270m_bf16kv_random"  # run 4: the issue's first-probe setting (random distractors), same questions
+# run 4's driver tags (session.sh `graphs`, then `load` on a fresh machine); other tagged files are run 3's
+RUN4_TAGS = {"_g0g", "_g1g", "_g1r", "_g0l", "_g1h"}
+# run 4's second call repeated 12b_graphs_1024 on the other GPU: its rows get their own name
+RENAMED = {("_g1h", "12b_graphs_1024"): "12b_graphs_1024_repeat"}
+# one serving knob at a time, each table against the BF16 baseline started by the same command (same session)
+KNOB_TABLES = {  # plot file stem: (run, baseline, driver tags of that command)
+    "knobs_vs_baseline": (3, "12b_baseline", {"_g0", "_g1"}),
+    "cuda_graphs_vs_baseline": (4, "12b_baseline_n100", {"_g0g", "_g1g"}),
+}
+LOGS = RESULTS / "logs"
+# (log archive, configuration): engines whose largest CUDA-graph size the TTFT plot marks, read from their logs
+GRAPH_LOGS = [(LOGS / "run3" / "gpu_suite_c_g0_logs.tar.gz", "12b_baseline"),
+              (LOGS / "run4" / "gpu_suite_c_g0g_logs.tar.gz", "12b_baseline_n100"),
+              (LOGS / "run4" / "gpu_suite_c_g0g_logs.tar.gz", "12b_graphs_1024")]
+# the TTFT plot: run 4's same-command pair with length sweeps (the default engine and 1,024-token graphs)
+TTFT_12B_CONFIGS = ("12b_baseline_n100", "12b_graphs_1024")
+
+
+def run_of(suite: dict[str, Any]) -> int:
+    tag = suite.get("tag") or ""
+    return 4 if tag in RUN4_TAGS else 3 if tag else 2
 
 
 def cudagraph_max_tokens(archive: Path, config: str) -> int | None:
@@ -61,12 +82,15 @@ def cudagraph_max_tokens(archive: Path, config: str) -> int | None:
 
 def main() -> None:
     suites = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("gpu_suite_*.json"))]
+    for suite in suites:
+        for run in suite["runs"]:
+            run["name"] = RENAMED.get((suite.get("tag") or "", run["name"]), run["name"])
     run1 = [json.loads(p.read_text()) for p in sorted((RESULTS / "run1").glob("gpu_suite_*.json"))]
     acc, lat, lad, slo = accuracy_rows(suites), latency_rows(suites), ladder_rows(suites), slo_rows(suites)
-    # KV capacity: each configuration once, from the latest run that started it (run 3's files carry a driver tag)
+    # KV capacity: each configuration once, from the latest run that started it
     cap: list[dict[str, Any]] = []
-    for run_no, run_suites in ((3, [x for x in suites if x.get("tag")]), (2, [x for x in suites if not x.get("tag")]),
-                               (1, run1)):
+    for run_no, run_suites in ((4, [x for x in suites if run_of(x) == 4]), (3, [x for x in suites if run_of(x) == 3]),
+                               (2, [x for x in suites if run_of(x) == 2]), (1, run1)):
         for row in capacity_rows(run_suites, REPO / "tests" / "fixtures" / "configs"):
             if row["config"] not in {r["config"] for r in cap}:
                 cap.append(row | {"run": run_no})
@@ -79,7 +103,7 @@ def main() -> None:
         if (base, arm) in golden:
             headline[f"golden_accuracy_{arm}"] = golden[(base, arm)]["accuracy"]
             headline[f"golden_prompt_token_ratio_{arm}"] = golden[(base, arm)]["prompt_token_ratio"]
-    for config in dict.fromkeys(c for c, _ in golden if c != base):
+    for config in dict.fromkeys(c for c, _ in golden if c not in (base, RANDOM_CONFIG)):  # same prompts as base
         for arm in ("untrimmed", "trimmed_4x", chosen, "oracle"):
             if (config, arm) in golden and (base, arm) in golden:
                 headline[f"{config}_accuracy_delta_vs_bf16_{arm}"] = (golden[(config, arm)]["accuracy"]
@@ -112,6 +136,15 @@ def main() -> None:
                 headline[f"{QLM_CONFIG}_{r['set']}_accuracy_{r['arm']}"] = r["accuracy"]
                 if r["set"] == "golden":
                     headline[f"{QLM_CONFIG}_golden_prompt_token_ratio_{r['arm']}"] = r["prompt_token_ratio"]
+    # run 4: the issue's first-probe setting, random distractors; the arm chosen by the same dev rule
+    random_chosen = select_candidate(acc, config=RANDOM_CONFIG, min_ratio=4.0)
+    if random_chosen:
+        headline[f"{RANDOM_CONFIG}_selected_arm_by_dev_accuracy"] = random_chosen
+        for arm in ("untrimmed", "trimmed_4x", random_chosen, "oracle"):
+            if (RANDOM_CONFIG, arm) in golden:
+                headline[f"{RANDOM_CONFIG}_golden_accuracy_{arm}"] = golden[(RANDOM_CONFIG, arm)]["accuracy"]
+                headline[f"{RANDOM_CONFIG}_golden_prompt_token_ratio_{arm}"] = golden[(RANDOM_CONFIG, arm)][
+                    "prompt_token_ratio"]
     headline = {k: v for k, v in headline.items() if v is not None}
     # where the selected arm loses to the oracle, per question; needs the prompts (make_prompts.py), not committed
     vs_oracle: dict[str, Any] = {}
@@ -119,7 +152,8 @@ def main() -> None:
     for name, task in suite_tasks(suites, "accuracy"):
         if task.get("set") != "golden" or not name.startswith("270m"):
             continue
-        path, arms = (QLM_PROMPTS, ["cand_top1", "cand_top1_qlm"]) if name == QLM_CONFIG else (PROMPTS, [chosen])
+        path, arms = {QLM_CONFIG: (QLM_PROMPTS, ["cand_top1", "cand_top1_qlm"]),
+                      RANDOM_CONFIG: (RANDOM_PROMPTS, [random_chosen])}.get(name, (PROMPTS, [chosen]))
         if not path.is_file() or not all(arms):
             continue
         if path not in prompt_rows:
@@ -128,20 +162,23 @@ def main() -> None:
         for arm in arms:
             if arm in present:
                 vs_oracle[f"{name}/{arm}"] = arm_vs_oracle(task["predictions"], prompt_rows[path], str(arm))
-    knob_configs = [r["name"] for suite in suites if suite.get("tag") for r in suite.get("runs", [])
-                    if r["name"].startswith("12b_")]
-    knobs = knob_rows(lat, lad, baseline=KNOB_BASELINE, configs=knob_configs) if KNOB_BASELINE in knob_configs else []
+    knobs: dict[str, list[dict[str, Any]]] = {}
+    for stem, (run_no, baseline, tags) in KNOB_TABLES.items():
+        # rows of that command's files only: names such as 12b_eager recur across runs
+        same = [x for x in suites if run_of(x) == run_no and x.get("tag") in tags]
+        configs = [r["name"] for suite in same for r in suite["runs"] if r["name"].startswith("12b_")]
+        if baseline in configs:
+            knobs[stem] = knob_rows(latency_rows(same), ladder_rows(same), baseline=baseline, configs=configs)
     summary = {"headline": headline, "accuracy": acc, "single_request": lat, "load_ladder": lad,
                "throughput_at_slo": slo, "capacity_vs_planner": cap, "knobs_vs_baseline": knobs,
                "selected_arm_vs_oracle": vs_oracle}
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    # the TTFT plot: configurations with a length sweep, and other model shapes (the knobs have their own plot)
+    # the TTFT plot: run 4's same-command pair with length sweeps, and other model shapes (knobs have their own plots)
     ttft_configs = [c for c in dict.fromkeys(r["config"] for r in lat)
-                    if not c.startswith("12b_") or any(r["config"] == c and str(r["arm"]).startswith("len_")
-                                                        for r in lat)]
+                    if not c.startswith(("12b_", "270m")) or c in TTFT_12B_CONFIGS]
+    graph_limits = {config: n for archive, config in GRAPH_LOGS if (n := cudagraph_max_tokens(archive, config))}
     plots = write_plots(lat, acc, lad, slo, RESULTS, accuracy_target=0.40,  # issue 6's target
-                        ttft_configs=ttft_configs, knobs=knobs,
-                        cudagraph_max_tokens=cudagraph_max_tokens(BASELINE_LOGS, KNOB_BASELINE))
+                        ttft_configs=ttft_configs, knobs=knobs, cudagraph_max_tokens=graph_limits)
     print("accuracy\n" + format_table(acc, [(k, k) for k in ("config", "set", "arm", "questions", "accuracy",
                                                                  "refusal_accuracy", "mean_prompt_tokens",
                                                                  "prompt_token_ratio", "answer_in_prompt_rate")]))
@@ -156,14 +193,17 @@ def main() -> None:
     print("\nKV capacity: vLLM vs planner\n" + format_table(cap, [(k, k) for k in (
         "run", "config", "available_kv_cache_gib", "vllm_kv_cache_tokens", "planner_kv_cache_tokens", "kv_tokens_error_pct",
         "vllm_max_concurrency", "planner_max_concurrency", "concurrency_error_pct")]))
-    print(f"\nserving knobs vs {KNOB_BASELINE} (run 3, same session; ratios > 1: slower / more throughput)\n"
-          + format_table(knobs, [(k, k) for k in (
-              "config", "arm", "p50_ttft_ms", "p99_ttft_ms", "p50_ttft_vs_baseline", "p99_ttft_vs_baseline",
-              "load_request_rate", "load_p99_ttft_ms", "load_p99_ttft_vs_baseline", "load_request_throughput",
-              "load_throughput_vs_baseline")]))
+    for stem, table in knobs.items():
+        run_no, baseline, _ = KNOB_TABLES[stem]
+        print(f"\n{stem}: serving knobs vs {baseline} (run {run_no}, same command; ratios > 1: slower / more "
+              "throughput)\n" + format_table(table, [(k, k) for k in (
+                  "config", "arm", "p50_ttft_ms", "p99_ttft_ms", "p50_ttft_vs_baseline", "p99_ttft_vs_baseline",
+                  "load_request_rate", "load_p99_ttft_ms", "load_p99_ttft_vs_baseline", "load_request_throughput",
+                  "load_throughput_vs_baseline")]))
+    print("\nlargest CUDA-graph size from the engine logs: " + json.dumps(graph_limits))
     print("\nheadline\n" + json.dumps(headline, indent=1))
     print("\nselected arm vs oracle, golden set (prompts from " + str(PROMPTS.relative_to(REPO)) + " and "
-          + str(QLM_PROMPTS.name) + ")\n"
+          + ", ".join(p.name for p in (QLM_PROMPTS, RANDOM_PROMPTS)) + ")\n"
           + (json.dumps(vs_oracle, indent=1) if vs_oracle else "prompts not found: run make_prompts.py first"))
     print("\nplots: " + ", ".join(str(p.relative_to(REPO)) for p in plots))
 

@@ -82,6 +82,12 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
              "prompts_file": str(prompts / "nq20_middle_qlm.jsonl"),
              "tasks": [golden_acc, {"type": "accuracy", "set": "dev",
                                     "prompts_file": str(prompts / "nq20_middle_qlm_dev.jsonl")}]},
+            # the first-probe setting: random distractors instead of hard ones, same questions
+            # (make_prompts.py --distractors random --only-candidates random --candidates top1,top2 --trim-ratios 4)
+            {"name": "270m_bf16kv_random", "engine": engine(m270, max_model_len=4096, eager=True),
+             "prompts_file": str(prompts / "nq20_middle_random.jsonl"),
+             "tasks": [golden_acc, {"type": "accuracy", "set": "dev",
+                                    "prompts_file": str(prompts / "nq20_middle_random_dev.jsonl")}]},
             {"name": "270m_bf16kv_len8192_squad", "engine": engine(m270, max_model_len=8192, eager=True),
              "prompts_file": squad, "tasks": [{"type": "accuracy", "set": "squad", "arms": ["untrimmed", "trimmed_4x",
                                                                                           "oracle"]}]},
@@ -97,6 +103,13 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
                         "n": 20},
                        {"type": "single", "prompts_file": sweep, "n": 8},
                        ladder]},
+            # run 4: the same ladder on the engine that captures CUDA graphs up to 1,024 tokens (suite c's
+            # 12b_graphs_1024), after 100 single requests per arm
+            {"name": "12b_graphs_1024_load", "engine": engine(d12, max_model_len=4096, load_format="dummy",
+                                                              compilation_config={"max_cudagraph_capture_size": 1024}),
+             "prompts_file": nq,
+             "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x", "trimmed_8x", "cand_*", "oracle"],
+                        "n": 100, "max_tokens": 8}, ladder], "timeout_s": 480},
         ]
     if suite == "c":
         # one change at a time against 12b_baseline (the BF16 engine of suite b, run again beside the knobs): single
@@ -108,6 +121,10 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
                       "slo_ms": 500, "rates": [4, 8, 16, 32], "step_seconds": 4, "min_requests": 16,
                       "stop_p95_ttft_ms": 2000, "reserve_s": 10, "max_tokens": 4}
         sweep_task = {"type": "single", "prompts_file": sweep, "n": 8}
+        # run 4: 100 single requests per arm, so that p99 is not the maximum of 20 (8 output tokens: with one request
+        # at a time the decode length does not touch TTFT)
+        single100 = {"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 100, "max_tokens": 8}
+        probe100 = [single100, probe[1]]
         return [
             # the BF16 baseline of suite b again, so that each knob has its baseline in the same run; with the length
             # sweep, whose per-request TTFTs (kept since run 3) show where the short-prompt TTFT jumps
@@ -126,19 +143,22 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
             {"name": "12b_batched_2048", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                           max_num_batched_tokens=2048),
              "prompts_file": nq, "tasks": probe, "timeout_s": 150},
-            # no torch.compile and no CUDA graphs: does the non-monotone TTFT of 384-1,024-token prompts go away?
-            # (run 3: started, then needed more than 150 s for 40 requests of 32 eager decode steps)
-            {"name": "12b_eager", "engine": engine(d12, max_model_len=4096, load_format="dummy", eager=True),
-             "prompts_file": nq, "tasks": [*probe, sweep_task], "timeout_s": 280},
+            # run 4 (`session.sh graphs`): the CUDA-graph question, each against 12b_baseline_n100 from the same run
+            {"name": "12b_baseline_n100", "engine": engine(d12, max_model_len=4096, load_format="dummy"),
+             "prompts_file": nq, "tasks": [*probe100, sweep_task], "timeout_s": 300},
             # CUDA graphs up to 1,024 tokens (vLLM 0.26 captured up to 256 here): run 3 put the 4x arm's ~570-token
             # prompts on a ~47-52 ms no-graph plateau; does a larger capture size move them to the graph side?
             {"name": "12b_graphs_1024", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                          compilation_config={"max_cudagraph_capture_size": 1024}),
-             "prompts_file": nq, "tasks": [*probe, sweep_task], "timeout_s": 240},
+             "prompts_file": nq, "tasks": [*probe100, sweep_task], "timeout_s": 280},
             # CUDA graphs for the attention-free pieces only (vLLM's default adds full graphs)
             {"name": "12b_piecewise", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                        compilation_config={"cudagraph_mode": "PIECEWISE"}),
-             "prompts_file": nq, "tasks": [*probe, sweep_task], "timeout_s": 150},
+             "prompts_file": nq, "tasks": [*probe100, sweep_task], "timeout_s": 280},
+            # no torch.compile and no CUDA graphs: does the non-monotone TTFT of 384-1,024-token prompts go away?
+            # (run 3: started, then needed more than 150 s for 40 requests of 32 eager decode steps; so no load step)
+            {"name": "12b_eager", "engine": engine(d12, max_model_len=4096, load_format="dummy", eager=True),
+             "prompts_file": nq, "tasks": [single100, sweep_task], "timeout_s": 280},
             {"name": "12b_async_scheduling", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                               async_scheduling=True),
              "prompts_file": nq, "tasks": probe, "timeout_s": 150},

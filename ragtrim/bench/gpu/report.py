@@ -198,10 +198,12 @@ def _engine_from_name(name: str) -> dict[str, Any]:
 def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping[str, Any]],
                 ladder: Sequence[Mapping[str, Any]], slo: Sequence[Mapping[str, Any]], out_dir: Path,
                 *, accuracy_target: float | None = None, ttft_configs: Sequence[str] | None = None,
-                cudagraph_max_tokens: int | None = None, knobs: Sequence[Mapping[str, Any]] = ()) -> list[Path]:
+                cudagraph_max_tokens: Mapping[str, int] | None = None,
+                knobs: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> list[Path]:
     """The report's PNGs. ``ttft_configs`` limits the TTFT-vs-prompt-tokens plot (default: every configuration);
-    ``cudagraph_max_tokens`` marks the largest prompt the engine runs in a captured CUDA graph; ``knobs``
-    (``knob_rows``) adds a plot of each serving knob's TTFT against the baseline's."""
+    ``cudagraph_max_tokens`` (configuration -> tokens) marks the largest prompt each engine runs in a captured CUDA
+    graph, in that configuration's colour; ``knobs`` (file stem -> ``knob_rows``) adds one plot per table of each
+    serving knob's TTFT against that table's baseline."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -209,6 +211,7 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
+    graph_limits = dict(cudagraph_max_tokens or {})
     if latency:
         fig, ax = plt.subplots(figsize=(6.5, 4))
         for config in dict.fromkeys(r["config"] for r in latency
@@ -226,9 +229,9 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
                         color=line.get_color(), lw=1, label=f"{config} length sweep p50")
             for r in sel:
                 ax.annotate(r["arm"], (r["mean_prompt_tokens"], r["p50_ttft_ms"]), fontsize=6)
-        if cudagraph_max_tokens:
-            ax.axvline(cudagraph_max_tokens, color="grey", ls=":", lw=1,
-                       label=f"largest CUDA-graph size ({cudagraph_max_tokens} tokens)")
+            if config in graph_limits:
+                ax.axvline(graph_limits[config], color=line.get_color(), ls=":", lw=1,
+                           label=f"{config} largest CUDA graph ({graph_limits[config]} tokens)")
         ax.set(xlabel="mean prompt tokens", ylabel="TTFT (ms), single request", title="TTFT vs prompt tokens per arm")
         ax.legend(fontsize=7)
         fig.tight_layout()
@@ -253,7 +256,7 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
         fig.savefig(paths[-1], dpi=120)
         plt.close(fig)
     if ladder:
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 5.5))
         for key in dict.fromkeys((r["config"], r["arm"]) for r in ladder):
             sel = sorted((r for r in ladder if (r["config"], r["arm"]) == key), key=lambda r: r["request_rate"])
             if len(sel) < 2:  # single-step probes are in the tables, not the curves
@@ -274,7 +277,7 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
         ax1.xaxis.set_major_formatter(ScalarFormatter())
         ax1.xaxis.set_minor_formatter(NullFormatter())
         ax1.tick_params(axis="x", labelsize=7)
-        ax1.legend(fontsize=7)
+        ax1.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.15))  # below: curves fill the axes
         ax2.barh([f"{r['config']}\n{r['arm']}" for r in slo], [r["request_throughput"] for r in slo])
         ax2.tick_params(axis="y", labelsize=6)
         ax2.set(xlabel="req/s", title=f"throughput at p95 TTFT <= {slo[0]['slo_ms']:.0f} ms" if slo else "")
@@ -282,29 +285,35 @@ def write_plots(latency: Sequence[Mapping[str, Any]], accuracy: Sequence[Mapping
         paths.append(out_dir / "load_and_throughput_at_slo.png")
         fig.savefig(paths[-1], dpi=120)
         plt.close(fig)
-    if knobs:
-        import numpy as np
-
-        configs = list(dict.fromkeys(r["config"] for r in knobs))
-        arms = list(dict.fromkeys(r["arm"] for r in knobs))
-        panels = (("p50_ttft_ms", "single request, p50"), ("p99_ttft_ms", "single request, p99"),
-                  ("load_p99_ttft_ms", "Poisson load, p99"))
-        fig, axes = plt.subplots(1, len(panels), figsize=(12, 3.8), sharey=False)
-        width = 0.8 / max(1, len(arms))
-        for ax, (metric, title) in zip(axes, panels):
-            for i, arm in enumerate(arms):
-                vals = [next((r[metric] for r in knobs if r["config"] == c and r["arm"] == arm), None) or 0.0
-                        for c in configs]
-                ax.bar(np.arange(len(configs)) + i * width, vals, width, label=arm)
-            rate = next((r["load_request_rate"] for r in knobs if r.get("load_request_rate")), None)
-            ax.set_title(f"{title}" + (f" at {rate:g} req/s" if metric.startswith("load") and rate else ""), fontsize=9)
-            ax.set_xticks(np.arange(len(configs)) + width * (len(arms) - 1) / 2)
-            ax.set_xticklabels(configs, rotation=30, ha="right", fontsize=7)
-            ax.set_ylabel("TTFT (ms)")
-        axes[0].legend(fontsize=7)
-        fig.suptitle(f"One serving knob at a time against {configs[0]} (same session)", fontsize=10)
-        fig.tight_layout()
-        paths.append(out_dir / "knobs_vs_baseline.png")
-        fig.savefig(paths[-1], dpi=120)
-        plt.close(fig)
+    for stem, table in (knobs or {}).items():
+        if table:
+            paths.append(_knob_plot(plt, table, out_dir / f"{stem}.png"))
     return paths
+
+
+def _knob_plot(plt: Any, table: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Bars of each configuration's TTFT (single p50, single p99, Poisson-load p99) per arm, baseline first."""
+    import numpy as np
+
+    configs = list(dict.fromkeys(r["config"] for r in table))
+    arms = list(dict.fromkeys(r["arm"] for r in table))
+    panels = (("p50_ttft_ms", "single request, p50"), ("p99_ttft_ms", "single request, p99"),
+              ("load_p99_ttft_ms", "Poisson load, p99"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(12, 3.8), sharey=False)
+    width = 0.8 / max(1, len(arms))
+    for ax, (metric, title) in zip(axes, panels):
+        for i, arm in enumerate(arms):
+            vals = [next((r[metric] for r in table if r["config"] == c and r["arm"] == arm), None) or 0.0
+                    for c in configs]
+            ax.bar(np.arange(len(configs)) + i * width, vals, width, label=arm)
+        rate = next((r["load_request_rate"] for r in table if r.get("load_request_rate")), None)
+        ax.set_title(f"{title}" + (f" at {rate:g} req/s" if metric.startswith("load") and rate else ""), fontsize=9)
+        ax.set_xticks(np.arange(len(configs)) + width * (len(arms) - 1) / 2)
+        ax.set_xticklabels(configs, rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel("TTFT (ms)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"One serving knob at a time against {configs[0]} (started by the same command)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -92,7 +92,8 @@ def test_latency_slo_rows_and_plots(tmp_path: Path) -> None:
     assert all(p.stat().st_size > 1000 for p in paths)
     knobs = knob_rows(lat, lad, baseline="12b", configs=[])
     assert knobs
-    more = write_plots(lat, [], [], [], tmp_path / "k", ttft_configs=["none"], cudagraph_max_tokens=256, knobs=knobs)
+    more = write_plots(lat, [], [], [], tmp_path / "k", ttft_configs=["12b"], cudagraph_max_tokens={"12b": 256},
+                       knobs={"knobs_vs_baseline": knobs, "empty_table": []})
     assert [p.name for p in more] == ["ttft_vs_prompt_tokens.png", "knobs_vs_baseline.png"]
     assert all(p.stat().st_size > 1000 for p in more)
 
