@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ragtrim.bench.qa import QABenchConfig, add_bench_args, run_bench  # noqa: E402
+from ragtrim.bench.qa import QABenchConfig, add_bench_args, run_bench
 
 __all__ = ["QABenchConfig", "main"]
 

@@ -24,11 +24,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ragtrim.api import trim  # noqa: E402
-from ragtrim.bench.model_prep import build_tokenizer, find_gguf  # noqa: E402
-from ragtrim.bench.savings import load_requests  # noqa: E402
-from ragtrim.bench.stats import summarize_ms  # noqa: E402
-from ragtrim.tokens import HFTokenizerCounter  # noqa: E402
+from ragtrim.api import trim
+from ragtrim.bench.model_prep import build_tokenizer, find_gguf
+from ragtrim.bench.savings import load_requests
+from ragtrim.bench.stats import summarize_ms
+from ragtrim.tokens import HFTokenizerCounter
 
 RESULTS = REPO / "benchmarks" / "results"
 REQUESTS = REPO / "examples" / "corpus" / "requests.jsonl"

@@ -13,7 +13,6 @@ from ragtrim.pipeline import Pipeline
 from ragtrim.stages.base import Stage
 from ragtrim.tokens import TokenCounter
 
-
 ScorerChoice = Literal["auto", "bm25", "embedding", "hybrid"]
 
 

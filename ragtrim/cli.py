@@ -64,12 +64,11 @@ def _read_requests(stream: TextIO, default_query: str) -> tuple[list[dict[str, A
 
 
 def cmd_trim(args: argparse.Namespace) -> int:
-    stream = sys.stdin if args.input in (None, "-") else open(args.input, encoding="utf-8")
-    try:
-        requests, jsonl = _read_requests(stream, args.query or "")
-    finally:
-        if stream is not sys.stdin:
-            stream.close()
+    if args.input in (None, "-"):
+        requests, jsonl = _read_requests(sys.stdin, args.query or "")
+    else:
+        with open(args.input, encoding="utf-8") as stream:
+            requests, jsonl = _read_requests(stream, args.query or "")
     out_lines = []
     pipelines: dict[str, Any] = {}  # one pipeline per distinct budget (the --config file is read once per budget)
     for req in requests:

@@ -11,7 +11,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -111,7 +111,7 @@ class TiktokenCounter(_CachedCounter):
                 try:
                     self._enc = tiktoken.get_encoding(candidate)
                     break
-                except Exception as exc:  # tiktoken raises ValueError or network errors
+                except Exception as exc:  # noqa: BLE001 - tiktoken raises ValueError or network errors
                     last = exc
             if self._enc is None:
                 raise ConfigError(
@@ -221,7 +221,7 @@ def get_counter(spec: str | os.PathLike[str] | TokenCounter | None = None) -> To
     return _shared_counter(key)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _shared_counter(spec: str) -> TokenCounter:
     """One counter per name for the process (a bad name raises, and nothing is cached)."""
     if spec in ("approx", "whitespace"):

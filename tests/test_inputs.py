@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 
 from ragtrim.errors import InputError
@@ -22,7 +24,7 @@ class TestCoerceChunks:
     def test_langchain_like_document(self) -> None:
         class Doc:
             page_content = "text"
-            metadata = {"a": 1}
+            metadata: ClassVar[dict[str, int]] = {"a": 1}
             id = None
 
         assert coerce_chunks([Doc()])[0].text == "text"

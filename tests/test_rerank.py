@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from ragtrim.errors import ConfigError, InputError
-from ragtrim.rerank import QueryLikelihoodScorer, RerankScorer, as_question
 from ragtrim.pipeline import Pipeline
+from ragtrim.rerank import QueryLikelihoodScorer, RerankScorer, as_question
 from ragtrim.scoring import FixedScorer
 from ragtrim.stages.relevance import RelevanceFilter
 

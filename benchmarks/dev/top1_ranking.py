@@ -22,9 +22,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from ragtrim.datasets.nq import build_multidoc, load_nq_open  # noqa: E402
-from ragtrim.qa_metrics import answer_in_text  # noqa: E402
-from ragtrim.scoring import BM25Scorer, EmbeddingScorer  # noqa: E402
+from ragtrim.datasets.nq import build_multidoc, load_nq_open
+from ragtrim.qa_metrics import answer_in_text
+from ragtrim.scoring import BM25Scorer, EmbeddingScorer
 
 RANGES = ((400, 600), (1062, 1262))
 OUT = REPO / "benchmarks" / "results" / "dev" / "top1_ranking.json"

@@ -32,7 +32,7 @@ from tqdm import tqdm
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from ragtrim.bench.gpu.prompts import (  # noqa: E402
+from ragtrim.bench.gpu.prompts import (
     INSTRUCTION,
     REFUSAL_INSTRUCTION,
     TRIM_RECIPES,
@@ -42,12 +42,12 @@ from ragtrim.bench.gpu.prompts import (  # noqa: E402
     cut_to_tokens,
     recipe_pipeline,
 )
-from ragtrim.bench.gpu.worker import load_prompts  # noqa: E402
-from ragtrim.bench.model_prep import build_tokenizer, find_gguf, local_reader_dir  # noqa: E402
-from ragtrim.bench.stats import mean  # noqa: E402
-from ragtrim.datasets.nq import build_multidoc, load_nq_open  # noqa: E402
-from ragtrim.datasets.squad import load_squad, squad_instances  # noqa: E402
-from ragtrim.tokens import HFTokenizerCounter  # noqa: E402
+from ragtrim.bench.gpu.worker import load_prompts
+from ragtrim.bench.model_prep import build_tokenizer, find_gguf, local_reader_dir
+from ragtrim.bench.stats import mean
+from ragtrim.datasets.nq import build_multidoc, load_nq_open
+from ragtrim.datasets.squad import load_squad, squad_instances
+from ragtrim.tokens import HFTokenizerCounter
 
 
 def summarize(rows: list[ArmPrompt]) -> dict[str, dict[str, float]]:

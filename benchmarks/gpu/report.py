@@ -22,7 +22,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from ragtrim.bench.gpu.report import (  # noqa: E402
+from ragtrim.bench.gpu.report import (
     accuracy_rows,
     arm_vs_oracle,
     capacity_rows,
@@ -35,8 +35,8 @@ from ragtrim.bench.gpu.report import (  # noqa: E402
     suite_tasks,
     write_plots,
 )
-from ragtrim.bench.gpu.worker import load_prompts  # noqa: E402
-from ragtrim.bench.table import format_table  # noqa: E402
+from ragtrim.bench.gpu.worker import load_prompts
+from ragtrim.bench.table import format_table
 
 RESULTS = REPO / "benchmarks" / "results" / "gpu"
 PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle.jsonl"

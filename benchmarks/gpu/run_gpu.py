@@ -31,7 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from ragtrim.plan import parse_vllm_kv_log  # noqa: E402
+from ragtrim.plan import parse_vllm_kv_log
 
 MODEL_DIR = Path(os.environ.get("RAGTRIM_GPU_MODEL_DIR", "/tmp/gemma-hf"))
 DUMMY_DIR = Path(os.environ.get("RAGTRIM_GPU_DUMMY_DIR", "/tmp/gemma-dummy"))
@@ -293,7 +293,7 @@ def main() -> int:
 
         summary["versions"] = {"vllm": vllm.__version__, "torch": torch.__version__,
                                "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-    except Exception as exc:  # recorded; the workers will fail visibly too
+    except Exception as exc:  # noqa: BLE001 - recorded; the workers will fail visibly too
         summary["versions"] = {"error": repr(exc)}
     specs = specs_for(args.suite, args.prompts)
     if args.only:
@@ -306,7 +306,7 @@ def main() -> int:
         import torch
 
         gpus = torch.cuda.device_count()
-    except Exception:
+    except Exception:  # noqa: BLE001 - optional probe: no usable torch/CUDA means no GPUs
         gpus = 0
     for spec in specs:
         if spec.get("needs_gpus", 1) > gpus:

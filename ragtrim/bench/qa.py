@@ -13,6 +13,7 @@ import resource
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from ragtrim.qa_metrics import answer_in_text
 from ragtrim.scoring import EmbeddingScorer
 from ragtrim.stages.base import Stage
 from ragtrim.stages.budget import TokenBudget
-from ragtrim.tokens import TokenCounter, TiktokenCounter
+from ragtrim.tokens import TiktokenCounter, TokenCounter
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
@@ -306,13 +307,13 @@ def build_methods(config: QABenchConfig, tools: Tools) -> list[Method]:
             "ragtrim-bm25": (pipeline_trim("ragtrim-bm25"),
                              "default_stages(budget=b, scorer='bm25'): BM25 chunks -> BM25 sentences -> budget"),
             "ragtrim-emb-sent": (pipeline_trim("ragtrim-emb-sent"),
-                                 "default stages with SentenceCompressor(scorer='embedding'): MiniLM chunks and "
-                                 "sentences -> budget"),
+                                 ("default stages with SentenceCompressor(scorer='embedding'): MiniLM chunks "
+                                  "and sentences -> budget")),
         }
         for fam in fams:
             if fam in table:
-                trim, desc = table[fam]
-                out.append(Method(f"{fam}@{label}", fam, f, trim, desc))
+                trim_fn, desc = table[fam]
+                out.append(Method(f"{fam}@{label}", fam, f, trim_fn, desc))
         if "langchain" in fams:
             peer = langchain_trim(tools)
             if peer is None:
@@ -339,7 +340,7 @@ def langchain_trim(tools: Tools) -> Trim | None:
         from langchain_community.document_transformers import EmbeddingsRedundantFilter
         from langchain_core.documents import Document
         from langchain_core.embeddings import Embeddings
-    except Exception:
+    except Exception:  # noqa: BLE001 - optional peer: any import failure means "not installable", not a crash
         return None
 
     class MiniLMEmbeddings(Embeddings):
@@ -402,7 +403,7 @@ def measure(setting: str, method: Method, instance: QAInstance, chunks: tuple[Ch
     started = time.perf_counter()
     try:
         kept = method.trim(instance, chunks, budget)
-    except Exception as exc:  # a record, not a crash: one bad request must not hide the rest
+    except Exception as exc:  # noqa: BLE001 - a record, not a crash: one bad request must not hide the rest
         return replace(base, error=f"{type(exc).__name__}: {exc}")
     latency_ms = (time.perf_counter() - started) * 1000
     gold = set(instance.gold_ids)
@@ -495,7 +496,7 @@ def gemma_counter(notes: list[str], *, cache_file: Path = GEMMA_TOKENIZER_CACHE)
         counter = HFTokenizerCounter(tokenizer=str(cache_file), label="gemma3")
         counter.count("warm up")
         return counter
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - optional column: skipped with a note, never fatal
         notes.append(f"gemma3 token counts skipped: {type(exc).__name__}: {exc}")
         return None
 
@@ -705,7 +706,7 @@ def latency_passes(config: QABenchConfig, settings: Mapping[str, Sequence[QAInst
                 errors += rec.error is not None
                 lat.append(rec.latency_ms)
             chunks = prepare(sample[0])
-            _, peak_mib = peak_memory_mib(lambda: measure(setting, m, sample[0], chunks, tools.counter))
+            _, peak_mib = peak_memory_mib(partial(measure, setting, m, sample[0], chunks, tools.counter))
             out.append({"family": fam, "method": m.name, "condition": condition, "setting": setting,
                         "n_requests": len(sample), "n_errors": errors,
                         "mean_chunks_before": mean([len(i.passages) for i in sample]),

@@ -5,6 +5,7 @@ Formatting is left to ``ragtrim.bench.table``; this module picks columns and wri
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -88,7 +89,7 @@ def _fmt(value: Any, digits: int = 3) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        if value != value:  # NaN
+        if math.isnan(value):
             return "-"
         return f"{value:.{digits}f}"
     return str(value)

@@ -112,8 +112,11 @@ def load_nq_open(path: str | Path | None = None, *, limit: int | None = None) ->
 # -- BM25 over the passage pool -------------------------------------------------------------------------------------
 _TOKEN = re.compile(r"\w+")
 _STOPWORDS = frozenset(
-    "a an the of in on at to for from by with and or is are was were be been who what when where which how why "
-    "did do does whose whom that this it its as".split()
+    [
+        "a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are",
+        "was", "were", "be", "been", "who", "what", "when", "where", "which", "how", "why", "did", "do",
+        "does", "whose", "whom", "that", "this", "it", "its", "as"
+    ]
 )
 
 

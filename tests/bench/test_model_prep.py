@@ -372,8 +372,8 @@ class TestQueryLikelihoodScorer:
 
         query = "what is the capital of france"
         texts = ["Paris is the capital and most populous city of France, on the Seine.",
-                 "The mitochondrion is an organelle that produces most of the chemical energy of eukaryotic cells "
-                 "through aerobic respiration; it has its own small circular genome."]
+                 ("The mitochondrion is an organelle that produces most of the chemical energy of eukaryotic "
+                  "cells through aerobic respiration; it has its own small circular genome.")]
         scorer = QueryLikelihoodScorer(model_dir, batch_size=2)
         batched = scorer.score(query, texts)
         alone = [QueryLikelihoodScorer(model_dir, batch_size=1).score(query, [t])[0] for t in texts]

@@ -15,10 +15,10 @@ from ragtrim.bench.qa import (
     config_from_args,
     family_stages,
     fraction_label,
-    reset_caches,
-    run_label,
     instance_chunks,
     measure,
+    reset_caches,
+    run_label,
     top_k_for,
     write_results,
 )

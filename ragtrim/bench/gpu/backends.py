@@ -8,6 +8,7 @@ never raises for a failed request: the error goes into the record.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -105,7 +106,7 @@ class VLLMInProcessBackend:
                 if new:
                     timer.mark(completion.text)
                     n_out += new
-        except Exception as exc:  # recorded per request
+        except Exception as exc:  # noqa: BLE001 - recorded per request
             return RequestRecord(request_id, arm, False, error=f"{type(exc).__name__}: {exc}")
         return timer.record(request_id, arm, prompt_tokens=prompt_tokens, output_tokens=n_out,
                             empty_error="no tokens generated")
@@ -199,7 +200,7 @@ class OpenAICompletionsBackend:
                 if text:
                     timer.mark(text)
             writer.close()
-        except Exception as exc:  # recorded per request
+        except Exception as exc:  # noqa: BLE001 - recorded per request
             return RequestRecord(request_id, arm, False, error=f"{type(exc).__name__}: {exc}")
         return timer.record(request_id, arm, prompt_tokens=int(usage.get("prompt_tokens", 0)),
                             output_tokens=int(usage.get("completion_tokens", len(timer.parts))),
@@ -248,8 +249,11 @@ def start_vllm_server(
     """Start ``vllm serve`` on loopback; the caller waits with ``OpenAICompletionsBackend.ready`` and terminates it."""
     cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model, "--host", "127.0.0.1",
            "--port", str(port), *extra_args]
-    log = open(log_path, "wb") if log_path else subprocess.DEVNULL
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    if not log_path:
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                env=dict(os.environ))
+    with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
 
 
 class TransformersBackend:
@@ -305,8 +309,8 @@ class TransformersBackend:
             sent = time.perf_counter()
             try:
                 n_prompt, times, n_out, text, end = await asyncio.to_thread(self._generate, prompt, max_tokens)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - recorded per request
                 return RequestRecord(request_id, arm, False, error=f"{type(exc).__name__}: {exc}")
-        itl = tuple((b - a) * 1000 for a, b in zip(times, times[1:]))
+        itl = tuple((b - a) * 1000 for a, b in itertools.pairwise(times))
         return RequestRecord(request_id, arm, bool(times), n_prompt, n_out, 0.0,
                              ((times[0] if times else end) - sent) * 1000, (end - sent) * 1000, itl, text)

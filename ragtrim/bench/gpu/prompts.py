@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Literal
 
 from ragtrim.datasets.nq import QAInstance
@@ -78,7 +78,8 @@ def build_arm_prompts(
         docs = [p.content for p in inst.passages]
         full = format_prompt(inst.question, docs, instruction=instruction)
         full_tokens = reader_counter.count(full)
-        def arm_prompt(arm: str, prompt: str, n: int, answer_in: bool, budget: int | None = None) -> ArmPrompt:
+        def arm_prompt(arm: str, prompt: str, n: int, answer_in: bool, budget: int | None = None, *,
+                       inst: QAInstance = inst) -> ArmPrompt:
             return ArmPrompt(id=inst.id, arm=arm, question=inst.question, answers=inst.answers, prompt=prompt,
                              prompt_tokens=n, budget_tokens=budget, is_impossible=inst.is_impossible,
                              answer_in_prompt=answer_in)
@@ -92,9 +93,10 @@ def build_arm_prompts(
             target = int(full_tokens / r)
             budget = max(1, int(chunk_tokens / r) - frame_tokens)
             if fit == "bisect":
-                budget = _largest_fitting_budget(chunk_tokens, target, 3 * max_refits,
-                                                 lambda b: _arm_prompt_tokens(b, inst.question, chunks, instruction,
-                                                                              pipeline_for_budget, reader_counter))
+                tokens_at = partial(_arm_prompt_tokens, question=inst.question, chunks=chunks,
+                                    instruction=instruction, pipeline_for_budget=pipeline_for_budget,
+                                    counter=reader_counter)
+                budget = _largest_fitting_budget(chunk_tokens, target, 3 * max_refits, tokens_at)
             for _ in range(max_refits + 1):
                 result = pipeline_for_budget(budget).run(chunks, query=inst.question)
                 prompt = format_prompt(inst.question, [c.text for c in result.chunks], instruction=instruction)

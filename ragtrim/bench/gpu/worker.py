@@ -151,7 +151,7 @@ async def task_ladder(backend: Any, rows: Sequence[dict[str, Any]], task: dict[s
             kv_max = 0.0
             stop = asyncio.Event()
 
-            async def poll_kv() -> None:
+            async def poll_kv(stop: asyncio.Event) -> None:
                 nonlocal kv_max
                 while not stop.is_set():
                     kv_max = max(kv_max, prom_snapshot().get("vllm:kv_cache_usage_perc", 0.0))
@@ -159,7 +159,7 @@ async def task_ladder(backend: Any, rows: Sequence[dict[str, Any]], task: dict[s
 
             await reset_prefix_cache(backend)
             before = prom_snapshot()
-            poller = asyncio.create_task(poll_kv())
+            poller = asyncio.create_task(poll_kv(stop))
             records, duration = await run_load(backend, prompts, LoadSpec(num_requests=n, request_rate=rate,
                                                                            max_tokens=task.get("max_tokens", 32),
                                                                            seed=int(rate * 1000), warmup_requests=2,
@@ -212,7 +212,7 @@ async def run_spec(spec: dict[str, Any], partial: Path | None = None) -> dict[st
         backend = OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{port}", model=spec["engine"]["model"])
         try:
             await backend.ready(float(spec.get("ready_timeout_s", 600)))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - recorded in the result; the worker must not crash
             result["errors"].append(f"server start: {type(exc).__name__}: {exc}")
             _stop_server(server)
             return result
@@ -220,7 +220,7 @@ async def run_spec(spec: dict[str, Any], partial: Path | None = None) -> dict[st
         backend = VLLMInProcessBackend(engine_kwargs=spec["engine"])
         try:
             backend.start()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - recorded in the result; the worker must not crash
             result["errors"].append(f"engine start: {type(exc).__name__}: {exc}")
             return result
     result["engine_start_s"] = time.perf_counter() - started
@@ -255,7 +255,7 @@ async def run_spec(spec: dict[str, Any], partial: Path | None = None) -> dict[st
                     result["tasks"].append(await task_single(backend, t_rows, task))
                 elif task["type"] == "ladder":
                     result["tasks"].append(await task_ladder(backend, t_rows, task, deadline))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - recorded; one failed task must not lose the others
                 result["errors"].append(f"task {task['type']}: {type(exc).__name__}: {exc}")
             if partial is not None:
                 partial.write_text(json.dumps(result | {"partial": True}, indent=1) + "\n", encoding="utf-8")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
 
 from ragtrim.bench.gpu.load import LoadSpec, poisson_offsets, run_load
@@ -11,7 +12,7 @@ def test_poisson_offsets_deterministic_and_rate() -> None:
     a = poisson_offsets(10.0, 2000, seed=3)
     assert a == poisson_offsets(10.0, 2000, seed=3)
     assert a[0] == 0.0 and a == sorted(a)
-    gaps = [y - x for x, y in zip(a, a[1:])]
+    gaps = [y - x for x, y in itertools.pairwise(a)]
     assert abs(statistics.mean(gaps) - 0.1) < 0.01
 
 

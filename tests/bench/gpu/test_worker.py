@@ -151,8 +151,8 @@ def test_run_spec_server_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert started["model"] == "/m" and started["args"] == ["--max-model-len", "4096"] and started["terminated"]
     assert os.environ["VLLM_SERVER_DEV_MODE"] == "1"
     assert result["tasks"][0]["arms"]["untrimmed"]["completed"] == 3
-    assert result["errors"] == ["task accuracy: ValueError: accuracy needs the in-process backend (greedy with a "
-                                "newline stop)"]
+    assert result["errors"] == [("task accuracy: ValueError: accuracy needs the in-process backend (greedy "
+                                 "with a newline stop)")]
 
 
 def test_accuracy_counts_refusals_and_answer_presence_over_the_right_questions(monkeypatch: pytest.MonkeyPatch) -> None:
