@@ -89,8 +89,7 @@ def main() -> None:
     acc, lat, lad, slo = accuracy_rows(suites), latency_rows(suites), ladder_rows(suites), slo_rows(suites)
     # KV capacity: each configuration once, from the latest run that started it
     cap: list[dict[str, Any]] = []
-    for run_no, run_suites in ((4, [x for x in suites if run_of(x) == 4]), (3, [x for x in suites if run_of(x) == 3]),
-                               (2, [x for x in suites if run_of(x) == 2]), (1, run1)):
+    for run_no, run_suites in [(n, [x for x in suites if run_of(x) == n]) for n in (4, 3, 2)] + [(1, run1)]:
         for row in capacity_rows(run_suites, REPO / "tests" / "fixtures" / "configs"):
             if row["config"] not in {r["config"] for r in cap}:
                 cap.append(row | {"run": run_no})
