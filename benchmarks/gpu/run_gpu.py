@@ -170,6 +170,14 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
              # NCCL's INFO log names the transport between the two GPUs (P2P/NVLink or shared memory): run 2's eager
              # TP=2 engine took about 150 ms per 27B decode step
              "env": {"NCCL_DEBUG": "INFO"}, "needs_gpus": 2, "timeout_s": 240},
+            # run 4, last device minutes: the same TP=2 engine with torch.compile and CUDA graphs (up to 1,024 tokens,
+            # NCCL all-reduce inside the graphs: run 1's graphs crashed with the custom all-reduce, disabled here)
+            {"name": "27b_tp2_graphs", "engine": engine(DUMMY_DIR / "27b", max_model_len=4096, load_format="dummy",
+                                                        tensor_parallel_size=2, disable_custom_all_reduce=True,
+                                                        compilation_config={"max_cudagraph_capture_size": 1024}),
+             "prompts_file": nq, "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 20,
+                                            "max_tokens": 4}, tp2_ladder],
+             "env": {"NCCL_DEBUG": "INFO"}, "needs_gpus": 2, "timeout_s": 300},
         ]
     raise SystemExit(f"unknown suite {suite!r}; use a, b or c")
 

@@ -16,11 +16,12 @@
 #                                          piecewise-only graphs and eager
 #   bash benchmarks/gpu/session.sh load    GPU 0: the Poisson ladder on the 1,024-token-graph engine; GPU 1: the 270M
 #                                          on random distractors again, then a repeat of 12b_graphs_1024
-# (run 3 ran `knobs` twice, then `tp2`; run 4 ran `setup`, `graphs`, then on a fresh machine `setup`, `load`;
-#  qlm and pie were never run)
+#   bash benchmarks/gpu/session.sh tp2g    the 27B shape, TP=2, with torch.compile and CUDA graphs up to 1,024 tokens
+# (run 3 ran `knobs` twice, then `tp2`; run 4 ran `setup`, `graphs`, then on a fresh machine `setup`, `load`, then
+#  on a third one `setup` and `tp2g` in one call; qlm and pie were never run)
 # Results land in $OUT as gpu_suite_<suite>_<tag>.json (+ logs); copy them to benchmarks/results/gpu/.
 set -uo pipefail
-step=${1:?usage: session.sh setup|knobs|tp2|qlm|pie|graphs|load}
+step=${1:?usage: session.sh setup|knobs|tp2|qlm|pie|graphs|load|tp2g}
 out=${OUT:?OUT must name the output folder}
 if [ ! -f /tmp/site/.ragtrim-ready ]; then
   bash /tmp/st/gpu-setup.sh || exit 1
@@ -64,6 +65,8 @@ case $step in
     drive 0 g0l b 12b_graphs_1024_load 540 &
     { drive 1 g1r a 270m_bf16kv_random 250; drive 1 g1h c 12b_graphs_1024 280; } &
     wait ;;
+  tp2g)  # run 4's last device minutes: 27B TP=2 with CUDA graphs (fresh machine: warm-up, compile and capture first)
+    drive 0,1 tp2g c 27b_tp2_graphs 300 ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
 grep -h "^\[run_gpu\]" "$out"/driver_*.log
