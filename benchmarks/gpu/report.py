@@ -44,8 +44,8 @@ QLM_PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle_qlm.jsonl"
 RANDOM_PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle_random.jsonl"
 QLM_CONFIG = "270m_bf16kv_qlm"  # run 3: plain and reader-reranked top-1 on the same engine as 270m_bf16kv_len4096
 RANDOM_CONFIG = "270m_bf16kv_random"  # run 4: the issue's first-probe setting (random distractors), same questions
-# run 4's driver tags (session.sh `graphs`, then `load` on a fresh machine); other tagged files are run 3's
-RUN4_TAGS = {"_g0g", "_g1g", "_g1r", "_g0l", "_g1h"}
+# run 4's driver tags (session.sh `graphs`, `load` and `tp2g`, each on a fresh machine); other tagged files are run 3's
+RUN4_TAGS = {"_g0g", "_g1g", "_g1r", "_g0l", "_g1h", "_tp2g"}
 # run 4's second call repeated 12b_graphs_1024 on the other GPU: its rows get their own name
 RENAMED = {("_g1h", "12b_graphs_1024"): "12b_graphs_1024_repeat"}
 # one serving knob at a time, each table against the BF16 baseline started by the same command (same session)

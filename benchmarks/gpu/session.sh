@@ -17,11 +17,13 @@
 #   bash benchmarks/gpu/session.sh load    GPU 0: the Poisson ladder on the 1,024-token-graph engine; GPU 1: the 270M
 #                                          on random distractors again, then a repeat of 12b_graphs_1024
 #   bash benchmarks/gpu/session.sh tp2g    the 27B shape, TP=2, with torch.compile and CUDA graphs up to 1,024 tokens
+#                                          (run 4: crashed in graph capture); tp2nf  the same without vLLM's fused
+#                                          all-reduce + RMSNorm pass (next session; ~500 s on a fresh machine)
 # (run 3 ran `knobs` twice, then `tp2`; run 4 ran `setup`, `graphs`, then on a fresh machine `setup`, `load`, then
 #  on a third one `setup` and `tp2g` in one call; qlm and pie were never run)
 # Results land in $OUT as gpu_suite_<suite>_<tag>.json (+ logs); copy them to benchmarks/results/gpu/.
 set -uo pipefail
-step=${1:?usage: session.sh setup|knobs|tp2|qlm|pie|graphs|load|tp2g}
+step=${1:?usage: session.sh setup|knobs|tp2|qlm|pie|graphs|load|tp2g|tp2nf}
 out=${OUT:?OUT must name the output folder}
 if [ ! -f /tmp/site/.ragtrim-ready ]; then
   bash /tmp/st/gpu-setup.sh || exit 1
@@ -67,6 +69,8 @@ case $step in
     wait ;;
   tp2g)  # run 4's last device minutes: 27B TP=2 with CUDA graphs (fresh machine: warm-up, compile and capture first)
     drive 0,1 tp2g c 27b_tp2_graphs 300 ;;
+  tp2nf)  # not run yet: the same without the fused all-reduce + RMSNorm pass that crashed tp2g's graph capture
+    drive 0,1 tp2nf c 27b_tp2_graphs_nofuse 500 ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
 grep -h "^\[run_gpu\]" "$out"/driver_*.log
