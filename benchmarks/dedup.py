@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,7 @@ class Corpus:
 
 
 # -- data ------------------------------------------------------------------------------------------------------------
+@cache  # three corpora are built from it in one run; callers only read it
 def load_squad_articles() -> list[list[str]]:
     path = dataset_path("squad-v2-dev-cs224n") / "dev-v2.0.shared.json"
     data = json.loads(path.read_text(encoding="utf-8"))

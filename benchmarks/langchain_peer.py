@@ -41,6 +41,7 @@ from ragtrim.bench.qa import (
     langchain_trim,
     load_settings,
     measure,
+    parse_fraction,
 )
 from ragtrim.bench.stats import summarize_ms
 from ragtrim.datasets.nq import QAInstance
@@ -211,14 +212,6 @@ def report(result: Mapping[str, Any], path: Path) -> None:
           f"{result['load_average_1m_at_end']:.1f} at the end; wrote {path}")
 
 
-def _fraction(text: str) -> float:
-    try:
-        a, _, b = text.partition("/")
-        return float(a) / float(b) if b else float(a)
-    except (ValueError, ZeroDivisionError):
-        raise ConfigError(f"budget fraction must look like 1/4 or 0.25, got {text!r}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--limit", type=int, default=PeerConfig.limit)
@@ -229,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     config = PeerConfig(limit=args.limit, position=args.position,
-                        fractions=tuple(_fraction(f.strip()) for f in args.fractions.split(",") if f.strip()),
+                        fractions=tuple(parse_fraction(f.strip()) for f in args.fractions.split(",") if f.strip()),
                         latency_sample=args.latency_sample, output=args.output, progress=not args.no_progress)
     result = run(config)
     path = Path(config.output)

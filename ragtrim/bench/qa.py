@@ -767,7 +767,8 @@ def add_bench_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def _fraction(text: str) -> float:
+def parse_fraction(text: str) -> float:
+    """A budget fraction from the command line: ``1/4`` or ``0.25`` (ConfigError otherwise)."""
     try:
         if "/" in text:
             a, b = text.split("/", 1)
@@ -785,7 +786,7 @@ def config_from_args(args: argparse.Namespace) -> QABenchConfig:
         offset=args.offset,
         limit=args.limit,
         methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()),
-        fractions=tuple(_fraction(f.strip()) for f in args.fractions.split(",") if f.strip()),
+        fractions=tuple(parse_fraction(f.strip()) for f in args.fractions.split(",") if f.strip()),
         latency_sample=args.latency_sample,
         gemma=not args.no_gemma,
         torch_threads=args.torch_threads or None,
