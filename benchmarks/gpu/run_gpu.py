@@ -121,6 +121,15 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
                       "slo_ms": 500, "rates": [4, 8, 16, 32], "step_seconds": 4, "min_requests": 16,
                       "stop_p95_ttft_ms": 2000, "reserve_s": 10, "max_tokens": 4}
         sweep_task = {"type": "single", "prompts_file": sweep, "n": 8}
+
+        def tp2_27b(name: str, n_single: int, timeout_s: int, **engine_kw: Any) -> dict[str, Any]:
+            """The 27B shape on both GPUs (TP=2, no custom all-reduce, NCCL's INFO log), 4 output tokens."""
+            return {"name": name, "engine": engine(DUMMY_DIR / "27b", max_model_len=4096, load_format="dummy",
+                                                   tensor_parallel_size=2, disable_custom_all_reduce=True, **engine_kw),
+                    "prompts_file": nq, "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x"],
+                                                   "n": n_single, "max_tokens": 4}, tp2_ladder],
+                    "env": {"NCCL_DEBUG": "INFO"}, "needs_gpus": 2, "timeout_s": timeout_s}
+
         # run 4: 100 single requests per arm, so that p99 is not the maximum of 20 (8 output tokens: with one request
         # at a time the decode length does not touch TTFT)
         single100 = {"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 100, "max_tokens": 8}
@@ -162,33 +171,18 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
             {"name": "12b_async_scheduling", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                               async_scheduling=True),
              "prompts_file": nq, "tasks": probe, "timeout_s": 150},
-            {"name": "27b_tp2_bf16kv_len4096", "engine": engine(DUMMY_DIR / "27b", max_model_len=4096,
-                                                                load_format="dummy", tensor_parallel_size=2,
-                                                                disable_custom_all_reduce=True, eager=True),
-             "prompts_file": nq, "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 10,
-                                            "max_tokens": 4}, tp2_ladder],
-             # NCCL's INFO log names the transport between the two GPUs (P2P/NVLink or shared memory): run 2's eager
-             # TP=2 engine took about 150 ms per 27B decode step
-             "env": {"NCCL_DEBUG": "INFO"}, "needs_gpus": 2, "timeout_s": 240},
+            # NCCL's INFO log names the transport between the two GPUs (P2P/NVLink or shared memory): run 2's eager
+            # TP=2 engine took about 150 ms per 27B decode step
+            tp2_27b("27b_tp2_bf16kv_len4096", 10, 240, eager=True),
             # run 4, last device minutes: the same TP=2 engine with torch.compile and CUDA graphs (up to 1,024 tokens,
             # NCCL all-reduce inside the graphs: run 1's graphs crashed with the custom all-reduce, disabled here)
-            {"name": "27b_tp2_graphs", "engine": engine(DUMMY_DIR / "27b", max_model_len=4096, load_format="dummy",
-                                                        tensor_parallel_size=2, disable_custom_all_reduce=True,
-                                                        compilation_config={"max_cudagraph_capture_size": 1024}),
-             "prompts_file": nq, "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 20,
-                                            "max_tokens": 4}, tp2_ladder],
-             "env": {"NCCL_DEBUG": "INFO"}, "needs_gpus": 2, "timeout_s": 300},
+            tp2_27b("27b_tp2_graphs", 20, 300, compilation_config={"max_cudagraph_capture_size": 1024}),
             # run 4's 27b_tp2_graphs crashed in graph capture (illegal memory access in the fused all-reduce + RMSNorm
             # kernel that vLLM 0.26 picks on H200 TP=2, FlashInfer "mnnvl" backend; vllm-project/vllm#34948): the same
             # engine without that fusion. Not run yet.
-            {"name": "27b_tp2_graphs_nofuse",
-             "engine": engine(DUMMY_DIR / "27b", max_model_len=4096, load_format="dummy", tensor_parallel_size=2,
-                              disable_custom_all_reduce=True,
-                              compilation_config={"max_cudagraph_capture_size": 1024,
-                                                  "pass_config": {"fuse_allreduce_rms": False}}),
-             "prompts_file": nq, "tasks": [{"type": "single", "arms": ["untrimmed", "trimmed_4x"], "n": 20,
-                                            "max_tokens": 4}, tp2_ladder],
-             "env": {"NCCL_DEBUG": "INFO"}, "needs_gpus": 2, "timeout_s": 420},
+            tp2_27b("27b_tp2_graphs_nofuse", 20, 420,
+                    compilation_config={"max_cudagraph_capture_size": 1024,
+                                        "pass_config": {"fuse_allreduce_rms": False}}),
         ]
     raise SystemExit(f"unknown suite {suite!r}; use a, b or c")
 

@@ -18,7 +18,7 @@
 #                                          on random distractors again, then a repeat of 12b_graphs_1024
 #   bash benchmarks/gpu/session.sh tp2g    the 27B shape, TP=2, with torch.compile and CUDA graphs up to 1,024 tokens
 #                                          (run 4: crashed in graph capture); tp2nf  the same without vLLM's fused
-#                                          all-reduce + RMSNorm pass (next session; ~500 s on a fresh machine)
+#                                          all-reduce + RMSNorm pass (next session; driver budget 500 s)
 # (run 3 ran `knobs` twice, then `tp2`; run 4 ran `setup`, `graphs`, then on a fresh machine `setup`, `load`, then
 #  on a third one `setup` and `tp2g` in one call; qlm and pie were never run)
 # Results land in $OUT as gpu_suite_<suite>_<tag>.json (+ logs); copy them to benchmarks/results/gpu/.
