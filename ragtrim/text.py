@@ -138,3 +138,8 @@ def normalize_text(text: str) -> str:
     ``str.split()`` and ``re``'s ``\\s`` use the same Unicode whitespace test, so this equals
     ``re.sub(r"\\s+", " ", nfkc).strip().lower()`` at about a fifth of the cost."""
     return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+def clear_sentence_cache() -> None:
+    """Forget the memoized sentence spans (``ragtrim.caches.clear_caches`` calls this)."""
+    _sentence_spans.cache_clear()

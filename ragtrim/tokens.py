@@ -66,6 +66,10 @@ class _CachedCounter:
             lru_put(self._cache, ((text, n),), self.cache_size)
         return n
 
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
@@ -221,9 +225,18 @@ def get_counter(spec: str | os.PathLike[str] | TokenCounter | None = None) -> To
     return _shared_counter(key)
 
 
+_SHARED_COUNTERS: list[TokenCounter] = []
+
+
 @cache
 def _shared_counter(spec: str) -> TokenCounter:
     """One counter per name for the process (a bad name raises, and nothing is cached)."""
+    counter = _new_counter(spec)
+    _SHARED_COUNTERS.append(counter)
+    return counter
+
+
+def _new_counter(spec: str) -> TokenCounter:
     if spec in ("approx", "whitespace"):
         return ApproxCounter() if spec == "approx" else WhitespaceCounter()
     if spec.startswith("tiktoken:"):
@@ -247,3 +260,11 @@ def counter_spec(counter: TokenCounter) -> str:
     if isinstance(counter, HFTokenizerCounter) and isinstance(counter.tokenizer, (str, Path)):
         return f"hf:{counter.tokenizer}"
     return counter.name
+
+
+def clear_counter_caches() -> None:
+    """Empty the count cache of every shared named counter (the counters and their tokenizers stay loaded)."""
+    for counter in _SHARED_COUNTERS:
+        clear = getattr(counter, "clear_cache", None)
+        if callable(clear):
+            clear()

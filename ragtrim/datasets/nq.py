@@ -240,3 +240,53 @@ def build_multidoc(
         docs = chosen[:slot] + [q.gold] + chosen[slot:]
         out.append(QAInstance(id=f"nq{q.index}", question=q.question, answers=q.answers, passages=tuple(docs)))
     return out
+
+
+def build_single_use(
+    questions: Sequence[NQQuestion],
+    *,
+    pool: Sequence[NQQuestion],
+    n_docs: int = 20,
+    gold_position: GoldPosition | int = "middle",
+    limit: int | None = None,
+) -> list[QAInstance]:
+    """Hard-distractor instances in which every passage of ``pool`` appears at most once across all instances.
+
+    For a latency benchmark that calls itself cold, no passage may reach the trimmer twice: a second sight would hit
+    the embedding and token caches. Questions are taken in order; each takes its gold passage and the BM25-best
+    ``n_docs - 1`` unused passages without its answers; a question whose gold passage was already used as a
+    distractor is skipped, and building stops when the pool runs out (or after ``limit`` instances).
+    """
+    if isinstance(n_docs, bool) or not isinstance(n_docs, int) or n_docs < 1:
+        raise ConfigError(f"n_docs must be an int >= 1, got {n_docs!r}")
+    slot = gold_index(gold_position, n_docs)
+    pool_questions = list(pool)
+    known = {q.index for q in pool_questions}
+    pool_questions += [q for q in questions if q.index not in known]
+    passages, normalized, slot_of = _pool(pool_questions)
+    index = _BM25Index([p.content for p in passages])
+    used = np.zeros(len(passages), dtype=bool)
+    out: list[QAInstance] = []
+    for q in questions:
+        own = slot_of[q.index]
+        if used[own]:
+            continue
+        answers = normalized_answers(q.answers)
+        scores = index.scores(q.question)
+        chosen: list[int] = []
+        for j in np.argsort(-scores, kind="stable"):
+            j = int(j)
+            if j != own and not used[j] and not any(a in normalized[j] for a in answers):
+                chosen.append(j)
+                if len(chosen) == n_docs - 1:
+                    break
+        if len(chosen) < n_docs - 1:
+            break
+        used[own] = True
+        used[chosen] = True
+        docs = [passages[j] for j in chosen]
+        docs = docs[:slot] + [q.gold] + docs[slot:]
+        out.append(QAInstance(id=f"nq{q.index}", question=q.question, answers=q.answers, passages=tuple(docs)))
+        if limit is not None and len(out) >= limit:
+            break
+    return out

@@ -54,6 +54,9 @@ class Stage(ABC):
 
 
 UNSERIALIZABLE = "unserializable"
+AUTO_KEY = "auto"
+"""Written by ``to_dict`` beside a parameter set to ``"auto"``: what it resolved to on this host and why. Informational:
+``stage_from_dict`` ignores it, and the parameter stays ``"auto"``, so a config moves between hosts unchanged."""
 
 
 def _is_plain(value: Any) -> bool:
@@ -88,7 +91,7 @@ def stage_from_dict(config: Mapping[str, Any]) -> Stage:
     kind = config["type"]
     if kind not in stages:
         raise ConfigError(f"unknown stage type {kind!r}; known: {sorted(stages)}")
-    params = {k: v for k, v in config.items() if k != "type"}
+    params = {k: v for k, v in config.items() if k not in ("type", AUTO_KEY)}
     for key, value in params.items():
         if isinstance(value, Mapping) and set(value) == {UNSERIALIZABLE}:
             raise ConfigError(

@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ragtrim._validate import check_bool, check_choice, check_float, check_int
+from ragtrim.fast import choose
 from ragtrim.models import Removal, StageOutput, TrimContext
 from ragtrim.scoring import Scorer, check_scorer, get_scorer
-from ragtrim.stages.base import Stage, register_stage
+from ragtrim.stages.base import AUTO_KEY, Stage, register_stage
 from ragtrim.tokens import TokenCounter
 
 RelevanceMode = Literal["top_k", "relative", "gap"]
@@ -50,7 +51,10 @@ class RelevanceFilter(Stage):
     """Score chunks against the query (sets ``Chunk.score``) and keep the best ones, in input order.
 
     Parameters:
-        scorer: ``"bm25"``, ``"embedding"`` (MiniLM), ``"hybrid"`` (both, mixed) or any ``Scorer`` object.
+        scorer: ``"auto"`` (decided per host by ``ragtrim.fast.choose``: ``"fast"`` when MiniLM can run, else
+            ``"bm25"``; the decision and its reason go into ``to_dict()`` under ``"auto"`` and into the trace),
+            ``"fast"`` (BM25 mixed with MiniLM over each passage's lead), ``"bm25"``, ``"embedding"`` (MiniLM),
+            ``"hybrid"`` (both, mixed) or any ``Scorer`` object.
         mode: ``"top_k"`` keeps the ``top_k`` best; ``"relative"`` keeps chunks scoring at least
             ``relative_threshold`` of the way from the worst to the best score; ``"gap"`` cuts at the first drop of
             at least ``gap_threshold`` of the score range. In the adaptive modes ``top_k`` (if set) is a cap.
@@ -78,7 +82,7 @@ class RelevanceFilter(Stage):
         gap_threshold: float = 0.25,
         keep_scores: bool = True,
     ) -> None:
-        check_scorer("scorer", scorer)
+        check_scorer("scorer", scorer, allow_auto=True)
         check_choice("mode", mode, ("top_k", "relative", "gap"))
         check_int("top_k", top_k, minimum=1, allow_none=True)
         check_int("min_keep", min_keep, minimum=0)
@@ -93,8 +97,17 @@ class RelevanceFilter(Stage):
         self.gap_threshold = gap_threshold
         self.keep_scores = keep_scores
 
+    def _scorer(self) -> Scorer:
+        return get_scorer(choose().scorer if self.scorer == "auto" else self.scorer)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.scorer == "auto":
+            out[AUTO_KEY] = choose().to_dict()
+        return out
+
     def warm_up(self) -> None:
-        warm = getattr(get_scorer(self.scorer), "warm_up", None)
+        warm = getattr(self._scorer(), "warm_up", None)
         if callable(warm):
             warm()
 
@@ -102,7 +115,7 @@ class RelevanceFilter(Stage):
         chunks = context.chunks
         if not chunks or not context.query.strip():
             return StageOutput(context, info={"scored": False})
-        scorer = get_scorer(self.scorer)
+        scorer = self._scorer()
         scores = scorer.score(context.query, [c.text for c in chunks])
         scored = tuple(c.with_score(s) if self.keep_scores else c for c, s in zip(chunks, scores))
         candidates = [i for i, c in enumerate(chunks) if not c.pinned]
@@ -127,5 +140,7 @@ class RelevanceFilter(Stage):
             )
         kept = tuple(c for i, c in enumerate(scored) if i in keep)
         info: dict[str, Any] = {"scorer": scorer.name, "kept": len(kept), "mode": self.mode}
+        if self.scorer == "auto":
+            info[AUTO_KEY] = choose().to_dict()
         return StageOutput(context.with_chunks(kept), tuple(removals), info=info)
 

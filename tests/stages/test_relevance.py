@@ -40,7 +40,7 @@ class TestRelevanceFilter:
         ("kwargs", "message"),
         [
             ({"scorer": "tfidf"}, "scorer must be one of"),
-            ({"scorer": 3}, "scorer must be 'bm25'"),
+            ({"scorer": 3}, "scorer must be one of"),
             ({"mode": "best"}, "mode must be one of"),
             ({"top_k": 0}, "top_k must be >= 1, got 0"),
             ({"top_k": 2.5}, "top_k must be an int"),

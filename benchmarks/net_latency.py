@@ -1,0 +1,201 @@
+"""Net latency of trim(): cold per-request cost of each relevance path against the answers it keeps.
+
+Each candidate runs in its own worker process; requests go to the workers in turn (interleaved, so machine noise
+falls on all of them alike). Every passage appears in exactly one request (``build_single_use``), so inside a
+worker every request is cold: passages, sentences and query are new to the process, as in production. A worker
+warms up (model load, imports) on requests from outside the measured set first; that one-time cost is reported as
+``first_call_ms``.
+
+Per request and candidate: wall time and CPU seconds of ``trim()`` at 1/4 of the tokens (cold), then the answer
+kept at 1/4 and 1/8 (the 1/8 pass reuses the 1/4 pass's caches, so it is not timed).
+
+Usage: python benchmarks/net_latency.py [--split heldout|dev] [--limit N] [--candidates a,b,...]
+Writes benchmarks/results/net_latency_<split>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragtrim.bench.stats import mean, percentile, summarize
+from ragtrim.qa_metrics import answer_in_text
+
+RESULTS = Path("benchmarks/results")
+
+
+def _scorer(name: str) -> Any:
+    """The relevance scorer of a candidate (built inside the worker)."""
+    from ragtrim.cascade import CascadeScorer
+    from ragtrim.onnx_embed import OnnxEmbeddingScorer
+    from ragtrim.scoring import BM25Scorer, EmbeddingScorer, HybridScorer
+
+    table: dict[str, Callable[[], Any]] = {
+        "bm25": BM25Scorer,
+        "minilm-torch-t1": lambda: EmbeddingScorer(threads=1),
+        "minilm-torch-t2": lambda: EmbeddingScorer(threads=2),
+        "minilm-onnx-fp32": lambda: OnnxEmbeddingScorer(quantized=False, threads=1),
+        "minilm-onnx-int8": lambda: OnnxEmbeddingScorer(threads=1),
+    }
+    if name in table:
+        return table[name]()
+    if name.startswith("cascade"):  # cascade-<int8|fp32>-<candidates>-<max_seq_length>
+        _, kind, cands, seq = name.split("-")
+        second = OnnxEmbeddingScorer(quantized=kind == "int8", max_seq_length=int(seq), threads=1)
+        return CascadeScorer(first="bm25", second=second, candidates=int(cands))
+    if name.startswith("mix-"):  # mix-<max_seq_length>-<bm25 weight>-<threads>: BM25 + MiniLM on leading pieces
+        _, seq, weight, threads = name.split("-")
+        w = float(weight)
+        return HybridScorer(scorers=(BM25Scorer(), OnnxEmbeddingScorer(max_seq_length=int(seq), threads=int(threads))),
+                            method="mix", weights=(w, 1 - w))
+    if name == "auto":
+        return None
+    raise SystemExit(f"unknown candidate {name!r}")
+
+
+def _worker(name: str, conn: Any) -> None:
+    from ragtrim.api import default_pipeline, default_stages
+    from ragtrim.pipeline import Pipeline
+    from ragtrim.stages.relevance import RelevanceFilter
+
+    scorer = _scorer(name)
+
+    def pipeline(budget: int) -> Any:
+        if scorer is None:
+            return default_pipeline(budget=budget)
+        stages = [RelevanceFilter(scorer=scorer, top_k=None) if isinstance(s, RelevanceFilter) else s
+                  for s in default_stages(budget=budget, scorer="bm25")]
+        return Pipeline(stages)
+
+    from ragtrim.tokens import get_counter
+
+    counter = get_counter("cl100k_base")
+    first_call_ms = None
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        kind, question, texts, answers = msg
+        budget4 = max(1, sum(counter.count(t) for t in texts) // 4)
+        w0, c0 = time.perf_counter(), time.process_time()
+        result = pipeline(budget4).run(texts, query=question)
+        wall_ms, cpu_s = (time.perf_counter() - w0) * 1000, time.process_time() - c0
+        if kind == "warmup":
+            first_call_ms = wall_ms if first_call_ms is None else first_call_ms
+            conn.send({"warmup": True})
+            continue
+        r8 = pipeline(max(1, budget4 // 2)).run(texts, query=question)
+        info = next((s.info for s in result.trace if s.stage == "relevance"), {})
+        conn.send({"trim_ms": wall_ms, "cpu_s": cpu_s, "first_call_ms": first_call_ms,
+                   "kept_4x": answer_in_text(answers, result.text), "kept_8x": answer_in_text(answers, r8.text),
+                   "ratio_4x": result.tokens_before / max(1, result.tokens_after),
+                   "ratio_8x": r8.tokens_before / max(1, r8.tokens_after), "scorer": info.get("scorer")})
+    conn.send({"max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+
+
+@dataclass(frozen=True)
+class Config:
+    split: str = "heldout"
+    limit: int | None = None
+    candidates: tuple[str, ...] = ("bm25", "auto")
+    warmup: int = 3
+
+
+def requests(config: Config) -> tuple[list[Any], list[Any]]:
+    from ragtrim.datasets.nq import build_multidoc, build_single_use, load_nq_open
+
+    qs = load_nq_open()
+    held = config.split == "heldout"
+    measured = build_single_use(qs[1062:] if held else qs[:1062], pool=qs, limit=config.limit)
+    # warm-up requests from the other half: no measured passage is seen before its request
+    warm = build_multidoc(qs[:config.warmup] if held else qs[1062:1062 + config.warmup], n_docs=20,
+                          distractors="random", pool=qs[:1062] if held else qs[1062:])
+    return measured, warm
+
+
+def run(config: Config) -> dict[str, Any]:
+    measured, warm = requests(config)
+    measured_texts = {p.content for i in measured for p in i.passages}
+    warm = [i for i in warm if not measured_texts & {p.content for p in i.passages}]
+    ctx = mp.get_context("spawn")
+    workers: dict[str, Any] = {}
+    for name in config.candidates:
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_worker, args=(name, child), daemon=True)
+        proc.start()
+        workers[name] = (proc, parent)
+    started = time.perf_counter()
+    for inst in warm:
+        for _, conn in workers.values():
+            conn.send(("warmup", inst.question, [p.content for p in inst.passages], inst.answers))
+        for _, conn in workers.values():
+            conn.recv()
+    records: dict[str, list[dict[str, Any]]] = {n: [] for n in workers}
+    for k, inst in enumerate(measured):
+        names = list(workers) if k % 2 == 0 else list(reversed(workers))  # alternate who goes first
+        for name in names:
+            conn = workers[name][1]
+            conn.send(("measure", inst.question, [p.content for p in inst.passages], inst.answers))
+            records[name].append(conn.recv())
+    rows = []
+    for name, (proc, conn) in workers.items():
+        conn.send(None)
+        tail = conn.recv()
+        proc.join(timeout=30)
+        recs = records[name]
+        rows.append({
+            "candidate": name, "scorer": recs[0]["scorer"] if recs else None, "n_requests": len(recs),
+            "condition": "cold", **summarize([r["trim_ms"] for r in recs], "trim_cold", "ms"),
+            "mean_cpu_s_per_request": mean([r["cpu_s"] for r in recs]),
+            "p50_cpu_s_per_request": percentile([r["cpu_s"] for r in recs], 50),
+            "trims_per_s_per_core": 1 / mean([r["cpu_s"] for r in recs]) if recs else None,
+            "first_call_ms": recs[0]["first_call_ms"] if recs else None,
+            "answer_recall_4x": mean([float(r["kept_4x"]) for r in recs]),
+            "answer_recall_8x": mean([float(r["kept_8x"]) for r in recs]),
+            "mean_token_ratio_4x": mean([r["ratio_4x"] for r in recs]),
+            "mean_token_ratio_8x": mean([r["ratio_8x"] for r in recs]),
+            **tail,
+        })
+    base = next((r for r in rows if r["candidate"] == "bm25"), None)
+    if base:
+        for r in rows:
+            r["p50_vs_bm25"] = r["p50_trim_cold_ms"] / base["p50_trim_cold_ms"]
+    return {"benchmark": "net_latency", "split": config.split,
+            "questions": "1062-2123" if config.split == "heldout" else "0-1061",
+            "setting": "NQ, 20 passages, hard BM25 distractors, gold in the middle, every passage used once",
+            "budgets": "1/4 (timed, cold) and 1/8 of the request's cl100k tokens", "rows": rows,
+            "cpu_count": os.cpu_count(), "loadavg_end": os.getloadavg(), "machine": platform.processor() or
+            platform.machine(), "wall_s": time.perf_counter() - started}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", choices=["heldout", "dev"], default="heldout")
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--candidates", default="bm25,auto")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    config = Config(split=args.split, limit=args.limit, candidates=tuple(args.candidates.split(",")))
+    result = run(config)
+    out = args.out or RESULTS / f"net_latency_{config.split}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    for r in result["rows"]:
+        print(f"{r['candidate']:28s} cold p50 {r['p50_trim_cold_ms']:7.1f} ms  p99 {r['p99_trim_cold_ms']:7.1f} ms  "
+              f"cpu {r['mean_cpu_s_per_request'] * 1000:6.1f} ms  recall 4x {r['answer_recall_4x']:.3f}  "
+              f"8x {r['answer_recall_8x']:.3f}  x bm25 {r.get('p50_vs_bm25', float('nan')):.1f}")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

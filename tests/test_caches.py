@@ -1,0 +1,40 @@
+"""clear_caches(): a cold benchmark's starting point empties every per-process cache."""
+
+from __future__ import annotations
+
+from ragtrim import scoring, text
+from ragtrim.caches import clear_caches
+from ragtrim.scoring import get_scorer
+from ragtrim.tokens import get_counter
+
+
+def test_clear_caches_empties_counts_tokens_sentences() -> None:
+    counter = get_counter("cl100k_base")
+    counter.count("a sentence that is now cached")
+    scoring.tokenize("words to tokenize")
+    text.sentence_spans("One sentence. Another one here.")
+    get_scorer("bm25").score("q", ["cached text"])
+    assert scoring._tokens.cache_info().currsize > 0
+    clear_caches()
+    assert scoring._tokens.cache_info().currsize == 0
+    assert text._sentence_spans.cache_info().currsize == 0
+    assert len(counter._cache) == 0  # type: ignore[attr-defined]
+
+
+def test_clear_caches_reaches_into_composite_scorers() -> None:
+    class Spy:
+        cleared = 0
+        name = "spy"
+
+        def score(self, query: str, texts: object) -> list[float]:
+            return []
+
+        def clear_cache(self) -> None:
+            Spy.cleared += 1
+
+    from ragtrim.caches import _clear_scorer
+    from ragtrim.cascade import CascadeScorer
+    from ragtrim.scoring import HybridScorer
+
+    _clear_scorer(CascadeScorer(first="bm25", second=HybridScorer(scorers=(Spy(), "bm25"))))
+    assert Spy.cleared == 1
