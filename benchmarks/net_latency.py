@@ -36,8 +36,9 @@ RESULTS = Path("benchmarks/results")
 def _scorer(name: str) -> Any:
     """The relevance scorer of a candidate (built inside the worker)."""
     from ragtrim.cascade import CascadeScorer
+    from ragtrim.fast import fast_scorer
     from ragtrim.onnx_embed import OnnxEmbeddingScorer
-    from ragtrim.scoring import BM25Scorer, EmbeddingScorer, HybridScorer
+    from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, BM25Scorer, EmbeddingScorer, HybridScorer
 
     table: dict[str, Callable[[], Any]] = {
         "bm25": BM25Scorer,
@@ -57,6 +58,11 @@ def _scorer(name: str) -> Any:
         w = float(weight)
         return HybridScorer(scorers=(BM25Scorer(), OnnxEmbeddingScorer(max_seq_length=int(seq), threads=int(threads))),
                             method="mix", weights=(w, 1 - w))
+    if name.startswith("fast-"):  # fast-<onnx|cuda|torchcpu>[-t<threads>]: the fast path on a forced backend
+        parts = name.split("-")
+        backend = {"onnx": "onnxruntime-int8-cpu", "cuda": "torch-cuda", "torchcpu": "torch-cpu"}[parts[1]]
+        threads = int(parts[2][1:]) if len(parts) > 2 else None
+        return fast_scorer(backend, model=os.environ.get("RAGTRIM_MINILM", DEFAULT_EMBEDDING_MODEL), threads=threads)
     if name == "auto":
         return None
     raise SystemExit(f"unknown candidate {name!r}")

@@ -13,7 +13,14 @@ import threading
 from dataclasses import dataclass
 
 from ragtrim.cascade import CascadeScorer
-from ragtrim.scoring import BM25Scorer, EmbeddingScorer, HybridScorer, Scorer, cuda_available
+from ragtrim.scoring import (
+    DEFAULT_EMBEDDING_MODEL,
+    BM25Scorer,
+    EmbeddingScorer,
+    HybridScorer,
+    Scorer,
+    cuda_available,
+)
 
 FAST_PREFIX_TOKENS = 16
 """Word pieces of each passage MiniLM reads in the fast path (title and lead; chosen on NQ dev questions 0-1061)."""
@@ -89,22 +96,26 @@ def _decide() -> AutoChoice:
     return AutoChoice("bm25", "bm25", "neither onnxruntime nor sentence-transformers is installed")
 
 
-def prefix_minilm(backend: str) -> Scorer:
-    """MiniLM over the first ``FAST_PREFIX_TOKENS`` word pieces on the given backend."""
+def prefix_minilm(backend: str, *, model: str = DEFAULT_EMBEDDING_MODEL, threads: int | None = None) -> Scorer:
+    """MiniLM over the first ``FAST_PREFIX_TOKENS`` word pieces on the given backend (``threads``: CPU threads)."""
     if backend == "torch-cuda":
-        return EmbeddingScorer(device="cuda", max_seq_length=FAST_PREFIX_TOKENS)
+        return EmbeddingScorer(model=model, device="cuda", max_seq_length=FAST_PREFIX_TOKENS)
     if backend.startswith("onnxruntime"):
         from ragtrim.onnx_embed import OnnxEmbeddingScorer
 
-        return OnnxEmbeddingScorer(max_seq_length=FAST_PREFIX_TOKENS)
-    return EmbeddingScorer(device="cpu", max_seq_length=FAST_PREFIX_TOKENS)
+        return OnnxEmbeddingScorer(model=model, max_seq_length=FAST_PREFIX_TOKENS, threads=threads)
+    return EmbeddingScorer(model=model, device="cpu", max_seq_length=FAST_PREFIX_TOKENS, threads=threads)
 
 
-def fast_scorer(backend: str | None = None) -> Scorer:
-    """The fast path: BM25 picks at most ``FAST_CANDIDATES`` texts, which get BM25 mixed with prefix MiniLM."""
+def fast_scorer(backend: str | None = None, *, model: str = DEFAULT_EMBEDDING_MODEL,
+                threads: int | None = None) -> Scorer:
+    """The fast path: BM25 picks at most ``FAST_CANDIDATES`` texts, which get BM25 mixed with prefix MiniLM.
+
+    ``backend`` defaults to ``choose().backend``; ``model`` is a local copy of all-MiniLM-L6-v2 (default: bundled).
+    """
     chosen = backend or choose().backend
     if chosen == "bm25":
         return BM25Scorer()
-    mixed = HybridScorer(scorers=(BM25Scorer(), prefix_minilm(chosen)), method="mix",
+    mixed = HybridScorer(scorers=(BM25Scorer(), prefix_minilm(chosen, model=model, threads=threads)), method="mix",
                          weights=(FAST_BM25_WEIGHT, 1 - FAST_BM25_WEIGHT))
     return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)

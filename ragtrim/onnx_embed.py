@@ -8,6 +8,7 @@ only onnxruntime, tokenizers and numpy. ``ragtrim prepare`` runs the export ahea
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -42,19 +43,35 @@ def cache_dir() -> Path:
 
 
 def _fingerprint(model_dir: Path) -> str:
-    """Identifies the source weights without reading them: names, sizes and mtimes of the model's files."""
+    """Identifies the source model by content, not by path or mtime (so a copied model keeps its export): each
+    file's name and size, small files whole, and the first and last MiB of large ones (a fine-tuned copy of the
+    same architecture differs there)."""
     h = hashlib.sha256(f"v{EXPORT_VERSION}".encode())
     for f in sorted(model_dir.rglob("*")):
-        if f.is_file():
-            st = f.stat()
-            h.update(f"{f.relative_to(model_dir)}:{st.st_size}:{int(st.st_mtime)}".encode())
+        if not f.is_file():
+            continue
+        size = f.stat().st_size
+        h.update(f"{f.relative_to(model_dir).as_posix()}:{size}".encode())
+        with f.open("rb") as fh:
+            h.update(fh.read(_MIB))
+            if size > 2 * _MIB:
+                fh.seek(-_MIB, os.SEEK_END)
+                h.update(fh.read(_MIB))
     return h.hexdigest()[:16]
+
+
+_MIB = 1 << 20
 
 
 def export_dir(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
     """The folder that holds (or will hold) the ONNX export of ``model``."""
-    src = Path(resolve_model(model))
-    return cache_dir() / "onnx" / f"{src.name}-{_fingerprint(src)}"
+    src = Path(resolve_model(model)).resolve()
+    return cache_dir() / "onnx" / f"{src.name}-{_source_fingerprint(str(src))}"
+
+
+@functools.cache
+def _source_fingerprint(model_dir: str) -> str:
+    return _fingerprint(Path(model_dir))
 
 
 def onnx_file(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> Path:

