@@ -1,0 +1,90 @@
+"""Growth guards for issue 14: every hostile input costs at most 8x at 4n what it costs at n.
+
+Quadratic code gives about 16x, linear about 4x. Timing on a shared CI machine is noisy, so each case takes the best
+of three runs, repeats the call until the small run lasts at least ``_MIN_RUN_S`` and compares ratios, never absolute
+times; where the work can be counted (characters handed to the token counter) the test counts instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ragtrim.inputs import coerce_chunks
+from ragtrim.models import TrimContext
+from ragtrim.stages.compress import SentenceCompressor
+from ragtrim.text import _sentence_spans
+
+MAX_RATIO = 8.0
+_MIN_RUN_S = 0.02
+
+
+def _best_time(fn: Callable[[], object], repeats: int) -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def growth_ratio(make: Callable[[int], Callable[[], object]], n: int) -> float:
+    """Time of ``make(4 * n)()`` over time of ``make(n)()``, each the best of three, with the same repeat count."""
+    small, large = make(n), make(4 * n)
+    repeats = 1
+    while _best_time(small, repeats) < _MIN_RUN_S and repeats < 1 << 12:
+        repeats *= 2
+    return _best_time(large, repeats) / _best_time(small, repeats)
+
+
+def _uncached(fn: Callable[[str], object], text: str) -> Callable[[], object]:
+    def call() -> object:
+        _sentence_spans.cache_clear()
+        return fn(text)
+    return call
+
+
+class TestSentenceSplitting:
+    def test_runs_of_dots(self) -> None:
+        assert growth_ratio(lambda n: _uncached(_sentence_spans, "." * n + "x"), 5_000) < MAX_RATIO
+
+    def test_runs_of_marks_and_closers(self) -> None:
+        assert growth_ratio(lambda n: _uncached(_sentence_spans, "!?" * n + ")" * n + "x"), 10_000) < MAX_RATIO
+
+    def test_quoted_spans(self) -> None:
+        assert growth_ratio(lambda n: _uncached(_sentence_spans, 'He said "yes." Then. ' * n), 2_000) < MAX_RATIO
+
+    def test_unclosed_and_mixed_fences(self) -> None:
+        assert growth_ratio(lambda n: _uncached(_sentence_spans, "```\n~~~\n" * n), 2_000) < MAX_RATIO
+
+    def test_curly_openers(self) -> None:
+        assert growth_ratio(lambda n: _uncached(_sentence_spans, "“" * n + ". A"), 20_000) < MAX_RATIO
+
+
+class _JoinCostCounter:
+    """One token per word plus one per sentence join: a lone ``"7 towers."`` is 2 tokens, two joined are 5, so the
+    greedy pick (summing lone counts) overshoots by one token per join, as digit-led sentences do under cl100k."""
+
+    name = "join-cost"
+
+    def __init__(self) -> None:
+        self.chars = 0
+
+    def count(self, text: str) -> int:
+        self.chars += len(text)
+        return len(text.split()) + text.count(". ")
+
+
+def _fit_chars(n: int) -> int:
+    text = " ".join(f"{i} towers." for i in range(n))
+    counter = _JoinCostCounter()
+    stage = SentenceCompressor(scorer="bm25", max_tokens=2 * n, chunk_weight=0.0, answer_hint_weight=0.0)
+    out = stage.run(TrimContext(query="How many towers?", chunks=coerce_chunks([text])), counter=counter)
+    assert counter.count(out.context.chunks[0].text) <= 2 * n
+    return counter.chars
+
+
+class TestCompression:
+    def test_fit_counts_near_linear_text(self) -> None:
+        assert _fit_chars(8_000) / _fit_chars(2_000) < MAX_RATIO
