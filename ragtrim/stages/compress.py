@@ -18,7 +18,7 @@ from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.scoring import Scorer, check_scorer, get_scorer, min_max
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
-from ragtrim.text import sentence_spans
+from ragtrim.text import normalize_text, sentence_spans
 from ragtrim.tokens import TokenCounter
 
 
@@ -104,8 +104,9 @@ class SentenceCompressor(Stage):
         separator: joins non-adjacent kept sentences.
 
     Trace: a shortened chunk gets a ``compressed``/``shortened`` record ("kept 2 of 7 sentences"); with a target,
-    a chunk none of whose sentences made it is dropped with ``over_budget``. Pinned chunks are left alone, and an
-    empty query leaves everything unchanged (nothing to be query-aware about).
+    a chunk none of whose sentences made it is dropped with ``over_budget``; a chunk that compression made
+    identical to an earlier one (same normalized text) is dropped with ``duplicate_after_compression``. Pinned
+    chunks are left alone, and an empty query leaves everything unchanged (nothing to be query-aware about).
     """
 
     name = "compress"
@@ -333,6 +334,43 @@ class SentenceCompressor(Stage):
             out.append(c.with_text(new_texts[ci]))
             removals.append(Removal(c.id, self.name, "compressed", 0, f"kept {kept} of {total} sentences",
                                     action="shortened"))
+        out = self._drop_repeats(out, removals, {r.chunk_id for r in removals if r.action == "shortened"})
         info: dict[str, Any] = {"sentences_in": len(sentences), "sentences_kept": len(chosen),
                                 "target_tokens": target}
         return StageOutput(context.with_chunks(tuple(out)), tuple(removals), info=info)
+
+    def _drop_repeats(self, out: list[Chunk], removals: list[Removal], shortened: set[str]) -> list[Chunk]:
+        """Drop a chunk that compression made identical to an earlier one (dedup ran before and saw them differ).
+
+        Identical means the same normalized text (``ragtrim.text.normalize_text``, as exact dedup compares), and at
+        least one of the two was shortened here: chunks that were identical on arrival are the dedup stage's
+        business. The later one goes (reason ``duplicate_after_compression``), unless it is pinned and the earlier
+        one is not; two pinned chunks both stay."""
+        if not shortened:
+            return out
+        first: dict[str, int] = {}
+        doomed: dict[int, int] = {}  # position in out -> position of the chunk it repeats
+        for k, c in enumerate(out):
+            key = normalize_text(c.text)
+            j = first.get(key)
+            if j is None:
+                first[key] = k
+                continue
+            if c.id not in shortened and out[j].id not in shortened:
+                continue
+            if not c.pinned:
+                doomed[k] = j
+            elif not out[j].pinned:
+                doomed[j] = k
+                first[key] = k
+        for k, j in sorted(doomed.items()):
+            # One record per dropped chunk: its "compressed" record, if any, becomes part of the drop's detail.
+            was = next((r for r in removals if r.chunk_id == out[k].id and r.action == "shortened"), None)
+            if was is not None:
+                removals.remove(was)
+            removals.append(Removal(
+                out[k].id, self.name, "duplicate_after_compression", 0,
+                f"same text as chunk {out[j].id} after compression" + (f" ({was.detail})" if was else ""),
+                kept_id=out[j].id,
+            ))
+        return [c for k, c in enumerate(out) if k not in doomed]
