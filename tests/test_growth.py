@@ -10,10 +10,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
+
+from ragtrim.bench.hostile import deep_html_then_unclosed, dots, fences, quoted_prose
+from ragtrim.history import ScriptedSummarizer, compress_history
+from ragtrim.html_extract import strip_tags_fallback
 from ragtrim.inputs import coerce_chunks
 from ragtrim.models import TrimContext
 from ragtrim.stages.compress import SentenceCompressor
+from ragtrim.stages.html import HtmlCleaner
 from ragtrim.text import _sentence_spans
+from ragtrim.tokens import WhitespaceCounter
 
 MAX_RATIO = 8.0
 _MIN_RUN_S = 0.02
@@ -47,16 +54,16 @@ def _uncached(fn: Callable[[str], object], text: str) -> Callable[[], object]:
 
 class TestSentenceSplitting:
     def test_runs_of_dots(self) -> None:
-        assert growth_ratio(lambda n: _uncached(_sentence_spans, "." * n + "x"), 5_000) < MAX_RATIO
+        assert growth_ratio(lambda n: _uncached(_sentence_spans, dots(n)), 5_000) < MAX_RATIO
 
     def test_runs_of_marks_and_closers(self) -> None:
         assert growth_ratio(lambda n: _uncached(_sentence_spans, "!?" * n + ")" * n + "x"), 10_000) < MAX_RATIO
 
     def test_quoted_spans(self) -> None:
-        assert growth_ratio(lambda n: _uncached(_sentence_spans, 'He said "yes." Then. ' * n), 2_000) < MAX_RATIO
+        assert growth_ratio(lambda n: _uncached(_sentence_spans, quoted_prose(n)), 40_000) < MAX_RATIO
 
     def test_unclosed_and_mixed_fences(self) -> None:
-        assert growth_ratio(lambda n: _uncached(_sentence_spans, "```\n~~~\n" * n), 2_000) < MAX_RATIO
+        assert growth_ratio(lambda n: _uncached(_sentence_spans, fences(n)), 16_000) < MAX_RATIO
 
     def test_curly_openers(self) -> None:
         assert growth_ratio(lambda n: _uncached(_sentence_spans, "“" * n + ". A"), 20_000) < MAX_RATIO
@@ -88,3 +95,32 @@ def _fit_chars(n: int) -> int:
 class TestCompression:
     def test_fit_counts_near_linear_text(self) -> None:
         assert _fit_chars(8_000) / _fit_chars(2_000) < MAX_RATIO
+
+
+class TestHtmlFallback:
+    def test_unclosed_scripts_after_deep_nesting(self) -> None:
+        cleaner = HtmlCleaner()
+        assert growth_ratio(lambda n: lambda: cleaner.clean(deep_html_then_unclosed(n, "<script>x")), 8_000) < MAX_RATIO
+
+    @pytest.mark.parametrize("tail", ["<!--x", "<div", "<style>y"])
+    def test_unclosed_comments_and_tags(self, tail: str) -> None:
+        def make(n: int) -> Callable[[], object]:
+            text = tail * n
+            return lambda: strip_tags_fallback(text)
+
+        assert growth_ratio(make, 2_000) < MAX_RATIO
+
+
+def _merge_call(n: int) -> Callable[[], object]:
+    # Every turn asks a question the next speaker answers and repeats one preference: the former merge rebuilt
+    # its list and index per turn and grew the preference's turn ids one tuple copy at a time.
+    chat = [{"role": "user" if i % 2 else "assistant", "content": "c", "turn_id": f"t{i}"} for i in range(n)]
+    script = {f"t{i}": [("question", f"Question {i}?"), ("preference", "I like tea.")] for i in range(n)}
+    summarizer = ScriptedSummarizer(script=script)
+    counter = WhitespaceCounter()
+    return lambda: compress_history(chat, keep_last_turns=0, counter=counter, summarizer=summarizer)
+
+
+class TestHistory:
+    def test_questions_answered_every_turn(self) -> None:
+        assert growth_ratio(_merge_call, 1_000) < MAX_RATIO
