@@ -7,6 +7,7 @@ times; where the work can be counted (characters handed to the token counter) th
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 
@@ -23,26 +24,39 @@ from ragtrim.text import _sentence_spans
 from ragtrim.tokens import WhitespaceCounter
 
 MAX_RATIO = 8.0
-_MIN_RUN_S = 0.02
+_MIN_RUN_S = 0.03
 
 
-def _best_time(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+def _elapsed(fn: Callable[[], object], repeats: int) -> float:
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return time.perf_counter() - start
 
 
 def growth_ratio(make: Callable[[int], Callable[[], object]], n: int) -> float:
-    """Time of ``make(4 * n)()`` over time of ``make(n)()``, each the best of three, with the same repeat count."""
+    """Time of ``make(4 * n)()`` over time of ``make(n)()``, each the best of three, with the same repeat count.
+
+    A ratio above ``MAX_RATIO`` is measured again (up to three times in all) and the lowest kept: load on a shared
+    machine can only inflate one measurement, while quadratic code gives about 16x every time. The cyclic GC is
+    off while timing: when it runs depends on everything allocated before, which adds noise, not growth."""
     small, large = make(n), make(4 * n)
     repeats = 1
-    while _best_time(small, repeats) < _MIN_RUN_S and repeats < 1 << 12:
+    while _elapsed(small, repeats) < _MIN_RUN_S and repeats < 1 << 12:
         repeats *= 2
-    return _best_time(large, repeats) / _best_time(small, repeats)
+    ratio = float("inf")
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            time_small = min(_elapsed(small, repeats) for _ in range(3))
+            time_large = min(_elapsed(large, repeats) for _ in range(3))
+            ratio = min(ratio, time_large / time_small)
+            if ratio <= MAX_RATIO:
+                break
+    finally:
+        gc.enable()
+    return ratio
 
 
 def _uncached(fn: Callable[[str], object], text: str) -> Callable[[], object]:
@@ -63,10 +77,10 @@ class TestSentenceSplitting:
         assert growth_ratio(lambda n: _uncached(_sentence_spans, quoted_prose(n)), 40_000) < MAX_RATIO
 
     def test_unclosed_and_mixed_fences(self) -> None:
-        assert growth_ratio(lambda n: _uncached(_sentence_spans, fences(n)), 16_000) < MAX_RATIO
+        assert growth_ratio(lambda n: _uncached(_sentence_spans, fences(n)), 48_000) < MAX_RATIO
 
     def test_curly_openers(self) -> None:
-        assert growth_ratio(lambda n: _uncached(_sentence_spans, "“" * n + ". A"), 20_000) < MAX_RATIO
+        assert growth_ratio(lambda n: _uncached(_sentence_spans, "“" * n + ". A"), 10_000) < MAX_RATIO
 
 
 class _JoinCostCounter:
@@ -108,7 +122,7 @@ class TestHtmlFallback:
             text = tail * n
             return lambda: strip_tags_fallback(text)
 
-        assert growth_ratio(make, 2_000) < MAX_RATIO
+        assert growth_ratio(make, 5_000) < MAX_RATIO
 
 
 def _merge_call(n: int) -> Callable[[], object]:
