@@ -245,6 +245,8 @@ class _Stats:
     block_child_chars: int = 0
     commas: int = 0
     links: int = 0
+    paragraphs: int = 0  # <p> elements in the subtree, itself included
+    list_items: int = 0  # <li> elements in the subtree, itself included
 
     @property
     def own_chars(self) -> int:
@@ -276,6 +278,8 @@ def _measure(root: Any) -> dict[Any, _Stats]:
             if tag == "a":
                 link_depth += 1
                 st.links = 1
+            st.paragraphs = int(tag == "p")
+            st.list_items = int(tag == "li")
             if link_depth:
                 st.link_chars = n
             stack.append((el, st))
@@ -291,6 +295,8 @@ def _measure(root: Any) -> dict[Any, _Stats]:
                 parent.link_chars += st.link_chars + (tail if link_depth else 0)
                 parent.commas += st.commas + (len(_COMMAS.findall(el.tail)) if el.tail else 0)
                 parent.links += st.links
+                parent.paragraphs += st.paragraphs
+                parent.list_items += st.list_items
                 if tag in _BLOCK_TAGS:
                     parent.block_child_chars += st.text_chars
     return stats
@@ -598,9 +604,9 @@ def _clean_content(node: Any, removed: Counter[str]) -> None:
             return st.links >= 2 and st.link_density > 0.7
         if st.commas >= 10:
             return False
-        counts = Counter(_tag(d) for d in el.iter())
-        p = counts["p"]
-        li = counts["li"] - 100 if tag in ("ul", "ol") else counts["li"]
+        # Counted once for the whole tree by _measure: a Counter over el.iter() per element cost depth x size.
+        p = st.paragraphs
+        li = st.list_items - 100 if tag in ("ul", "ol") else st.list_items
         if tag not in ("ul", "ol") and li > p and p < 3 and st.link_density > 0.3:
             return True
         if st.text_chars < 25 and st.links > 0:

@@ -116,6 +116,17 @@ class TestHtmlFallback:
         cleaner = HtmlCleaner()
         assert growth_ratio(lambda n: lambda: cleaner.clean(deep_html_then_unclosed(n, "<script>x")), 8_000) < MAX_RATIO
 
+    def test_deep_page_within_the_parser_limit(self) -> None:
+        # Content cleaning counted <p> and <li> under every candidate with a fresh walk: depth x size.
+        cleaner = HtmlCleaner(mode="page")
+
+        def make(depth: int) -> Callable[[], object]:
+            links = "<ul><li><a href=1>x</a></li><li><a href=2>y</a></li><li><a href=3>z</a></li></ul>"
+            text = "<div>" * depth + links + "<span>w</span>" * (4 * depth) + "</div>" * depth
+            return lambda: cleaner.clean(text)
+
+        assert growth_ratio(make, 400) < MAX_RATIO
+
     @pytest.mark.parametrize("tail", ["<!--x", "<div", "<style>y"])
     def test_unclosed_comments_and_tags(self, tail: str) -> None:
         def make(n: int) -> Callable[[], object]:
