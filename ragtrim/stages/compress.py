@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -79,6 +80,29 @@ def _chunk_ranges(sentences: list[_Sentence]) -> dict[int, tuple[int, int]]:
         lo, _ = ranges.get(s.chunk, (i, i))
         ranges[s.chunk] = (lo, i + 1)
     return ranges
+
+
+_WINDOW_LOOP_MAX = 8
+"""Up to this ``context_sentences`` the neighbours are visited one by one; above it, by sliding maxima."""
+
+
+def _neighbour_max(vals: list[float], width: int) -> list[float | None]:
+    """For each position, the largest value among the ``width`` positions on either side (itself excluded), or
+    None when it has no neighbour. Two monotonic-queue passes: O(len(vals)) for any ``width``."""
+    out: list[float | None] = [None] * len(vals)
+    for order in (range(len(vals)), range(len(vals) - 1, -1, -1)):
+        window: deque[int] = deque()  # positions with decreasing values, the last ``width`` seen
+        for i in order:
+            while window and abs(window[0] - i) > width:
+                window.popleft()
+            if window:
+                best = vals[window[0]]
+                current = out[i]
+                out[i] = best if current is None else max(current, best)
+            while window and vals[window[-1]] <= vals[i]:
+                window.pop()
+            window.append(i)
+    return out
 
 
 @register_stage
@@ -184,9 +208,17 @@ class SentenceCompressor(Stage):
             kind = answer_kind(query)  # the query is parsed once, not once per sentence
             own = own + self.answer_hint_weight * np.array([holds_kind(kind, s.text) for s in sentences])
         prio = own.copy()
-        if self.context_sentences > 0 and self.context_weight > 0:
+        cs = self.context_sentences
+        if cs > _WINDOW_LOOP_MAX and self.context_weight > 0:
+            # A wide window (up to whole chunks): sliding maxima, linear whatever ``context_sentences`` is.
+            for lo, hi in _chunk_ranges(sentences).values():
+                vals = [float(v) for v in own[lo:hi]]
+                for i, best in enumerate(_neighbour_max(vals, cs)):
+                    if best is not None:
+                        prio[lo + i] = max(prio[lo + i], self.context_weight * best)
+        elif cs > 0 and self.context_weight > 0:
             for i, s in enumerate(sentences):
-                for j in range(max(0, i - self.context_sentences), min(len(sentences), i + self.context_sentences + 1)):
+                for j in range(max(0, i - cs), min(len(sentences), i + cs + 1)):
                     if j != i and sentences[j].chunk == s.chunk:
                         prio[i] = max(prio[i], self.context_weight * own[j])
         return prio

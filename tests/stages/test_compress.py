@@ -191,3 +191,32 @@ class TestDuplicateAfterCompression:
     def test_chunks_identical_on_arrival_are_left_to_dedup(self) -> None:
         result = run([SentenceCompressor()], ["Same text here.", "Same text here."], query="text")
         assert [c.text for c in result.chunks] == ["Same text here.", "Same text here."]
+
+
+class TestWideContextWindow:
+    """A large ``context_sentences`` made ``priorities`` quadratic (every sentence visited every neighbour)."""
+
+    def test_sliding_maxima_match_the_loop(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import random
+
+        from ragtrim.stages import compress as compress_module
+        from ragtrim.text import split_sentences
+
+        rng = random.Random(4)
+        words = ["tower", "paris", "iron", "built", "tall", "river", "bridge", "city"]
+        chunks = tuple(Chunk(" ".join(f"{rng.choice(words).title()} {rng.choice(words)} {rng.choice(words)}."
+                                      for _ in range(rng.randint(1, 25))), str(k)) for k in range(6))
+        sentences = SentenceCompressor()._split(chunks, WhitespaceCounter())
+        assert len(sentences) == sum(len(split_sentences(c.text)) for c in chunks)
+        for width in (9, 12, 30, 1000):
+            stage = SentenceCompressor(context_sentences=width)
+            fast = stage.priorities("tall tower", chunks, sentences)
+            monkeypatch.setattr(compress_module, "_WINDOW_LOOP_MAX", 10**9)
+            slow = stage.priorities("tall tower", chunks, sentences)
+            monkeypatch.setattr(compress_module, "_WINDOW_LOOP_MAX", 8)
+            assert fast.tolist() == slow.tolist()
+
+    def test_whole_chunk_window_on_many_sentences(self) -> None:
+        text = " ".join(f"Sentence {i} about towers." for i in range(20_000))
+        result = run([SentenceCompressor(context_sentences=10**6, max_tokens=50)], [text], query="towers")
+        assert result.tokens_after <= 50
