@@ -380,3 +380,25 @@ def test_fitting_prefix_steps_then_bisects() -> None:
     assert _fitting_prefix(100_000, fits_up_to(5)) == 5
     assert len(calls) <= _PREFIX_STEPS + 20  # bisection, not 99,995 renders
     assert _fitting_prefix(50, lambda k: k == 0) == 0
+
+
+class TestClauseSplitIsLinear:
+    _OLD = re.compile(r"\s*(?:;|\s[-–—]\s|,\s+(?:but|so|and then)\s+)\s*")
+
+    def test_same_splits_as_the_former_pattern(self) -> None:
+        import random
+
+        from ragtrim.history import _CLAUSE_SPLIT
+
+        rng = random.Random(7)
+        alpha = [" ", "  ", ";", "-", "—", ",", " but ", "so", " and then ", "x", "\t", "\n", "a", ", but ", " - "]
+        for _ in range(20_000):
+            text = "".join(rng.choice(alpha) for _ in range(rng.randint(0, 20)))
+            assert _CLAUSE_SPLIT.split(text) == self._OLD.split(text), text
+
+    def test_long_run_of_blanks_in_one_turn(self) -> None:
+        # 20,000 spaces took 15 s: the clause split retried its leading \s* from every blank.
+        chat = [{"role": "user", "content": "I like" + " " * 100_000 + "green tea a lot"},
+                {"role": "assistant", "content": "ok"}]
+        result = compress_history(chat, keep_last_turns=0, counter=WS)
+        assert [it.kind for it in result.state.items] == ["preference"]

@@ -162,6 +162,46 @@ def _history(n: int) -> Call:
     return call
 
 
+def _history_blank_run(n: int) -> Call:
+    from ragtrim.history import compress_history
+
+    turns = [{"role": "user", "content": "I like" + " " * n + "green tea"}, {"role": "assistant", "content": "ok"}]
+
+    def call() -> object:
+        cold_caches()
+        return compress_history(turns, keep_last_turns=0, counter=fresh_counter())
+
+    return call
+
+
+def deep_page(depth: int) -> str:
+    """``depth`` nested divs (within the parser's limit) around a link list and ``4 * depth`` spans."""
+    links = "<ul><li><a href=1>x</a></li><li><a href=2>y</a></li><li><a href=3>z</a></li></ul>"
+    return "<div>" * depth + links + "<span>w</span>" * (4 * depth) + "</div>" * depth
+
+
+def _html_page(depth: int) -> Call:
+    from ragtrim.stages.html import HtmlCleaner
+
+    text = deep_page(depth)
+    cleaner = HtmlCleaner(mode="page")
+    return lambda: cleaner.clean(text)
+
+
+def _compress_wide_window(n_sentences: int) -> Call:
+    from ragtrim.pipeline import Pipeline
+    from ragtrim.stages.compress import SentenceCompressor
+
+    text = " ".join(f"Sentence {i} about towers." for i in range(n_sentences))
+    stages = [SentenceCompressor(context_sentences=10**6, max_tokens=50)]
+
+    def call() -> object:
+        cold_caches()
+        return Pipeline(stages, tokenizer=fresh_counter()).run([text], query="towers")
+
+    return call
+
+
 @dataclass(frozen=True)
 class HostileCase:
     """One hostile input: how to build the call at size ``n``, the n the benchmark uses, and the issue's numbers."""
@@ -182,5 +222,11 @@ CASES: tuple[HostileCase, ...] = (
     HostileCase("html_fallback_comments", "bytes", 45 * 1024, _html("<!--x"), "181 KiB 25-51 s"),
     HostileCase("dedup_similar_stream", "chunks", 2_000, _dedup, "4k chunks 34 s, 8k 139 s"),
     HostileCase("history_turns", "turns", 4_000, _history, "1k 0.18 s, 16k 26 s"),
+    # Found while fixing the above (not in the issue's list); the times are from the code before the fix.
+    HostileCase("history_blank_run_in_a_turn", "chars", 20_000, _history_blank_run,
+                "not in the issue: 5k blanks 0.96 s, 20k 15 s"),
+    HostileCase("html_deep_page", "levels", 400, _html_page, "not in the issue: 400 levels 0.25 s, 1,600 6.8 s"),
+    HostileCase("compress_whole_chunk_window", "sentences", 5_000, _compress_wide_window,
+                "not in the issue: context_sentences=10**6 visited every neighbour (n x n)"),
 )
 
