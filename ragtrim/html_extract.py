@@ -130,7 +130,8 @@ _MENTIONED_TAGS = frozenset({
     "title", "head", "script", "style", "meta", "link", "noscript", "svg", "template", "iframe", "img", "input",
     "button", "select", "option", "textarea", "video", "embed",
 })
-_ANY_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)([^<>]*)>")
+# Possessive: a "<name" that meets another "<" before any ">" fails once instead of trying every split of the name.
+_ANY_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*+)([^<>]*+)>")
 _WORDS_PER_MENTION = 2
 """A chunk of bare mentioned tags is still markup when it has at most this many words (outside tags) per tag."""
 
