@@ -26,6 +26,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -42,6 +43,9 @@ _KNOWN_TAGS = (
     "style|sub|summary|sup|svg|table|tbody|td|template|textarea|tfoot|th|thead|time|title|tr|tt|u|ul|video"
 )
 _HTML_RE = re.compile(rf"<(?:/?(?:{_KNOWN_TAGS})(?=[\s/>])|!--|!doctype\b)", re.IGNORECASE)
+_KNOWN_TAG_NAMES = frozenset(
+    [t for t in _KNOWN_TAGS.split("|") if not t.startswith("h[")] + [f"h{i}" for i in range(1, 7)]
+)
 _PAGE_RE = re.compile(r"<(?:html|body|!doctype)\b", re.IGNORECASE)
 
 # Never content, in any mode.
@@ -118,6 +122,46 @@ def looks_like_html(text: str) -> bool:
 def looks_like_page(text: str) -> bool:
     """True for whole documents: a doctype, ``<html>`` or ``<body>`` tag in the text."""
     return _PAGE_RE.search(text) is not None
+
+
+# Tags that prose about HTML names ("put it in the <title> element") and that cleaning deletes together with the
+# words between them. A chunk whose only markup is such bare tags is prose, unless tags are as common as words.
+_MENTIONED_TAGS = frozenset({
+    "title", "head", "script", "style", "meta", "link", "noscript", "svg", "template", "iframe", "img", "input",
+    "button", "select", "option", "textarea", "video", "embed",
+})
+# Possessive: a "<name" that meets another "<" before any ">" fails once instead of trying every split of the name.
+_ANY_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*+)([^<>]*+)>")
+_WORDS_PER_MENTION = 2
+"""A chunk of bare mentioned tags is still markup when it has at most this many words (outside tags) per tag."""
+
+
+def reads_as_markup(text: str) -> bool:
+    """True when the markup in ``text`` is there to be rendered, not talked about.
+
+    ``looks_like_html`` finds any known tag; this also asks what the tags are doing. A page (doctype, ``<html>``,
+    ``<body>``), a comment, a tag with attributes, or a tag that structures or formats text (``<p>``, ``<div>``,
+    ``<li>``, ``<br>``, ``<b>``, ``<a>``, ``<span>``, ...) make it markup. A chunk whose only tags are bare head or
+    embedded-content tags (``<title>``, ``<script>``, ``<meta>``, ``<img>``, ...) is prose about HTML ("Use the
+    <title> element, e.g. <title>My page</title>, in the head.") and stays plain text, since cleaning would delete
+    the words between them; unless it is tag-dense (at most ``_WORDS_PER_MENTION`` words outside tags per tag,
+    as in ``"<title>Buses</title>"``).
+    """
+    if "<!--" in text or looks_like_page(text):
+        return True
+    tags = 0
+    for m in _ANY_TAG.finditer(text):
+        name = m.group(2).lower()
+        if name not in _KNOWN_TAG_NAMES:
+            continue
+        attrs = m.group(3).strip()
+        if name not in _MENTIONED_TAGS or (attrs and attrs != "/"):
+            return True
+        tags += 1
+    if not tags:  # known tags that _ANY_TAG cannot see (an unclosed "<p" at the end): leave it to the cleaner
+        return True
+    words = len(_ANY_TAG.sub(" ", text).split())
+    return words <= _WORDS_PER_MENTION * tags
 
 
 # -- parsing --------------------------------------------------------------------------------------------------------
@@ -202,6 +246,8 @@ class _Stats:
     block_child_chars: int = 0
     commas: int = 0
     links: int = 0
+    paragraphs: int = 0  # <p> elements in the subtree, itself included
+    list_items: int = 0  # <li> elements in the subtree, itself included
 
     @property
     def own_chars(self) -> int:
@@ -233,6 +279,8 @@ def _measure(root: Any) -> dict[Any, _Stats]:
             if tag == "a":
                 link_depth += 1
                 st.links = 1
+            st.paragraphs = int(tag == "p")
+            st.list_items = int(tag == "li")
             if link_depth:
                 st.link_chars = n
             stack.append((el, st))
@@ -248,6 +296,8 @@ def _measure(root: Any) -> dict[Any, _Stats]:
                 parent.link_chars += st.link_chars + (tail if link_depth else 0)
                 parent.commas += st.commas + (len(_COMMAS.findall(el.tail)) if el.tail else 0)
                 parent.links += st.links
+                parent.paragraphs += st.paragraphs
+                parent.list_items += st.list_items
                 if tag in _BLOCK_TAGS:
                     parent.block_child_chars += st.text_chars
     return stats
@@ -555,9 +605,9 @@ def _clean_content(node: Any, removed: Counter[str]) -> None:
             return st.links >= 2 and st.link_density > 0.7
         if st.commas >= 10:
             return False
-        counts = Counter(_tag(d) for d in el.iter())
-        p = counts["p"]
-        li = counts["li"] - 100 if tag in ("ul", "ol") else counts["li"]
+        # Counted once for the whole tree by _measure: a Counter over el.iter() per element cost depth x size.
+        p = st.paragraphs
+        li = st.list_items - 100 if tag in ("ul", "ol") else st.list_items
         if tag not in ("ul", "ol") and li > p and p < 3 and st.link_density > 0.3:
             return True
         if st.text_chars < 25 and st.links > 0:
@@ -615,23 +665,111 @@ def _detach_copy(node: Any) -> Any:
 
 
 # -- fallback -------------------------------------------------------------------------------------------------------
-_FALLBACK_DROP = re.compile(
-    r"<(script|style|noscript|template|svg|head|nav|footer|aside)\b[^>]*>.*?</\1\s*>|<!--.*?-->",
-    re.IGNORECASE | re.DOTALL,
-)
-_FALLBACK_BLOCK = re.compile(rf"</?(?:{'|'.join(sorted(_BLOCK_TAGS))})\b[^>]*>", re.IGNORECASE)
+_FALLBACK_DROP_TAGS = ("script", "style", "noscript", "template", "svg", "head", "nav", "footer", "aside")
+# Where a dropped block or a comment may start; the rest of each match is found by ``_fallback_drops``.
+_FALLBACK_DROP_OPEN = re.compile(rf"<(?:({'|'.join(_FALLBACK_DROP_TAGS)})\b|!--)", re.IGNORECASE)
+_FALLBACK_BLOCK_OPEN = re.compile(rf"</?(?:{'|'.join(sorted(_BLOCK_TAGS))})\b", re.IGNORECASE)
 _FALLBACK_TAG = re.compile(r"</?[a-zA-Z!][^<>]*>")
 
 
+@lru_cache(maxsize=64)
+def _closing_tag(name: str) -> re.Pattern[str]:
+    return re.compile(rf"</{re.escape(name)}\s*>", re.IGNORECASE)
+
+
+class _NextMatch:
+    """The first match of a pattern at or after a position, remembered while later queries can reuse it.
+
+    Queries come with rising positions, so each stretch of text is searched once: a run of 40,000 unclosed
+    ``<script>`` tags costs one search instead of one per tag (``.*?</script>`` made the fallback quadratic)."""
+
+    __slots__ = ("_found", "_pattern", "_searched_from")
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self._pattern = pattern
+        self._searched_from = -1
+        self._found: re.Match[str] | None = None
+
+    def at_or_after(self, text: str, pos: int) -> re.Match[str] | None:
+        found = self._found
+        if self._searched_from < 0 or pos < self._searched_from or (found is not None and pos > found.start()):
+            found = self._found = self._pattern.search(text, pos)
+            self._searched_from = pos
+        return found
+
+
+_GT = re.compile(">")
+_COMMENT_END = re.compile("-->")
+
+
+def _fallback_drops(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, what)`` of each dropped block (``<script ...>...</script>`` and the like, by tag name) and
+    comment, leftmost first: what ``re.finditer`` gives for
+    ``<(script|style|...)\\b[^>]*>.*?</\\1\\s*>|<!--.*?-->`` (IGNORECASE, DOTALL), in one pass."""
+    out: list[tuple[int, int, str]] = []
+    next_gt = _NextMatch(_GT)
+    next_comment_end = _NextMatch(_COMMENT_END)
+    closers: dict[str, _NextMatch] = {}
+    pos = 0
+    while (m := _FALLBACK_DROP_OPEN.search(text, pos)) is not None:
+        start, name = m.start(), m.group(1)
+        pos = start + 1  # unless a match below moves past it
+        if name is None:
+            close = next_comment_end.at_or_after(text, start + 4)
+            if close is not None:
+                out.append((start, close.end(), "comment"))
+                pos = close.end()
+            continue
+        gt = next_gt.at_or_after(text, m.end())
+        if gt is None:
+            continue
+        key = name.lower()
+        closer = closers.get(key)
+        if closer is None:
+            closer = closers[key] = _NextMatch(_closing_tag(key))
+        close = closer.at_or_after(text, gt.end())
+        if close is not None:
+            out.append((start, close.end(), key))
+            pos = close.end()
+    return out
+
+
+def _block_tag_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of ``</?(block tag)\\b[^>]*>`` as ``re.finditer`` gives them; the ``[^>]*>`` part is the next ``>``,
+    found once per tag instead of rescanned from every unclosed ``<div``."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    while (m := _FALLBACK_BLOCK_OPEN.search(text, pos)) is not None:
+        gt = text.find(">", m.end())
+        if gt < 0:  # no later tag can close either
+            break
+        out.append((m.start(), gt + 1))
+        pos = gt + 1
+    return out
+
+
+def _replace_spans(text: str, spans: list[tuple[int, int]], by: str) -> str:
+    parts: list[str] = []
+    pos = 0
+    for a, b in spans:
+        parts.append(text[pos:a])
+        parts.append(by)
+        pos = b
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
 def strip_tags_fallback(text: str) -> Extraction:
-    """Linear-time regex cleaning for input the parser cannot hold (nesting deeper than libxml2's limit).
+    """Linear-time cleaning for input the parser cannot hold (nesting deeper than libxml2's limit).
 
     Drops script/style/head/nav/footer/aside blocks and comments, turns block tags into line breaks, removes other
-    tags and decodes entities. No main-content selection.
+    tags and decodes entities. No main-content selection. Every step is one pass over the text (unclosed blocks
+    and comments stay in place, as with the regexes the steps replace).
     """
-    dropped = Counter(m.group(1).lower() if m.group(1) else "comment" for m in _FALLBACK_DROP.finditer(text))
-    body = _FALLBACK_DROP.sub(" ", text)
-    body = _FALLBACK_BLOCK.sub("\n", body)
+    drops = _fallback_drops(text)
+    dropped = Counter(what for _, _, what in drops)
+    body = _replace_spans(text, [(a, b) for a, b, _ in drops], " ")
+    body = _replace_spans(body, _block_tag_spans(body), "\n")
     body = _FALLBACK_TAG.sub("", body)
     return Extraction(_tidy(_html.unescape(body)), "fallback", MappingProxyType(dict(dropped)))
 

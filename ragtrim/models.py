@@ -22,6 +22,7 @@ Reason = Literal[
     "below_top_k",
     "low_relevance",
     "compressed",
+    "duplicate_after_compression",
     "over_budget",
     "truncated",
     "history_folded",

@@ -288,3 +288,117 @@ def test_locomo_incremental_equals_scratch(shared_data: Path) -> None:
     assert final.state == scratch.state and final.state_text == scratch.state_text
     assert final.tokens_after <= 2000
     assert not re.search(r"(?im)^- \w+: (hey|hi|thanks)\b", scratch.state_text)
+
+
+def _reference_merge(state_items: list[StateItem], new_items: list[StateItem], folded: list[Message],
+                     next_seq: int) -> tuple[list[StateItem], int]:
+    """``history._merge`` before issue 14 (a rebuilt list and index per answering turn: quadratic), the reference
+    for the linear version."""
+    import dataclasses
+
+    from ragtrim.history import _item_key
+
+    position = {m.turn_id: i for i, m in enumerate(folded)}
+    by_turn: dict[int, list[StateItem]] = {}
+    for it in new_items:
+        at = max((position[t] for t in it.turn_ids if t in position), default=len(folded))
+        by_turn.setdefault(at, []).append(it)
+    items = list(state_items)
+    index = {_item_key(it): i for i, it in enumerate(items)}
+    for i in range(len(folded) + 1):
+        if i < len(folded) and any(it.kind == "question" and it.role != folded[i].role for it in items):
+            items = [it for it in items if not (it.kind == "question" and it.role != folded[i].role)]
+            index = {_item_key(it): j for j, it in enumerate(items)}
+        for it in by_turn.get(i, ()):
+            key = _item_key(it)
+            if key in index:
+                old = items[index[key]]
+                extra = tuple(t for t in it.turn_ids if t not in old.turn_ids)
+                if extra:
+                    items[index[key]] = dataclasses.replace(old, turn_ids=old.turn_ids + extra)
+            else:
+                index[key] = len(items)
+                items.append(dataclasses.replace(it, seq=next_seq))
+                next_seq += 1
+    return items, next_seq
+
+
+class TestLinearMerge:
+    """Issue 14: 16k turns took 26 s (1k: 0.18 s); the merge is linear now and gives the same state."""
+
+    @staticmethod
+    def _random_case(seed: int) -> tuple[list[StateItem], list[StateItem], list[Message]]:
+        import random
+
+        rng = random.Random(seed)
+        roles = ["user", "assistant", "tool"]
+        texts = ["Is it open?", "is it open", "We go by train.", "I like tea.", "Who pays?", "I like tea!"]
+        folded = [Message(role=rng.choice(roles), content="x", turn_id=f"t{i}") for i in range(rng.randint(0, 30))]
+        kinds = ["question", "fact", "preference", "question"]
+
+        def item(turns: tuple[str, ...], seq: int) -> StateItem:
+            return StateItem(text=rng.choice(texts), kind=rng.choice(kinds), turn_ids=turns,  # type: ignore[arg-type]
+                             role=rng.choice(roles), seq=seq)
+
+        state = [item((f"s{k}",), k) for k in range(rng.randint(0, 6))]
+        new = [item(tuple(rng.choice(folded).turn_id for _ in range(rng.randint(1, 3))), 0)
+               for _ in range(rng.randint(0, 40))] if folded else []
+        return state, new, folded
+
+    def test_same_state_as_the_former_merge(self) -> None:
+        from ragtrim.history import _merge
+
+        for seed in range(400):
+            state, new, folded = self._random_case(seed)
+            assert _merge(list(state), new, folded, 10) == _reference_merge(list(state), new, folded, 10), seed
+
+    def test_many_turns_with_questions_and_repeats(self) -> None:
+        n = 16_000
+        chat = [{"role": "user" if i % 2 else "assistant", "content": "c", "turn_id": f"t{i}"} for i in range(n)]
+        script = {f"t{i}": [("question", f"Question {i}?"), ("preference", "I like tea.")] for i in range(n)}
+        result = compress_history(chat, keep_last_turns=0, counter=WS, summarizer=ScriptedSummarizer(script=script))
+        # Every question was answered by the next speaker but the last; each speaker's repeated preference is one
+        # item that kept every turn id.
+        assert [it.text for it in result.state.questions] == [f"Question {n - 1}?"]
+        assert [len(it.turn_ids) for it in result.state.preferences] == [n // 2, n // 2]
+
+
+def test_fitting_prefix_steps_then_bisects() -> None:
+    from ragtrim.history import _PREFIX_STEPS, _fitting_prefix
+
+    calls: list[int] = []
+
+    def fits_up_to(limit: int) -> Any:
+        def fits(k: int) -> bool:
+            calls.append(k)
+            return k <= limit
+        return fits
+
+    assert _fitting_prefix(10, fits_up_to(7)) == 7 and calls == [10, 9, 8, 7]  # one at a time, as before
+    assert _fitting_prefix(0, fits_up_to(0)) == 0
+    calls.clear()
+    assert _fitting_prefix(100_000, fits_up_to(5)) == 5
+    assert len(calls) <= _PREFIX_STEPS + 20  # bisection, not 99,995 renders
+    assert _fitting_prefix(50, lambda k: k == 0) == 0
+
+
+class TestClauseSplitIsLinear:
+    _OLD = re.compile(r"\s*(?:;|\s[-–—]\s|,\s+(?:but|so|and then)\s+)\s*")
+
+    def test_same_splits_as_the_former_pattern(self) -> None:
+        import random
+
+        from ragtrim.history import _CLAUSE_SPLIT
+
+        rng = random.Random(7)
+        alpha = [" ", "  ", ";", "-", "—", ",", " but ", "so", " and then ", "x", "\t", "\n", "a", ", but ", " - "]
+        for _ in range(20_000):
+            text = "".join(rng.choice(alpha) for _ in range(rng.randint(0, 20)))
+            assert _CLAUSE_SPLIT.split(text) == self._OLD.split(text), text
+
+    def test_long_run_of_blanks_in_one_turn(self) -> None:
+        # 20,000 spaces took 15 s: the clause split retried its leading \s* from every blank.
+        chat = [{"role": "user", "content": "I like" + " " * 100_000 + "green tea a lot"},
+                {"role": "assistant", "content": "ok"}]
+        result = compress_history(chat, keep_last_turns=0, counter=WS)
+        assert [it.kind for it in result.state.items] == ["preference"]

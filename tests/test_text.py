@@ -5,7 +5,20 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragtrim.text import normalize_text, sentence_spans, split_sentences
+from ragtrim.text import _fences, _inline_and_quoted, normalize_text, sentence_spans, split_sentences
+from tests.reference_sentence_spans import _fences as old_fences
+from tests.reference_sentence_spans import _inline_and_quoted as old_inline_and_quoted
+from tests.reference_sentence_spans import old_sentence_spans
+
+_PROSE = [
+    "Dr. Smith paid $3.5 million in 1999. The U.S. Army agreed with J. Doe. It ended.",
+    'He said "Stop. Now. Please." and left. Then it rained. “Why? Because.” She smiled!',
+    "Intro here.\n\n```python\nx = 1. \ny = 2\n\nz = 3\n```\nAfter code. Done.\n~~~\nunclosed. Fence",
+    "Run it:\n    foo(). Bar()\n    baz();\nThen stop. Next.\n\tTabbed. Line\nif x):\n  Ok. Fine.",
+    "Steps:\n- first item\n- second item\n1. numbered. Item\n2) other\n\nDone here... Really?! Yes…  No.",
+    "Call `a. B()` first. Then go. (See fig. 3.) [Done.] 'Quoted.' Next ’one’. Closing.\" Then.",
+    "  Leading blanks. \r\n Windows lines.\r\n\r\nNew para. Mr. X met Mrs. Y at 3 p.m. on Jan. 5. Ok.",
+]
 
 
 class TestSentenceSpans:
@@ -62,6 +75,55 @@ class TestSentenceSpans:
         assert "".join(text[a:b] for a, b in spans) == text
         assert all(a < b for a, b in spans)
         assert all(spans[i][1] == spans[i + 1][0] for i in range(len(spans) - 1))
+
+
+class TestLinearSplitterMatchesReference:
+    """The linear rewrite (issue 14) gives exactly the spans of the former regex splitter on ordinary text."""
+
+    def test_varied_prose(self) -> None:
+        for text in _PROSE:
+            assert sentence_spans(text) == list(old_sentence_spans(text)), text
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.sampled_from(list("ab AB.!?\n\"`;{}1,2:-*\t“”~)'’…") + [
+        "```", "~~~", "\n```\n", "    ", "Dr.", " e.g. ", "\n- ", "\n\n"]), max_size=60).map("".join))
+    def test_tricky_alphabet(self, text: str) -> None:
+        assert sentence_spans(text) == list(old_sentence_spans(text)) if text else sentence_spans(text) == []
+        assert _fences(text) == old_fences(text)
+        assert sorted(_inline_and_quoted(text)) == sorted(old_inline_and_quoted(text))
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.sampled_from(['"', "“", "”", "\n", "a" * 97, "a" * 150, "a", ". B", "```\n", " ~~~", "`"]),
+                    max_size=30).map("".join))
+    def test_quotes_near_the_400_character_limit(self, text: str) -> None:
+        assert sorted(_inline_and_quoted(text)) == sorted(old_inline_and_quoted(text))
+        assert sentence_spans(text) == list(old_sentence_spans(text)) if text else sentence_spans(text) == []
+
+
+class TestHostileInputs:
+    """Repros of issue 14: each took seconds (quadratic); sized here to run in milliseconds after the fix."""
+
+    def test_run_of_dots(self) -> None:
+        text = "." * 40_000 + "x"
+        assert sentence_spans(text) == [(0, len(text))]
+
+    def test_runs_of_mixed_marks_and_closers(self) -> None:
+        text = "Hi" + "!?" * 20_000 + '"' * 20_000 + " end. Next one."
+        assert split_sentences(text)[-1] == "Next one."
+
+    def test_many_quoted_spans(self) -> None:
+        text = 'He said "yes." Then. ' * 10_000
+        spans = sentence_spans(text)
+        assert len(spans) == 10_000
+        assert text[spans[0][0]:spans[0][1]] == 'He said "yes." Then. '
+
+    def test_many_fences(self) -> None:
+        text = "```\n~~~\n" * 10_000 + "x"
+        assert "".join(text[a:b] for a, b in sentence_spans(text)) == text
+        assert len(_fences(text)) == 6_667  # opener, one line inside, closer
+
+    def test_run_of_curly_openers(self) -> None:
+        assert _inline_and_quoted("“" * 100_000) == []
 
 
 def test_normalize_text() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,7 +19,7 @@ from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.scoring import Scorer, check_scorer, get_scorer, min_max
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
-from ragtrim.text import sentence_spans
+from ragtrim.text import normalize_text, sentence_spans
 from ragtrim.tokens import TokenCounter
 
 
@@ -66,6 +67,44 @@ def answer_hint(query: str, sentence: str) -> float:
     return holds_kind(answer_kind(query), sentence)
 
 
+_FIT_STEP_WORK = 4
+"""``_fit`` drops sentences one at a time while the sentences it has rebuilt stay below this many times the
+request's sentences (plus ``_FIT_MIN_WORK``); past that it searches for the number to drop (see ``_fit``)."""
+_FIT_MIN_WORK = 1024
+
+
+def _chunk_ranges(sentences: list[_Sentence]) -> dict[int, tuple[int, int]]:
+    """Each chunk's sentences as a ``[lo, hi)`` range of ``sentences`` (they are listed chunk by chunk)."""
+    ranges: dict[int, tuple[int, int]] = {}
+    for i, s in enumerate(sentences):
+        lo, _ = ranges.get(s.chunk, (i, i))
+        ranges[s.chunk] = (lo, i + 1)
+    return ranges
+
+
+_WINDOW_LOOP_MAX = 8
+"""Up to this ``context_sentences`` the neighbours are visited one by one; above it, by sliding maxima."""
+
+
+def _neighbour_max(vals: list[float], width: int) -> list[float | None]:
+    """For each position, the largest value among the ``width`` positions on either side (itself excluded), or
+    None when it has no neighbour. Two monotonic-queue passes: O(len(vals)) for any ``width``."""
+    out: list[float | None] = [None] * len(vals)
+    for order in (range(len(vals)), range(len(vals) - 1, -1, -1)):
+        window: deque[int] = deque()  # positions with decreasing values, the last ``width`` seen
+        for i in order:
+            while window and abs(window[0] - i) > width:
+                window.popleft()
+            if window:
+                best = vals[window[0]]
+                current = out[i]
+                out[i] = best if current is None else max(current, best)
+            while window and vals[window[-1]] <= vals[i]:
+                window.pop()
+            window.append(i)
+    return out
+
+
 @register_stage
 class SentenceCompressor(Stage):
     """Shorten chunks to their query-relevant sentences (extractive: kept text is copied verbatim, in order).
@@ -89,8 +128,9 @@ class SentenceCompressor(Stage):
         separator: joins non-adjacent kept sentences.
 
     Trace: a shortened chunk gets a ``compressed``/``shortened`` record ("kept 2 of 7 sentences"); with a target,
-    a chunk none of whose sentences made it is dropped with ``over_budget``. Pinned chunks are left alone, and an
-    empty query leaves everything unchanged (nothing to be query-aware about).
+    a chunk none of whose sentences made it is dropped with ``over_budget``; a chunk that compression made
+    identical to an earlier one (same normalized text) is dropped with ``duplicate_after_compression``. Pinned
+    chunks are left alone, and an empty query leaves everything unchanged (nothing to be query-aware about).
     """
 
     name = "compress"
@@ -168,9 +208,17 @@ class SentenceCompressor(Stage):
             kind = answer_kind(query)  # the query is parsed once, not once per sentence
             own = own + self.answer_hint_weight * np.array([holds_kind(kind, s.text) for s in sentences])
         prio = own.copy()
-        if self.context_sentences > 0 and self.context_weight > 0:
+        cs = self.context_sentences
+        if cs > _WINDOW_LOOP_MAX and self.context_weight > 0:
+            # A wide window (up to whole chunks): sliding maxima, linear whatever ``context_sentences`` is.
+            for lo, hi in _chunk_ranges(sentences).values():
+                vals = [float(v) for v in own[lo:hi]]
+                for i, best in enumerate(_neighbour_max(vals, cs)):
+                    if best is not None:
+                        prio[lo + i] = max(prio[lo + i], self.context_weight * best)
+        elif cs > 0 and self.context_weight > 0:
             for i, s in enumerate(sentences):
-                for j in range(max(0, i - self.context_sentences), min(len(sentences), i + self.context_sentences + 1)):
+                for j in range(max(0, i - cs), min(len(sentences), i + cs + 1)):
                     if j != i and sentences[j].chunk == s.chunk:
                         prio[i] = max(prio[i], self.context_weight * own[j])
         return prio
@@ -215,30 +263,75 @@ class SentenceCompressor(Stage):
 
     def _rebuild(self, chunks: tuple[Chunk, ...], sentences: list[_Sentence], chosen: set[int]) -> dict[int, str]:
         """Each non-pinned chunk's new text from its chosen sentences (adjacent ones keep their original glue)."""
-        pieces: dict[int, list[tuple[int, int]]] = {}
-        for i in sorted(chosen):
+        out: dict[int, str] = {}
+        for ci, (lo, hi) in _chunk_ranges(sentences).items():
+            out[ci] = self._rebuild_chunk(chunks[ci].text, sentences, lo, hi, chosen)
+        return out
+
+    def _rebuild_chunk(self, text: str, sentences: list[_Sentence], lo: int, hi: int, chosen: set[int]) -> str:
+        """One chunk's new text from its chosen sentences among ``sentences[lo:hi]`` (all of that chunk)."""
+        runs: list[tuple[int, int]] = []
+        for i in range(lo, hi):
+            if i not in chosen:
+                continue
             s = sentences[i]
-            runs = pieces.setdefault(s.chunk, [])
             if runs and runs[-1][1] == s.start:
                 runs[-1] = (runs[-1][0], s.end)
             else:
                 runs.append((s.start, s.end))
-        out: dict[int, str] = {}
-        for ci in {s.chunk for s in sentences}:
-            text = chunks[ci].text
-            out[ci] = self.separator.join(text[a:b].strip() for a, b in pieces.get(ci, []))
-        return out
+        return self.separator.join(text[a:b].strip() for a, b in runs)
 
     def _fit(self, chunks: tuple[Chunk, ...], sentences: list[_Sentence], chosen: set[int], order: list[int],
              target: int, pinned: int, counter: TokenCounter) -> dict[int, str]:
         """Drop the weakest chosen sentences until the rebuilt texts plus ``pinned`` tokens fit ``target`` (joins
-        can add a token)."""
+        can add a token); ``chosen`` is updated in place.
+
+        Sentences go one at a time, and only the chunk that lost one is rebuilt and recounted. That is exact and
+        cheap on ordinary requests, but a long chunk of thousands of sentences whose joins each add a token (digit-led
+        sentences: 72 KiB took 6 s) would be rebuilt once per dropped sentence. So once the rebuilt text passes
+        ``_FIT_STEP_WORK`` times the request's sentences, the number of sentences still to drop is found by doubling
+        and bisection instead: O(log n) full recounts, and the result still fits ``target``.
+        """
+        ranges = _chunk_ranges(sentences)
         texts = self._rebuild(chunks, sentences, chosen)
+        counts = {ci: counter.count(t) for ci, t in texts.items()}
+        total = sum(counts.values())
         weakest = [i for i in reversed(order) if i in chosen]
-        while sum(counter.count(t) for t in texts.values()) + pinned > target and weakest:
-            chosen.discard(weakest.pop(0))
-            texts = self._rebuild(chunks, sentences, chosen)
-        return texts
+        work_left = _FIT_STEP_WORK * len(sentences) + _FIT_MIN_WORK
+        step = 0
+        while total + pinned > target and step < len(weakest) and work_left > 0:
+            i = weakest[step]
+            step += 1
+            chosen.discard(i)
+            ci = sentences[i].chunk
+            lo, hi = ranges[ci]
+            work_left -= hi - lo
+            texts[ci] = self._rebuild_chunk(chunks[ci].text, sentences, lo, hi, chosen)
+            total += counter.count(texts[ci]) - counts[ci]
+            counts[ci] = counter.count(texts[ci])
+        if total + pinned <= target or step >= len(weakest):
+            return texts
+        rest = weakest[step:]
+
+        def attempt(k: int) -> tuple[bool, dict[int, str]]:
+            trial = chosen.difference(rest[:k])
+            got = self._rebuild(chunks, sentences, trial)
+            return sum(counter.count(t) for t in got.values()) + pinned <= target, got
+
+        k_lo, k_hi = 0, 1  # dropping k_lo more does not fit; dropping k_hi more does, or is everything
+        fits, best = attempt(k_hi)
+        while not fits and k_hi < len(rest):
+            k_lo, k_hi = k_hi, min(2 * k_hi, len(rest))
+            fits, best = attempt(k_hi)
+        while fits and k_hi - k_lo > 1:
+            mid = (k_lo + k_hi) // 2
+            ok, got = attempt(mid)
+            if ok:
+                k_hi, best = mid, got
+            else:
+                k_lo = mid
+        chosen.difference_update(rest[:k_hi])
+        return best
 
     def _output(self, context: TrimContext, sentences: list[_Sentence], chosen: set[int], order: list[int],
                 new_texts: dict[int, str], target: int | None) -> StageOutput:
@@ -273,6 +366,43 @@ class SentenceCompressor(Stage):
             out.append(c.with_text(new_texts[ci]))
             removals.append(Removal(c.id, self.name, "compressed", 0, f"kept {kept} of {total} sentences",
                                     action="shortened"))
+        out = self._drop_repeats(out, removals, {r.chunk_id for r in removals if r.action == "shortened"})
         info: dict[str, Any] = {"sentences_in": len(sentences), "sentences_kept": len(chosen),
                                 "target_tokens": target}
         return StageOutput(context.with_chunks(tuple(out)), tuple(removals), info=info)
+
+    def _drop_repeats(self, out: list[Chunk], removals: list[Removal], shortened: set[str]) -> list[Chunk]:
+        """Drop a chunk that compression made identical to an earlier one (dedup ran before and saw them differ).
+
+        Identical means the same normalized text (``ragtrim.text.normalize_text``, as exact dedup compares), and at
+        least one of the two was shortened here: chunks that were identical on arrival are the dedup stage's
+        business. The later one goes (reason ``duplicate_after_compression``), unless it is pinned and the earlier
+        one is not; two pinned chunks both stay."""
+        if not shortened:
+            return out
+        first: dict[str, int] = {}
+        doomed: dict[int, int] = {}  # position in out -> position of the chunk it repeats
+        for k, c in enumerate(out):
+            key = normalize_text(c.text)
+            j = first.get(key)
+            if j is None:
+                first[key] = k
+                continue
+            if c.id not in shortened and out[j].id not in shortened:
+                continue
+            if not c.pinned:
+                doomed[k] = j
+            elif not out[j].pinned:
+                doomed[j] = k
+                first[key] = k
+        for k, j in sorted(doomed.items()):
+            # One record per dropped chunk: its "compressed" record, if any, becomes part of the drop's detail.
+            was = next((r for r in removals if r.chunk_id == out[k].id and r.action == "shortened"), None)
+            if was is not None:
+                removals.remove(was)
+            removals.append(Removal(
+                out[k].id, self.name, "duplicate_after_compression", 0,
+                f"same text as chunk {out[j].id} after compression" + (f" ({was.detail})" if was else ""),
+                kept_id=out[j].id,
+            ))
+        return [c for k, c in enumerate(out) if k not in doomed]

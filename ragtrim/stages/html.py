@@ -17,6 +17,7 @@ from ragtrim.html_extract import (
     extract_main_content,
     looks_like_html,
     looks_like_page,
+    reads_as_markup,
 )
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
@@ -41,6 +42,10 @@ class HtmlCleaner(Stage):
             (0 drops only chunks that become empty).
         keep_tables: keep table text (cells tab-separated, one row per line); False drops tables.
         page_min_chars: in ``"auto"`` mode, HTML chunks at least this long count as pages.
+
+    A chunk is HTML when it holds markup to render (``ragtrim.html_extract.reads_as_markup``): prose that only
+    mentions head or embedded-content tags ("Use the <title> element, e.g. <title>My page</title>, in the head.")
+    passes through untouched instead of losing the words between them.
 
     Every changed chunk gets a ``shortened`` record with reason ``boilerplate`` and a detail such as
     ``"removed nav, footer, 2 scripts; 1830 -> 412 chars"``; a chunk left with no text is ``dropped``.
@@ -74,7 +79,7 @@ class HtmlCleaner(Stage):
 
     def clean(self, text: str) -> Extraction:
         """The cleaned text of one chunk (``method="plain"`` and the text unchanged when it is not HTML)."""
-        if not looks_like_html(text):
+        if not looks_like_html(text) or not reads_as_markup(text):
             return Extraction(text, "plain")
         if self.mode == "fragment" or (
             self.mode == "auto" and len(text) < self.page_min_chars and not looks_like_page(text)

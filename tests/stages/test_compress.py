@@ -163,3 +163,60 @@ def test_answer_kind_is_parsed_once_per_query() -> None:
         "date", "number", None)
     assert holds_kind("date", "In March.") == 1.0 and holds_kind("number", "No digits here.") == 0.0
     assert holds_kind(None, "It opened in 1999.") == 0.0
+
+
+class TestDuplicateAfterCompression:
+    """Issue 14: compression could make two chunks identical after dedup had run; both were kept."""
+
+    def test_later_identical_chunk_is_dropped_with_a_record(self) -> None:
+        scorer = FixedScorer(scores={"Paris is the capital.": 1.0})
+        chunks = ["Paris is the capital. Lyon has silk.", "Nice has a beach. Paris is the capital.", "Other text."]
+        result = run([SentenceCompressor(scorer=scorer, sentences_per_chunk=1, context_sentences=0,
+                                         chunk_weight=0.0, answer_hint_weight=0.0)], chunks, query="capital")
+        assert [c.text for c in result.chunks] == ["Paris is the capital.", "Other text."]
+        records = {(r.chunk_id, r.reason, r.action) for r in result.trace[0].removals}
+        assert records == {("0", "compressed", "shortened"), ("1", "duplicate_after_compression", "dropped")}
+        dropped = next(r for r in result.trace[0].removals if r.chunk_id == "1")
+        assert dropped.kept_id == "0" and dropped.tokens_removed == 8  # all of chunk 1, as it arrived
+        assert dropped.detail == "same text as chunk 0 after compression (kept 1 of 2 sentences)"
+
+    def test_pinned_copy_stays_and_the_unpinned_one_goes(self) -> None:
+        scorer = FixedScorer(scores={"Paris is the capital.": 1.0})
+        chunks = [Chunk("Paris is the capital. Lyon has silk.", "a"), Chunk("Paris is the capital.", "b", pinned=True)]
+        result = run([SentenceCompressor(scorer=scorer, sentences_per_chunk=1, context_sentences=0,
+                                         chunk_weight=0.0, answer_hint_weight=0.0)], chunks, query="capital")
+        assert [c.id for c in result.chunks] == ["b"]
+        assert [(r.chunk_id, r.reason) for r in result.trace[0].removals] == [("a", "duplicate_after_compression")]
+
+    def test_chunks_identical_on_arrival_are_left_to_dedup(self) -> None:
+        result = run([SentenceCompressor()], ["Same text here.", "Same text here."], query="text")
+        assert [c.text for c in result.chunks] == ["Same text here.", "Same text here."]
+
+
+class TestWideContextWindow:
+    """A large ``context_sentences`` made ``priorities`` quadratic (every sentence visited every neighbour)."""
+
+    def test_sliding_maxima_match_the_loop(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import random
+
+        from ragtrim.stages import compress as compress_module
+        from ragtrim.text import split_sentences
+
+        rng = random.Random(4)
+        words = ["tower", "paris", "iron", "built", "tall", "river", "bridge", "city"]
+        chunks = tuple(Chunk(" ".join(f"{rng.choice(words).title()} {rng.choice(words)} {rng.choice(words)}."
+                                      for _ in range(rng.randint(1, 25))), str(k)) for k in range(6))
+        sentences = SentenceCompressor()._split(chunks, WhitespaceCounter())
+        assert len(sentences) == sum(len(split_sentences(c.text)) for c in chunks)
+        for width in (9, 12, 30, 1000):
+            stage = SentenceCompressor(context_sentences=width)
+            fast = stage.priorities("tall tower", chunks, sentences)
+            monkeypatch.setattr(compress_module, "_WINDOW_LOOP_MAX", 10**9)
+            slow = stage.priorities("tall tower", chunks, sentences)
+            monkeypatch.setattr(compress_module, "_WINDOW_LOOP_MAX", 8)
+            assert fast.tolist() == slow.tolist()
+
+    def test_whole_chunk_window_on_many_sentences(self) -> None:
+        text = " ".join(f"Sentence {i} about towers." for i in range(20_000))
+        result = run([SentenceCompressor(context_sentences=10**6, max_tokens=50)], [text], query="towers")
+        assert result.tokens_after <= 50

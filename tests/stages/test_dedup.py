@@ -314,3 +314,66 @@ class TestLineShinglesAndTemplates:
         got = [[(r.chunk_id, r.kept_id, r.detail) for r in res.removals] for res in (lsh, pure, indexed)]
         assert got[0] == got[1] == got[2]
         assert len(got[0]) == len(texts) - 80
+
+
+def similar_stream(n: int, *, seed: int = 0, replaced: int = 12) -> list[str]:
+    """Issue 14's hostile stream: one 200-word text, each copy with ``replaced`` words changed (Jaccard ~0.6 between
+    copies: similar, never duplicates at 0.8)."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(5000)]
+    base = [rng.choice(vocab) for _ in range(200)]
+    out = []
+    for _ in range(n):
+        words = list(base)
+        for j in rng.sample(range(200), replaced):
+            words[j] = rng.choice(vocab)
+        out.append(" ".join(words))
+    return out
+
+
+class TestCandidateCaps:
+    def test_similar_stream_is_capped_and_keeps_everything(self) -> None:
+        result = run(DuplicateFilter(), similar_stream(400))
+        info = result.trace[0].info
+        assert len(result.chunks) == 400 and info["near_method"] == "minhash_lsh"
+        assert info["near_candidates_capped"] > 0
+
+    def test_exact_checks_grow_linearly(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        calls = [0]
+        real = dedup_module.jaccard
+
+        def counting(a: Any, b: Any) -> float:
+            calls[0] += 1
+            return real(a, b)
+
+        monkeypatch.setattr(dedup_module, "jaccard", counting)
+        run(DuplicateFilter(), similar_stream(150))
+        small = calls[0]
+        calls[0] = 0
+        run(DuplicateFilter(), similar_stream(600))
+        # All pairs (the old candidate generation) would be 16x; the caps bound the checks per chunk.
+        assert calls[0] <= 8 * small
+        assert calls[0] <= dedup_module.LSH_MAX_CANDIDATES * 600
+
+    def test_caps_never_drop_wrongly_and_still_catch_copies(self) -> None:
+        stream = similar_stream(300, seed=1)
+        rng = random.Random(2)
+        copies = []
+        for k in range(0, 300, 10):  # a near copy (2 words changed) of every tenth chunk, at the end
+            words = stream[k].split()
+            for j in rng.sample(range(200), 2):
+                words[j] = "changed"
+            copies.append(" ".join(words))
+        stage = DuplicateFilter()
+        result = run(stage, stream + copies)
+        removals = result.trace[0].removals
+        texts = {str(i): t for i, t in enumerate(stream + copies)}
+        for r in removals:
+            assert jaccard(line_shingles(texts[r.chunk_id], 3), line_shingles(texts[r.kept_id or ""], 3)) >= 0.8
+        assert {r.chunk_id for r in removals} == {str(300 + i) for i in range(len(copies))}
+
+    def test_ordinary_batch_does_not_reach_the_caps(self) -> None:
+        rng = random.Random(3)
+        texts = [random_text(rng, 120) for _ in range(200)]
+        result = run(DuplicateFilter(), texts + texts[:20])
+        assert result.trace[0].info["near_candidates_capped"] == 0
