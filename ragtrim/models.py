@@ -35,6 +35,9 @@ Action = Literal["dropped", "shortened"]
 
 _EMPTY_METADATA: Mapping[str, Any] = MappingProxyType({})
 
+CHUNK_SEPARATOR = "\n\n"
+"""What ``TrimResult.text`` puts between chunks; the hard budget counts it (``count(result.text) <= budget``)."""
+
 
 def _freeze(metadata: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if metadata is None:
@@ -225,8 +228,10 @@ class TrimResult:
 
     @property
     def text(self) -> str:
-        """The kept chunks joined by blank lines, in output order."""
-        return "\n\n".join(c.text for c in self.context.chunks)
+        """The kept chunks joined by blank lines (``CHUNK_SEPARATOR``), in output order: the text the model receives.
+
+        With a ``TokenBudget`` in the pipeline, ``counter.count(result.text)`` is at most its ``max_tokens``."""
+        return CHUNK_SEPARATOR.join(c.text for c in self.context.chunks)
 
     def to_dict(self) -> dict[str, Any]:
         ratio = self.ratio
