@@ -14,11 +14,12 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 R = TypeVar("R")
+P = ParamSpec("P")
 
 CACHE_MAX_BYTES = 32 * 2**20
 """Default size of one per-text cache, keys and values together."""
@@ -126,33 +127,45 @@ class SizedLRU(Generic[K, V]):
             return list(self._data)
 
 
+class CachedFunction(Generic[P, R]):
+    """A function with a byte-bounded cache of its results, keyed by its (hashable, positional) arguments."""
+
+    def __init__(self, fn: Callable[P, R], cache: SizedLRU[tuple[Any, ...], R]) -> None:
+        self._fn = fn
+        self.cache = cache
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        if kwargs:
+            return self._fn(*args, **kwargs)
+        hit = self.cache.get(args, _MISSING)
+        if hit is not _MISSING:
+            return hit  # type: ignore[no-any-return]  # the cache holds only this function's results
+        value = self._fn(*args, **kwargs)
+        self.cache.put(args, value)
+        return value
+
+    def cache_clear(self) -> None:
+        self.cache.clear()
+
+
+_MISSING = object()
+
+
 def bounded_cache(
     *,
     max_entries: int = 1 << 62,
     max_bytes: int = CACHE_MAX_BYTES,
     max_entry_bytes: int = CACHE_MAX_ENTRY_BYTES,
-) -> Callable[[Callable[..., R]], Callable[..., R]]:
-    """``functools.lru_cache`` for functions of hashable arguments, bounded in bytes (arguments plus result).
+    weigh: Callable[[tuple[Any, ...], Any], int] | None = None,
+) -> Callable[[Callable[P, R]], CachedFunction[P, R]]:
+    """``functools.lru_cache`` for functions of hashable positional arguments, bounded in bytes (arguments plus
+    result, estimated by ``weigh(args, result)``; default ``deep_sizeof``). The wrapper has ``cache_clear()``."""
 
-    The wrapper has ``cache_clear()`` and ``cache`` (the SizedLRU)."""
-
-    def decorate(fn: Callable[..., R]) -> Callable[..., R]:
+    def decorate(fn: Callable[P, R]) -> CachedFunction[P, R]:
         cache: SizedLRU[tuple[Any, ...], R] = SizedLRU(
-            max_entries=max_entries, max_bytes=max_bytes, max_entry_bytes=max_entry_bytes
+            max_entries=max_entries, max_bytes=max_bytes, max_entry_bytes=max_entry_bytes, weigh=weigh
         )
-        missing = object()
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any) -> R:
-            hit = cache.get(args, missing)
-            if hit is not missing:
-                return hit  # type: ignore[no-any-return]
-            value = fn(*args)
-            cache.put(args, value)
-            return value
-
-        wrapper.cache = cache  # type: ignore[attr-defined]
-        wrapper.cache_clear = cache.clear  # type: ignore[attr-defined]
-        return wrapper
+        return CachedFunction(fn, cache)
 
     return decorate

@@ -6,8 +6,10 @@ Sentence spans cover the text without gaps, so any prefix of them is a clean cut
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
-from functools import lru_cache
+
+from ragtrim._lru import bounded_cache
 
 _ABBREVIATIONS = frozenset({
     "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "e.g", "i.e", "cf", "al",
@@ -78,7 +80,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return list(_sentence_spans(text))
 
 
-@lru_cache(maxsize=16384)
+@bounded_cache(max_entries=16384, weigh=lambda args, spans: sys.getsizeof(args[0]) + 120 * (len(spans) + 1))
 def _sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
     fences = _fences(text)
     code = _code_lines(text)

@@ -178,6 +178,12 @@ class TestMalformedInput:
         with pytest.raises(InputError, match="state must be a HistoryState"):
             compress_history(CHAT, state="summary so far", counter=WS)
 
+    @pytest.mark.parametrize("bad", ["abc", "3", -1, 2.5, True, None, [1]])
+    def test_bad_next_seq_is_input_error(self, bad: object) -> None:
+        # "abc" raised a raw ValueError from int()
+        with pytest.raises(InputError, match="state next_seq must be an int >= 0"):
+            compress_history(CHAT, state={"next_seq": bad}, counter=WS)
+
     @pytest.mark.parametrize(
         ("kwargs", "name"),
         [({"keep_last_turns": -1}, "keep_last_turns"), ({"max_tokens": 1.5}, "max_tokens"),
