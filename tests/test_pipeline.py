@@ -254,3 +254,62 @@ class TestHardBudgetOnResultText:
     def test_guard_absent_when_nothing_to_do(self) -> None:
         r = Pipeline([TokenBudget(max_tokens=6)], tokenizer="whitespace").run(["a b", "c d"])
         assert [t.stage for t in r.trace] == ["budget"]
+
+
+class TestConfigSafety:
+    """Issue 14 item 4: every config problem is a ConfigError; config strings read no arbitrary files."""
+
+    @staticmethod
+    def deep(n: int) -> list[object]:
+        out: list[object] = []
+        for _ in range(n):
+            out = [out]
+        return out
+
+    @pytest.mark.parametrize(
+        "config",
+        [
+            {"stages": [{"type": ["budget"]}]},  # TypeError: unhashable
+            {"stages": [{"type": {"a": 1}}]},
+            {"stages": [{"type": None}]},
+            {"stages": [{"type": "budget", "max_tokens": 5, 7: 1}]},
+            {"tokenizer": ["cl100k_base"]},
+            {"tokenizer": "hf:/tmp/x\x00y"},  # ValueError: embedded null byte
+            {"tokenizer": "o200k_base"},  # would download
+            {"tokenizer": "tiktoken:gpt2"},
+            [1, 2],
+        ],
+    )
+    def test_config_errors_are_typed(self, config: object) -> None:
+        with pytest.raises(ConfigError):
+            Pipeline.from_dict(config)  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize("where", ["stages", "param", "stage"])
+    def test_deep_nesting_is_config_error(self, where: str) -> None:
+        deep = self.deep(50_000)
+        config = {
+            "stages": {"stages": deep, "param": [{"type": "budget", "max_tokens": deep}], "stage": [deep]}[where]
+        }
+        with pytest.raises(ConfigError):  # RecursionError before
+            Pipeline.from_dict(config)
+
+    def test_offline_encoding_names_are_listed(self) -> None:
+        with pytest.raises(ConfigError, match=r"'o200k_base' is not available offline.*allowed: \['cl100k_base'"):
+            Pipeline.from_dict({"tokenizer": "o200k_base"})
+
+    def test_config_tokenizer_file_needs_an_allowed_dir(self, tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+        from pathlib import Path
+
+        pytest.importorskip("tokenizers")
+        secret = Path(str(tmp_path)) / "secret.json"
+        secret.write_text('{"version":"SECRET"}', encoding="utf-8")
+        monkeypatch.delenv("RAGTRIM_TOKENIZER_DIRS", raising=False)
+        for spec in (f"hf:{secret}", str(secret)):
+            with pytest.raises(ConfigError, match="not under a directory the operator allowed") as info:
+                Pipeline.from_dict({"tokenizer": spec})
+            assert "SECRET" not in str(info.value)
+        # allowed: it is read, and the error names the path, never the content
+        p = Pipeline.from_dict({"tokenizer": f"hf:{secret}"}, tokenizer_dirs=[str(tmp_path)])
+        with pytest.raises(ConfigError, match="could not be loaded") as info:
+            p.run(["a"])
+        assert "SECRET" not in str(info.value) and str(secret) in str(info.value)
