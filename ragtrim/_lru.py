@@ -13,7 +13,7 @@ import functools
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sized
 from typing import Any, Generic, ParamSpec, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -125,6 +125,16 @@ class SizedLRU(Generic[K, V]):
     def keys(self) -> list[K]:
         with self._lock:
             return list(self._data)
+
+
+def weigh_text_and_items(item_bytes: int) -> Callable[[tuple[Any, ...], Sized], int]:
+    """An O(1) weight for a cache keyed by a text (the first argument) whose result is a sized collection:
+    the text's bytes plus ``item_bytes`` per result item."""
+
+    def weigh(args: tuple[Any, ...], result: Sized) -> int:
+        return sys.getsizeof(args[0]) + item_bytes * (len(result) + 1)
+
+    return weigh
 
 
 class CachedFunction(Generic[P, R]):

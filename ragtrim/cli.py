@@ -73,12 +73,12 @@ def _build_pipeline(args: argparse.Namespace, budget: int | None) -> Any:
                 f"pipeline config {args.config!r} must hold a JSON object (see Pipeline.to_dict), got "
                 f"{type(config).__name__}"
             )
-        if args.tokenizer:
-            config["tokenizer"] = args.tokenizer
-        # The --tokenizer path is the operator's; a tokenizer file named inside the config must lie under
-        # $RAGTRIM_TOKENIZER_DIRS (or be the one given with --tokenizer).
-        dirs = [str(Path(args.tokenizer.removeprefix("hf:")).expanduser().parent)] if args.tokenizer else []
-        return Pipeline.from_dict(config, tokenizer_dirs=dirs)
+        if not args.tokenizer:
+            # A tokenizer file named inside the config must lie under $RAGTRIM_TOKENIZER_DIRS.
+            return Pipeline.from_dict(config)
+        # --tokenizer is the operator's and replaces the config's, which is then never resolved or read.
+        stages = Pipeline.from_dict({**config, "tokenizer": None}).stages
+        return Pipeline(stages, tokenizer=args.tokenizer)
     return default_pipeline(budget=budget, tokenizer=args.tokenizer, scorer=args.scorer)
 
 

@@ -78,7 +78,7 @@ class Chunk:
         if self.token_count is not None and (
             isinstance(self.token_count, bool) or not isinstance(self.token_count, int) or self.token_count < 0
         ):
-            raise InputError(f"chunk {self.id!r}: token_count must be an int >= 0 or None, got {self.token_count!r}")
+            raise InputError(f"chunk {self.id!r}: token_count must be >= 0 (an int) or None, got {self.token_count!r}")
         if not isinstance(self.pinned, bool):
             raise InputError(f"chunk {self.id!r}: pinned must be True or False, got {self.pinned!r}")
         object.__setattr__(self, "metadata", _freeze(self.metadata))

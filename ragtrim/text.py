@@ -6,10 +6,9 @@ Sentence spans cover the text without gaps, so any prefix of them is a clean cut
 from __future__ import annotations
 
 import re
-import sys
 import unicodedata
 
-from ragtrim._lru import bounded_cache
+from ragtrim._lru import bounded_cache, weigh_text_and_items
 
 _ABBREVIATIONS = frozenset({
     "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "e.g", "i.e", "cf", "al",
@@ -80,7 +79,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return list(_sentence_spans(text))
 
 
-@bounded_cache(max_entries=16384, weigh=lambda args, spans: sys.getsizeof(args[0]) + 120 * (len(spans) + 1))
+@bounded_cache(max_entries=16384, weigh=weigh_text_and_items(120))
 def _sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
     fences = _fences(text)
     code = _code_lines(text)

@@ -161,3 +161,21 @@ def test_exit_codes_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
         assert main(argv) == 0
         out = capsys.readouterr().out
         assert "exit codes:" in out and "one or more requests failed" in out and "could not be written" in out
+
+
+def test_config_cannot_name_an_arbitrary_tokenizer_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("RAGTRIM_TOKENIZER_DIRS", raising=False)
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"version": "SECRET"}', encoding="utf-8")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"tokenizer": f"hf:{secret}", "stages": [{"type": "budget", "max_tokens": 5}]}),
+                      encoding="utf-8")
+    chunks = tmp_path / "in.json"
+    chunks.write_text('["a b c"]', encoding="utf-8")
+    assert main(["trim", str(chunks), "--config", str(config)]) == 2
+    err = _one_line_error(capsys.readouterr().err)
+    assert "not under a directory the operator allowed" in err and "SECRET" not in err
+    # --tokenizer is the operator's: it replaces the config's, which is never read
+    assert main(["trim", str(chunks), "--config", str(config), "--tokenizer", "whitespace"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokenizer"] == "whitespace"

@@ -66,7 +66,7 @@ class TestPinned:
     def test_chunk_checks_its_own_fields(self) -> None:
         with pytest.raises(InputError, match="pinned must be True or False"):
             Chunk("a", "x", pinned="false")  # type: ignore[arg-type]
-        with pytest.raises(InputError, match="token_count must be an int >= 0"):
+        with pytest.raises(InputError, match=r"token_count must be >= 0 \(an int\)"):
             Chunk("a", "x", token_count="3")  # type: ignore[arg-type]
 
 
