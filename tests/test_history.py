@@ -294,3 +294,14 @@ def test_locomo_incremental_equals_scratch(shared_data: Path) -> None:
     assert final.state == scratch.state and final.state_text == scratch.state_text
     assert final.tokens_after <= 2000
     assert not re.search(r"(?im)^- \w+: (hey|hi|thanks)\b", scratch.state_text)
+
+
+@pytest.mark.parametrize(
+    "state",
+    [{"facts": [{"text": "x", "kind": "fact", "turn_ids": 5}]}, {"pending": 5}, {"pending": [5]},
+     {"goals": [{"text": "x", "kind": "goal", "turn_ids": [[1]]}]}],
+)
+def test_malformed_state_fields_are_input_errors(state: dict[str, Any]) -> None:
+    # TypeError: 'int' object is not iterable, raw, before
+    with pytest.raises(InputError):
+        compress_history(CHAT, state=state, counter=WS)
