@@ -185,6 +185,16 @@ class TestMalformedInput:
             compress_history(CHAT, state={"next_seq": bad}, counter=WS)
 
     @pytest.mark.parametrize(
+        "state",
+        [{"facts": [{"text": "x", "kind": "fact", "turn_ids": 5}]}, {"pending": 5}, {"pending": [5]},
+         {"goals": [{"text": "x", "kind": "goal", "turn_ids": [[1]]}]}],
+    )
+    def test_malformed_state_fields_are_input_errors(self, state: dict[str, Any]) -> None:
+        # TypeError: 'int' object is not iterable, raw, before
+        with pytest.raises(InputError):
+            compress_history(CHAT, state=state, counter=WS)
+
+    @pytest.mark.parametrize(
         ("kwargs", "name"),
         [({"keep_last_turns": -1}, "keep_last_turns"), ({"max_tokens": 1.5}, "max_tokens"),
          ({"keep_last_tokens": -2}, "keep_last_tokens"), ({"recency_weight": -1.0}, "recency_weight"),
@@ -295,13 +305,3 @@ def test_locomo_incremental_equals_scratch(shared_data: Path) -> None:
     assert final.tokens_after <= 2000
     assert not re.search(r"(?im)^- \w+: (hey|hi|thanks)\b", scratch.state_text)
 
-
-@pytest.mark.parametrize(
-    "state",
-    [{"facts": [{"text": "x", "kind": "fact", "turn_ids": 5}]}, {"pending": 5}, {"pending": [5]},
-     {"goals": [{"text": "x", "kind": "goal", "turn_ids": [[1]]}]}],
-)
-def test_malformed_state_fields_are_input_errors(state: dict[str, Any]) -> None:
-    # TypeError: 'int' object is not iterable, raw, before
-    with pytest.raises(InputError):
-        compress_history(CHAT, state=state, counter=WS)
