@@ -304,4 +304,3 @@ def test_locomo_incremental_equals_scratch(shared_data: Path) -> None:
     assert final.state == scratch.state and final.state_text == scratch.state_text
     assert final.tokens_after <= 2000
     assert not re.search(r"(?im)^- \w+: (hey|hi|thanks)\b", scratch.state_text)
-
