@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from ragtrim._validate import check_choice
+from ragtrim._validate import check_choice, check_int
 from ragtrim.errors import ConfigError
 from ragtrim.fast import choose, embeddings_available  # noqa: F401 - embeddings_available: public here too
 from ragtrim.models import TrimResult
@@ -34,6 +34,7 @@ def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") 
     the budget enforced. BM25-only ranking loses 4-8 points of answer recall against hard distractors, so it is
     the fallback when the embeddings extra is absent, not the default.
     """
+    check_int("budget", budget, minimum=0, allow_none=True)
     from ragtrim.stages.budget import TokenBudget
     from ragtrim.stages.compress import SentenceCompressor
     from ragtrim.stages.dedup import DuplicateFilter
@@ -68,7 +69,9 @@ def trim(
     """Trim retrieved ``chunks`` for ``query`` to at most ``budget`` tokens.
 
     ``chunks`` may be strings, dicts (``text``/``page_content``, optional ``id``, ``score``, ``metadata``) or
-    Chunk objects. Tokens are counted with tiktoken ``cl100k_base`` unless ``tokenizer`` names another counter
+    Chunk objects. ``budget`` is an int >= 0 (or None for no budget): ``counter.count(result.text)`` never exceeds it,
+    separators included; ``budget=0`` is valid and keeps nothing (every chunk gets an ``over_budget`` record), the
+    same in the LangChain classes. Tokens are counted with tiktoken ``cl100k_base`` unless ``tokenizer`` names another counter
     (e.g. ``"hf:/models/gemma-3/tokenizer.json"``). ``scorer`` ranks chunks: ``auto`` (MiniLM when the
     ``embeddings`` extra is installed, else BM25), ``bm25``, ``embedding`` or ``hybrid``. Pass ``pipeline`` to use
     your own stages.

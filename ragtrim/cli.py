@@ -11,13 +11,57 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn
 
-from ragtrim.errors import InputError, RagtrimError
+from ragtrim.errors import ConfigError, InputError, RagtrimError
 from ragtrim.scoring import SCORER_NAMES
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_REQUESTS = _REPO_ROOT / "examples" / "corpus" / "requests.jsonl"
+
+
+EXIT_OK = 0
+EXIT_REQUEST_FAILED = 1
+EXIT_USAGE = 2
+EXIT_OUTPUT = 3
+EXIT_INTERNAL = 4
+
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}  success
+  {EXIT_REQUEST_FAILED}  one or more requests failed (JSONL: an error record at each failed request's line, the rest
+     trimmed; bench: some requests had errors)
+  {EXIT_USAGE}  bad arguments, pipeline config or input (missing, a directory, not UTF-8, not JSON, nested too
+     deeply, wrong shape): nothing was trimmed
+  {EXIT_OUTPUT}  the output could not be written (-o names a directory, a read-only file, a missing folder)
+  {EXIT_INTERNAL}  internal error in ragtrim (please report it)
+every failure prints one line on stderr: "ragtrim: error: ..."."""
+
+_MAX_JSON_DEPTH_MESSAGE = "is nested too deeply for JSON input"
+
+
+class _OutputError(Exception):
+    """The output could not be written (exit code EXIT_OUTPUT)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (usage goes to --help), so every CLI failure is one line on stderr."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"ragtrim: error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _read_config(path: str) -> Any:
+    raw = _read_text(path, "pipeline config")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"pipeline config {path!r} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"pipeline config {path!r} {_MAX_JSON_DEPTH_MESSAGE}") from None
 
 
 def _build_pipeline(args: argparse.Namespace, budget: int | None) -> Any:
@@ -25,70 +69,214 @@ def _build_pipeline(args: argparse.Namespace, budget: int | None) -> Any:
     from ragtrim.pipeline import Pipeline
 
     if args.config:
-        try:
-            config = json.loads(Path(args.config).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read pipeline config {args.config!r}: {exc}") from None
-        if args.tokenizer:
-            config["tokenizer"] = args.tokenizer
-        return Pipeline.from_dict(config)
+        config = _read_config(args.config)
+        if not isinstance(config, dict):
+            raise ConfigError(
+                f"pipeline config {args.config!r} must hold a JSON object (see Pipeline.to_dict), got "
+                f"{type(config).__name__}"
+            )
+        if not args.tokenizer:
+            # A tokenizer file named inside the config must lie under $RAGTRIM_TOKENIZER_DIRS.
+            return Pipeline.from_dict(config)
+        # --tokenizer is the operator's and replaces the config's, which is then never resolved or read.
+        stages = Pipeline.from_dict({**config, "tokenizer": None}).stages
+        return Pipeline(stages, tokenizer=args.tokenizer)
     return default_pipeline(budget=budget, tokenizer=args.tokenizer, scorer=args.scorer)
 
 
 # -- trim -----------------------------------------------------------------------------------------------------------
-def _read_requests(stream: TextIO, default_query: str) -> tuple[list[dict[str, Any]], bool]:
-    """Return (requests, is_jsonl). JSON: a list of chunks or one request object; JSONL: chunks or requests per line."""
-    raw = stream.read()
-    if not raw.strip():
+def _read_bytes(path: str | None, what: str) -> bytes | str:
+    """The raw bytes of ``path`` or stdin (a text-only stdin, as in embedding or tests, gives its text)."""
+    if path in (None, "-"):
+        buffer = getattr(sys.stdin, "buffer", None)
+        return buffer.read() if buffer is not None else sys.stdin.read()
+    assert path is not None
+    try:
+        with open(path, "rb") as stream:
+            return stream.read()
+    except IsADirectoryError:
+        raise InputError(f"{what} {path!r} is a directory; pass a file") from None
+    except FileNotFoundError:
+        raise InputError(f"{what} {path!r} does not exist") from None
+    except (OSError, ValueError) as exc:  # permission denied, a NUL in the name, ...
+        raise InputError(f"{what} {path!r} cannot be read: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+
+
+def _decode(data: bytes | str, where: str) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{where} is not valid UTF-8 ({exc.reason} at byte {exc.start}); convert it first, e.g. "
+            "iconv -f latin1 -t utf-8"
+        ) from None
+
+
+def _read_text(path: str | None, what: str) -> str:
+    return _decode(_read_bytes(path, what), f"{what} {'stdin' if path in (None, '-') else repr(path)}")
+
+
+def _parse_json(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise InputError(f"{where} {_MAX_JSON_DEPTH_MESSAGE}") from None
+
+
+def _check_text(value: Any, where: str) -> None:
+    """Reject lone surrogates (JSON "\\ud800"): they are not text, no tokenizer takes them, no UTF-8 holds them."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InputError(
+                    f"{where} holds a lone surrogate {v[exc.start]!r} (a JSON \\u escape of half a character); "
+                    "send valid Unicode text"
+                ) from None
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+
+
+_Item = tuple[int, "dict[str, Any] | Exception"]  # (line number, request or the reason it is not one)
+
+
+def _read_requests(text: str, default_query: str) -> tuple[list[_Item], bool]:
+    """Return ([(line, request or error)], is_jsonl). JSON: a list of chunks or one request object; JSONL: one
+    request object per line (a bad line becomes an error at its position), or one chunk per line."""
+    if not text.strip():
         raise InputError("no input: pass a JSON list of chunks, a request object, or JSONL")
     try:
-        obj = json.loads(raw)
-        docs: list[Any] = [obj]
-        jsonl = False
+        obj = _parse_json(text, "input")
     except json.JSONDecodeError:
-        docs = []
-        for n, line in enumerate(raw.splitlines(), 1):
-            if line.strip():
-                try:
-                    docs.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"input line {n} is not valid JSON: {exc.msg}") from None
-        jsonl = True
-    if jsonl and docs and all(isinstance(d, dict) and "chunks" in d for d in docs):
-        return [dict(d) for d in docs], True
-    if jsonl:
-        return [{"query": default_query, "chunks": docs}], False
-    if isinstance(obj, list):
-        return [{"query": default_query, "chunks": obj}], False
-    if isinstance(obj, dict) and "chunks" in obj:
-        return [dict(obj)], False
-    raise InputError("JSON input must be a list of chunks or an object with 'chunks' (and optional 'query', 'budget')")
+        pass
+    else:
+        _check_text(obj, "input")
+        if isinstance(obj, list):
+            return [(1, {"query": default_query, "chunks": obj})], False
+        if isinstance(obj, dict) and "chunks" in obj:
+            return [(1, dict(obj))], False
+        raise InputError(
+            "JSON input must be a list of chunks or an object with 'chunks' (and optional 'query', 'budget')"
+        )
+    lines: list[tuple[int, Any]] = []
+    for n, line in enumerate(text.split("\n"), 1):  # not splitlines(): U+2028 may sit raw inside a JSON string
+        if not line.strip():
+            continue
+        try:
+            doc: Any = _parse_json(line, f"input line {n}")
+            _check_text(doc, f"input line {n}")
+        except json.JSONDecodeError as exc:
+            doc = InputError(f"input line {n} is not valid JSON: {exc.msg} (column {exc.colno})")
+        except InputError as exc:
+            doc = exc
+        lines.append((n, doc))
+    if any(isinstance(d, dict) and "chunks" in d for _, d in lines):  # one request per line
+        return [
+            (n, d if isinstance(d, Exception) else dict(d) if isinstance(d, dict) and "chunks" in d else
+             InputError(f"input line {n} is not a request object with 'chunks'")) for n, d in lines
+        ], True
+    bad = next((d for _, d in lines if isinstance(d, Exception)), None)  # one chunk per line: one request
+    if bad is not None:
+        raise bad
+    return [(1, {"query": default_query, "chunks": [d for _, d in lines]})], False
+
+
+def _trim_one(req: dict[str, Any], args: argparse.Namespace, pipelines: dict[str, Any]) -> dict[str, Any]:
+    budget = req.get("budget", args.budget)
+    key = json.dumps(budget, sort_keys=True, default=repr)  # budgets come from JSON and may be unhashable
+    if key not in pipelines:
+        pipelines[key] = _build_pipeline(args, budget)
+    query = req.get("query") or args.query or ""
+    if not isinstance(query, str):
+        raise InputError(f"'query' must be a string, got {type(query).__name__}")
+    result = pipelines[key].run(req["chunks"], query=query, history=req.get("history"))
+    out: dict[str, Any] = result.to_dict()
+    return out
+
+
+def _error_record(line: int, exc: BaseException) -> dict[str, Any]:
+    return {"error": {"type": type(exc).__name__, "message": _one_line(exc)}, "line": line}
+
+
+def _dumps(obj: Any, *, indent: int | None = None) -> str:
+    text = json.dumps(obj, ensure_ascii=False, indent=indent)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # cannot happen after _check_text, but output must stay valid UTF-8 JSON
+        text = json.dumps(obj, ensure_ascii=True, indent=indent)
+    return text
+
+
+def _write_output(path: str | None, text: str) -> None:
+    data = (text + "\n").encode("utf-8")
+    if path in (None, "-"):
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is None:
+            sys.stdout.write(data.decode("utf-8"))
+            return
+        sys.stdout.flush()
+        buffer.write(data)
+        buffer.flush()
+        return
+    assert path is not None
+    try:
+        with open(path, "wb") as stream:
+            stream.write(data)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise _OutputError(f"cannot write output {path!r}: {reason}") from None
+
+
+def _check_output_path(path: str | None) -> None:
+    """Fail before trimming when -o cannot be a file, so no work is lost."""
+    if path in (None, "-"):
+        return
+    assert path is not None
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise _OutputError(f"cannot write output {path!r}: it is a directory")
+        if not p.parent.is_dir():
+            raise _OutputError(f"cannot write output {path!r}: folder {str(p.parent)!r} does not exist")
+    except (OSError, ValueError) as exc:
+        raise _OutputError(f"cannot write output {path!r}: {exc}") from None
 
 
 def cmd_trim(args: argparse.Namespace) -> int:
-    if args.input in (None, "-"):
-        requests, jsonl = _read_requests(sys.stdin, args.query or "")
-    else:
-        with open(args.input, encoding="utf-8") as stream:
-            requests, jsonl = _read_requests(stream, args.query or "")
-    out_lines = []
+    _check_output_path(args.output)
     pipelines: dict[str, Any] = {}  # one pipeline per distinct budget (the --config file is read once per budget)
-    for req in requests:
-        budget = req.get("budget", args.budget)
-        key = repr(budget)  # budgets come from JSON and may be unhashable; a bad one fails in _build_pipeline
-        if key not in pipelines:
-            pipelines[key] = _build_pipeline(args, budget)
-        pipeline = pipelines[key]
-        result = pipeline.run(req["chunks"], query=req.get("query") or args.query or "", history=req.get("history"))
-        out_lines.append(result.to_dict())
-    text = "\n".join(json.dumps(d, ensure_ascii=False) for d in out_lines) if jsonl else json.dumps(
-        out_lines[0], ensure_ascii=False, indent=2
-    )
-    if args.output in (None, "-"):
-        sys.stdout.write(text + "\n")
+    key = json.dumps(args.budget)
+    pipelines[key] = _build_pipeline(args, args.budget)  # a bad config or budget stops here, before any input
+    requests, jsonl = _read_requests(_read_text(args.input, "input"), args.query or "")
+    records: list[dict[str, Any]] = []
+    failed = 0
+    for line, req in requests:
+        try:
+            if isinstance(req, Exception):
+                raise req
+            records.append(_trim_one(req, args, pipelines))
+        except (RagtrimError, RecursionError) as exc:
+            failed += 1
+            if not jsonl:
+                print(f"ragtrim: error: {_one_line(exc)}", file=sys.stderr)
+                return EXIT_REQUEST_FAILED
+            records.append(_error_record(line, exc))
+            message = _one_line(exc)
+            where = "" if message.startswith("input line ") else f"input line {line}: "
+            print(f"ragtrim: error: {where}{message}", file=sys.stderr)
+    if jsonl:
+        _write_output(args.output, "\n".join(_dumps(r) for r in records))
     else:
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
-    return 0
+        _write_output(args.output, _dumps(records[0], indent=2))
+    return EXIT_REQUEST_FAILED if failed else EXIT_OK
 
 
 # -- bench ----------------------------------------------------------------------------------------------------------
@@ -100,7 +288,8 @@ def _qa_bench(argv: list[str]) -> int:
     """``ragtrim bench --dataset nq|nq-random|squad ...``: the QA savings benchmark (its own arguments)."""
     from ragtrim.bench import qa
 
-    parser = argparse.ArgumentParser(prog="ragtrim bench", description="QA savings benchmark on ../shared/data")
+    parser = _Parser(prog="ragtrim bench", description="QA savings benchmark on ../shared/data", epilog=EXIT_CODES,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     qa.add_bench_args(parser)
     return int(qa.run_bench(parser.parse_args(argv)))
 
@@ -124,7 +313,12 @@ def _bench_examples(args: argparse.Namespace) -> int:
     requests = load_requests(path)
     if args.limit:
         requests = requests[: args.limit]
-    budgets = [int(b) for b in args.budgets.split(",")] if args.budgets else [500, 1000]
+    try:
+        budgets = [int(b) for b in args.budgets.split(",")] if args.budgets else [500, 1000]
+    except ValueError:
+        raise ConfigError(f"--budgets must be comma-separated integers, got {args.budgets!r}") from None
+    out = Path(args.output) if args.output else _REPO_ROOT / "benchmarks" / "results" / "bench_examples.json"
+    _check_output_path(str(out) if args.output else None)
     methods: list[tuple[str, Any]] = [("default, no budget", _build_pipeline(args, None))]
     methods += [(f"default @ {b} tokens", _build_pipeline(args, b)) for b in budgets]
     summaries = []
@@ -143,8 +337,8 @@ def _bench_examples(args: argparse.Namespace) -> int:
         summary["pipeline"] = pipeline.to_dict()
         summaries.append(summary)
         all_records.extend(records)
-    out = Path(args.output) if args.output else _REPO_ROOT / "benchmarks" / "results" / "bench_examples.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if not args.output:
+        out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "requests_file": str(path.relative_to(_REPO_ROOT) if path.is_relative_to(_REPO_ROOT) else path),
         "requests": len(requests),
@@ -153,7 +347,10 @@ def _bench_examples(args: argparse.Namespace) -> int:
         "records": [r.__dict__ | {"stage_tokens_saved": dict(r.stage_tokens_saved), "stage_ms": dict(r.stage_ms)}
                     for r in all_records],
     }
-    out.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
+    try:
+        out.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise _OutputError(f"cannot write output {str(out)!r}: {exc.strerror or exc}") from None
     print(f"ragtrim bench: {len(requests)} requests from {path} (tokens: {methods[0][1].counter.name})\n")
     print(
         format_table(
@@ -210,10 +407,16 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 # -- parser ---------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ragtrim", description="Make RAG prompts small before they reach the model.")
+    parser = _Parser(prog="ragtrim", description="Make RAG prompts small before they reach the model.",
+                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("trim", help="trim chunks: JSON or JSONL in, trimmed JSON out")
+    p = sub.add_parser("trim", help="trim chunks: JSON or JSONL in, trimmed JSON out", epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Trim chunks. Input: a JSON list of chunks, one request object {query, chunks, "
+                                   "budget, history}, or JSONL (one request object per line, or one chunk per "
+                                   "line). JSONL requests are trimmed one by one: a bad line gives an error "
+                                   'record {"error": {"type", "message"}, "line": n} in its place.')
     p.add_argument("input", nargs="?", default="-", help="input file (default: stdin)")
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument("-q", "--query", default="", help="the query (overridden by a request's 'query')")
@@ -225,7 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "run, else BM25)")
     p.set_defaults(func=cmd_trim)
 
-    b = sub.add_parser("bench", help="measure token savings on a dataset (default: the shipped example corpus)")
+    b = sub.add_parser("bench", help="measure token savings on a dataset (default: the shipped example corpus)",
+                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     b.add_argument("--dataset", default="examples", choices=["examples"],
                    help="examples (default); nq, nq-random and squad run the QA benchmark (see --dataset nq --help)")
     b.add_argument("--requests", default=None, help="JSONL of requests for --dataset examples")
@@ -256,6 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (see EXIT_CODES). Every failure is one line on stderr."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:2] == ["bench", "prepare-model"]:  # `ragtrim bench prepare-model` is an alias
         args_list = args_list[1:]
@@ -265,11 +470,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(args_list)
         return int(args.func(args))
+    except _OutputError as exc:
+        print(f"ragtrim: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_OUTPUT
+    except (ConfigError, InputError) as exc:
+        print(f"ragtrim: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
     except RagtrimError as exc:
-        print(f"ragtrim: error: {exc}", file=sys.stderr)
-        return 2
+        print(f"ragtrim: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_REQUEST_FAILED
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (already printed, one line)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except KeyboardInterrupt:
+        print("ragtrim: error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence: one line, never a traceback
+        print(f"ragtrim: error: internal error, please report it: {type(exc).__name__}: {_one_line(exc)}",
+              file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -158,10 +158,18 @@ class HistoryState:
         folded = data.get("folded_count", 0)
         if isinstance(folded, bool) or not isinstance(folded, int) or folded < 0:
             raise InputError(f"state folded_count must be an int >= 0, got {folded!r}")
-        return cls(preferences=load("preferences"), constraints=load("constraints"), goals=load("goals"),
-                   decisions=load("decisions"), facts=load("facts"), questions=load("questions"), folded_count=folded, last_folded_turn_id=data.get("last_folded_turn_id"),
-                   last_seen_turn_id=data.get("last_seen_turn_id"),
-                   pending=coerce_history(data.get("pending", ())), next_seq=int(data.get("next_seq", 0)))
+        next_seq = data.get("next_seq", 0)
+        if isinstance(next_seq, bool) or not isinstance(next_seq, int) or next_seq < 0:
+            raise InputError(f"state next_seq must be an int >= 0, got {next_seq!r}")
+        try:
+            return cls(preferences=load("preferences"), constraints=load("constraints"), goals=load("goals"),
+                       decisions=load("decisions"), facts=load("facts"), questions=load("questions"), folded_count=folded, last_folded_turn_id=data.get("last_folded_turn_id"),
+                       last_seen_turn_id=data.get("last_seen_turn_id"),
+                       pending=coerce_history(data.get("pending", ())), next_seq=next_seq)
+        except (TypeError, ValueError) as exc:  # a field of the wrong shape (turn_ids: 5, pending: 5): typed
+            if isinstance(exc, RagtrimError):
+                raise
+            raise InputError(f"history state is malformed ({type(exc).__name__}: {exc}); pass a saved to_dict()") from None
 
 
 @dataclass(frozen=True, slots=True)

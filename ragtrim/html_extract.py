@@ -201,10 +201,14 @@ def _drop(el: Any) -> None:
     if tail:
         prev = el.getprevious()
         if prev is not None:
-            prev.tail = (prev.tail or "") + tail
+            prev.tail = _XML_INVALID.sub("", (prev.tail or "") + tail)
         else:
-            parent.text = (parent.text or "") + tail
+            parent.text = _XML_INVALID.sub("", (parent.text or "") + tail)
     parent.remove(el)
+
+
+# libxml2's HTML parser keeps these in text nodes, but lxml refuses to set them (ValueError: a fuzzed "\x0b").
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _hints(el: Any) -> str:

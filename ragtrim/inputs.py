@@ -1,7 +1,8 @@
 """Turn what callers pass (strings, dicts, LangChain-like documents, Chunk objects, bytes) into Chunks and Messages.
 
 Rules: ``None`` and non-text values are errors; bytes must be valid UTF-8; dict keys ``text``/``page_content``/
-``content`` hold the text; missing ids become the input position (``"0"``, ``"1"``, ...).
+``content`` hold the text; missing ids become the input position (``"0"``, ``"1"``, ...); ``pinned`` is a bool or
+one of the strings ``"true"``/``"false"`` (any case; what form fields and query strings carry), else an error.
 """
 
 from __future__ import annotations
@@ -23,6 +24,18 @@ def _decode(value: bytes, where: str) -> str:
             f"{where}: bytes are not valid UTF-8 ({exc.reason} at byte {exc.start}); decode them yourself "
             "(e.g. data.decode('utf-8', errors='replace')) and pass str"
         ) from None
+
+
+_PINNED_STRINGS = {"true": True, "false": False}
+
+
+def coerce_pinned(value: Any, where: str) -> bool:
+    """``pinned`` from caller data: a bool, or ``"true"``/``"false"`` in any case. ``"false"`` used to be truthy."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _PINNED_STRINGS:
+        return _PINNED_STRINGS[value.strip().lower()]
+    raise InputError(f"{where}: 'pinned' must be true or false (a bool, or the string 'true'/'false'), got {value!r}")
 
 
 def coerce_chunk(item: Any, index: int) -> Chunk:
@@ -51,13 +64,14 @@ def coerce_chunk(item: Any, index: int) -> Chunk:
         if not isinstance(metadata, Mapping):
             raise InputError(f"{where}: 'metadata' must be a dict, got {type(metadata).__name__}")
         score = item.get("score")
+        pinned = coerce_pinned(item.get("pinned", False), where)
         try:
             return Chunk(
                 text=text,
                 id=str(raw_id),
                 metadata=metadata,
                 score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else score,
-                pinned=bool(item.get("pinned", False)),
+                pinned=pinned,
             )
         except InputError as exc:
             raise InputError(f"{where}: {exc}") from None

@@ -36,6 +36,9 @@ Action = Literal["dropped", "shortened"]
 
 _EMPTY_METADATA: Mapping[str, Any] = MappingProxyType({})
 
+CHUNK_SEPARATOR = "\n\n"
+"""What ``TrimResult.text`` puts between chunks; the hard budget counts it (``count(result.text) <= budget``)."""
+
 
 def _freeze(metadata: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if metadata is None:
@@ -73,8 +76,12 @@ class Chunk:
                 raise InputError(f"chunk {self.id!r}: score must be a number or None, got {self.score!r}")
             if math.isnan(self.score):
                 raise InputError(f"chunk {self.id!r}: score must not be NaN")
-        if self.token_count is not None and self.token_count < 0:
-            raise InputError(f"chunk {self.id!r}: token_count must be >= 0, got {self.token_count}")
+        if self.token_count is not None and (
+            isinstance(self.token_count, bool) or not isinstance(self.token_count, int) or self.token_count < 0
+        ):
+            raise InputError(f"chunk {self.id!r}: token_count must be >= 0 (an int) or None, got {self.token_count!r}")
+        if not isinstance(self.pinned, bool):
+            raise InputError(f"chunk {self.id!r}: pinned must be True or False, got {self.pinned!r}")
         object.__setattr__(self, "metadata", _freeze(self.metadata))
 
     def with_text(self, text: str, token_count: int | None = None) -> Chunk:
@@ -226,8 +233,10 @@ class TrimResult:
 
     @property
     def text(self) -> str:
-        """The kept chunks joined by blank lines, in output order."""
-        return "\n\n".join(c.text for c in self.context.chunks)
+        """The kept chunks joined by blank lines (``CHUNK_SEPARATOR``), in output order: the text the model receives.
+
+        With a ``TokenBudget`` in the pipeline, ``counter.count(result.text)`` is at most its ``max_tokens``."""
+        return CHUNK_SEPARATOR.join(c.text for c in self.context.chunks)
 
     def to_dict(self) -> dict[str, Any]:
         ratio = self.ratio

@@ -1,13 +1,15 @@
 """Runs stages in order and checks each one's output against the contract.
 
 The contract: a stage returns a StageOutput; it may drop chunks only with a ``dropped`` removal record, may shorten
-them only with a record, and may not invent chunk ids. The pipeline counts tokens once per new text, times each
-stage, and wraps anything a stage raises in an error that names the stage.
+them only with a record, and may not invent chunk ids. The pipeline counts tokens itself (a ``token_count`` that
+arrives on a chunk is recounted, never trusted), times each stage, wraps anything a stage raises in an error that
+names the stage, and finally checks every ``TokenBudget`` on the joined text the model receives.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -46,7 +48,19 @@ class Pipeline:
         return {"tokenizer": counter_spec(self.counter), "stages": [s.to_dict() for s in self.stages]}
 
     @classmethod
-    def from_dict(cls, config: Mapping[str, Any]) -> Pipeline:
+    def from_dict(
+        cls, config: Mapping[str, Any], *, tokenizer_dirs: Sequence[str | os.PathLike[str]] = ()
+    ) -> Pipeline:
+        """Build a pipeline from ``to_dict()`` output. A config is data: a tokenizer file it names must lie under
+        one of ``tokenizer_dirs`` or a directory listed in ``$RAGTRIM_TOKENIZER_DIRS``. Every problem, however
+        malformed the config, is a ConfigError."""
+        try:
+            return cls._from_dict(config, tokenizer_dirs)
+        except RecursionError:
+            raise ConfigError("pipeline config is nested too deeply; a config is a dict of flat stage dicts") from None
+
+    @classmethod
+    def _from_dict(cls, config: Mapping[str, Any], tokenizer_dirs: Sequence[str | os.PathLike[str]]) -> Pipeline:
         if not isinstance(config, Mapping):
             raise ConfigError(f"pipeline config must be a dict, got {type(config).__name__}")
         unknown = set(config) - {"tokenizer", "stages"}
@@ -55,7 +69,11 @@ class Pipeline:
         stages = config.get("stages", [])
         if not isinstance(stages, (list, tuple)):
             raise ConfigError(f"'stages' must be a list of stage dicts, got {type(stages).__name__}")
-        return cls([stage_from_dict(s) for s in stages], tokenizer=config.get("tokenizer"))
+        built = [stage_from_dict(s) for s in stages]
+        tokenizer = config.get("tokenizer")
+        if tokenizer is not None and not isinstance(tokenizer, str):
+            raise ConfigError(f"'tokenizer' must be a tokenizer name or path (str), got {type(tokenizer).__name__}")
+        return cls(built, tokenizer=get_counter(tokenizer, allowed_dirs=tokenizer_dirs))
 
     def __repr__(self) -> str:
         return f"Pipeline(stages={list(self.stages)!r}, tokenizer={self.counter.name!r})"
@@ -92,7 +110,8 @@ class Pipeline:
         _check_unique_ids(context.chunks)
         self.warm_up()
         counter = self.counter
-        context = context.with_chunks(_fill_counts(context.chunks, counter))
+        known: dict[str, tuple[str, int]] = {}
+        context = context.with_chunks(_verified_counts(context.chunks, counter, known))
         tokens_before = context.total_tokens
         reports: list[StageReport] = []
         for stage in self.stages:
@@ -106,7 +125,7 @@ class Pipeline:
                 raise StageError(stage.name, f"{type(exc).__name__}: {exc}") from exc
             if not isinstance(out, StageOutput):
                 raise ContractError(stage.name, f"run() must return StageOutput, got {type(out).__name__}")
-            new_chunks = _fill_counts(out.context.chunks, counter)
+            new_chunks = _verified_counts(out.context.chunks, counter, known)
             removals = _check_and_complete(stage.name, context.chunks, new_chunks, out.removals)
             seconds = time.perf_counter() - started
             new_context = out.context.with_chunks(new_chunks)
@@ -123,6 +142,11 @@ class Pipeline:
                 )
             )
             context = new_context
+        guard = self._final_budget_guard(context, counter)
+        if guard is not None:
+            reports.append(guard)
+            context = context.with_chunks(tuple(c for c in context.chunks
+                                                if c.id not in {r.chunk_id for r in guard.removals}))
         return TrimResult(
             context=context,
             trace=tuple(reports),
@@ -131,11 +155,61 @@ class Pipeline:
             tokenizer=counter.name,
         )
 
+    def _final_budget_guard(self, context: TrimContext, counter: TokenCounter) -> StageReport | None:
+        """Hold every TokenBudget on the text the model receives, in the final chunk order.
 
-def _fill_counts(chunks: Sequence[Chunk], counter: TokenCounter) -> tuple[Chunk, ...]:
-    return tuple(
-        c if c.token_count is not None else dataclasses.replace(c, token_count=counter.count(c.text)) for c in chunks
-    )
+        A stage after the budget (``Reorder``) changes which chunk texts meet at a separator, and so the exact count;
+        the lowest-priority unpinned chunks go, each with an ``over_budget`` record, until the join fits."""
+        from ragtrim.stages.budget import TokenBudget, fit_joined
+
+        budgets = [s for s in self.stages if isinstance(s, TokenBudget)]
+        if not budgets or not context.chunks:
+            return None
+        started = time.perf_counter()
+        chunks = context.chunks
+        removals: list[Removal] = []
+        for b in budgets:
+            try:
+                chunks, extra = fit_joined(chunks, counter, max_tokens=b.max_tokens,
+                                           overhead=b.per_chunk_overhead_tokens, policy=b.policy, stage=FINAL_GUARD)
+            except RagtrimError as exc:
+                exc.add_note(f"raised in stage {FINAL_GUARD!r}")
+                raise
+            removals.extend(extra)
+        if not removals:
+            return None
+        return StageReport(
+            stage=FINAL_GUARD,
+            chunks_in=len(context.chunks),
+            chunks_out=len(chunks),
+            tokens_in=context.total_tokens,
+            tokens_out=sum(c.token_count or 0 for c in chunks),
+            removals=tuple(removals),
+            seconds=time.perf_counter() - started,
+        )
+
+
+FINAL_GUARD = "final_budget"
+"""The trace name of the pipeline's last check: the budget on the joined output text (it appears only when it
+had to remove something)."""
+
+
+def _verified_counts(
+    chunks: Sequence[Chunk], counter: TokenCounter, known: dict[str, tuple[str, int]]
+) -> tuple[Chunk, ...]:
+    """The chunks with ``token_count`` set by ``counter``: a count a chunk carries is replaced, never trusted
+    (a chunk claiming 1 token kept 501 under a 10-token budget). ``known`` remembers the text counted per id, so
+    a text that no stage changed is not counted again."""
+    out: list[Chunk] = []
+    for c in chunks:
+        if not isinstance(c, Chunk):
+            out.append(c)  # _check_and_complete names the stage that returned it
+            continue
+        prev = known.get(c.id)
+        n = prev[1] if prev is not None and (prev[0] is c.text or prev[0] == c.text) else counter.count(c.text)
+        known[c.id] = (c.text, n)
+        out.append(c if c.token_count == n else dataclasses.replace(c, token_count=n))
+    return tuple(out)
 
 
 def _check_unique_ids(chunks: Sequence[Chunk]) -> None:

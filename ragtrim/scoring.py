@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import threading
 import unicodedata
 from collections import OrderedDict
@@ -19,7 +20,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from ragtrim._lru import lru_get, lru_put
+from ragtrim._lru import bounded_cache, lru_get, lru_put
 from ragtrim._validate import check_bool, check_choice, check_float, check_int
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
 
@@ -61,7 +62,12 @@ _STOPWORDS = frozenset({
 _WORD = re.compile(r"\d+(?:[.,:]\d+)*|[^\W\d_]+", re.UNICODE)
 
 
-@lru_cache(maxsize=65536)
+def _weigh_tokens(args: tuple[Any, ...], toks: tuple[str, ...]) -> int:
+    # An O(1) upper estimate: the tokens' characters are at most the text's, plus one str object per token.
+    return 2 * sys.getsizeof(args[0]) + sys.getsizeof(toks) + 56 * len(toks)
+
+
+@bounded_cache(max_entries=65536, weigh=_weigh_tokens)
 def _tokens(text: str, stopwords: bool) -> tuple[str, ...]:
     norm = unicodedata.normalize("NFKC", text).lower()
     toks = _WORD.findall(norm)
@@ -103,7 +109,9 @@ class BM25Scorer:
         _check_inputs(query, texts)
         if not texts:
             return []
-        q = set(_tokens(query, self.stopwords))
+        # Unique query terms in query order, not a set: the rows are summed in this order, and a set's order (so the
+        # last digit of every score, and ties) moved with PYTHONHASHSEED.
+        q = tuple(dict.fromkeys(_tokens(query, self.stopwords)))
         docs = [_tokens(t, self.stopwords) for t in texts]
         n = len(docs)
         lengths = np.fromiter((len(d) for d in docs), dtype=np.float64, count=n)

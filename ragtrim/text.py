@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_left, bisect_right
-from functools import lru_cache
+
+from ragtrim._lru import bounded_cache, weigh_text_and_items
 
 _ABBREVIATIONS = frozenset({
     "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "e.g", "i.e", "cf", "al",
@@ -191,7 +192,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return list(_sentence_spans(text))
 
 
-@lru_cache(maxsize=16384)
+@bounded_cache(max_entries=16384, weigh=weigh_text_and_items(120))
 def _sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
     fences = _fences(text)
     code = _code_lines(text)

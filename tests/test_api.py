@@ -69,7 +69,7 @@ class TestBadInput:
             trim(chunks, query="q", budget=10)  # type: ignore[arg-type]
 
     def test_negative_budget(self) -> None:
-        with pytest.raises(ConfigError, match="max_tokens must be >= 0, got -5"):
+        with pytest.raises(ConfigError, match="budget must be >= 0, got -5"):
             trim(["a"], budget=-5)
 
     def test_non_string_query(self) -> None:

@@ -178,6 +178,22 @@ class TestMalformedInput:
         with pytest.raises(InputError, match="state must be a HistoryState"):
             compress_history(CHAT, state="summary so far", counter=WS)
 
+    @pytest.mark.parametrize("bad", ["abc", "3", -1, 2.5, True, None, [1]])
+    def test_bad_next_seq_is_input_error(self, bad: object) -> None:
+        # "abc" raised a raw ValueError from int()
+        with pytest.raises(InputError, match="state next_seq must be an int >= 0"):
+            compress_history(CHAT, state={"next_seq": bad}, counter=WS)
+
+    @pytest.mark.parametrize(
+        "state",
+        [{"facts": [{"text": "x", "kind": "fact", "turn_ids": 5}]}, {"pending": 5}, {"pending": [5]},
+         {"goals": [{"text": "x", "kind": "goal", "turn_ids": [[1]]}]}],
+    )
+    def test_malformed_state_fields_are_input_errors(self, state: dict[str, Any]) -> None:
+        # TypeError: 'int' object is not iterable, raw, before
+        with pytest.raises(InputError):
+            compress_history(CHAT, state=state, counter=WS)
+
     @pytest.mark.parametrize(
         ("kwargs", "name"),
         [({"keep_last_turns": -1}, "keep_last_turns"), ({"max_tokens": 1.5}, "max_tokens"),

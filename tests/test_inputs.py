@@ -51,6 +51,25 @@ class TestCoerceChunks:
             coerce_chunks(items)  # type: ignore[arg-type]
 
 
+class TestPinned:
+    @pytest.mark.parametrize(("value", "pinned"), [(True, True), (False, False), ("false", False), ("False", False),
+                                                   ("TRUE", True), (" true ", True)])
+    def test_bools_and_documented_strings(self, value: object, pinned: bool) -> None:
+        (c,) = coerce_chunks([{"text": "a", "pinned": value}])
+        assert c.pinned is pinned  # "false" counted as pinned before
+
+    @pytest.mark.parametrize("value", ["no", "0", "", 1, 0, None, [True]])
+    def test_anything_else_is_rejected(self, value: object) -> None:
+        with pytest.raises(InputError, match=r"chunk at index 0: 'pinned' must be true or false"):
+            coerce_chunks([{"text": "a", "pinned": value}])
+
+    def test_chunk_checks_its_own_fields(self) -> None:
+        with pytest.raises(InputError, match="pinned must be True or False"):
+            Chunk("a", "x", pinned="false")  # type: ignore[arg-type]
+        with pytest.raises(InputError, match=r"token_count must be >= 0 \(an int\)"):
+            Chunk("a", "x", token_count="3")  # type: ignore[arg-type]
+
+
 class TestCoerceHistory:
     def test_roles_and_ids(self) -> None:
         msgs = coerce_history([{"role": "user", "content": "hi"}, {"speaker": "Bob", "text": "yo", "dia_id": "D1:2"}])

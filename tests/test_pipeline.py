@@ -95,7 +95,9 @@ class TestPipeline:
     def test_counts_once_per_text(self) -> None:
         counter = CountingCounter()
         Pipeline([DropFirst(), TokenBudget(max_tokens=100)], tokenizer=counter).run(["a b", "c d", "e f"])
-        assert sorted(counter.calls) == ["a b", "c d", "e f"]
+        # each chunk text once; the budget also counts the separator and the joined output, which are new texts
+        assert sorted(c for c in counter.calls if "\n\n" not in c) == ["a b", "c d", "e f"]
+        assert set(counter.calls) == {"\n\n", "a b", "c d", "c d\n\ne f", "e f"}
 
     def test_untraced_drop_is_contract_error(self) -> None:
         with pytest.raises(ContractError, match="vanished without a 'dropped' removal record"):
@@ -187,3 +189,127 @@ def test_object_params_are_shown_and_refused_not_dropped() -> None:
         Pipeline.from_dict(config)  # instead of silently rebuilding it with the default scorer
     named = Pipeline([RelevanceFilter(scorer="bm25", top_k=1)]).to_dict()
     assert Pipeline.from_dict(named).to_dict() == named
+
+
+class Lengthen(Stage):
+    """A stage after the budget that makes text longer (contract-legal): the final guard must still hold."""
+
+    name = "lengthen_test"
+
+    def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+        return StageOutput(context.with_chunks(tuple(c.with_text(c.text + " more words") for c in context.chunks)))
+
+
+class TestHardBudgetOnResultText:
+    """Issue 14 item 2: ``counter.count(result.text) <= budget``, separators included, whatever the chunks claim."""
+
+    def test_separators_count(self) -> None:
+        from ragtrim import trim
+        from ragtrim.tokens import get_counter
+
+        texts = ["tower height 330", "tower built 1889", "tower iron lattice", "tower in paris"]
+        for budget in range(30):
+            r = trim(texts, query="tower", budget=budget, scorer="bm25")
+            assert get_counter().count(r.text) <= budget  # budget 12 gave 14 tokens before
+            assert {c.id for c in r.chunks} | {x.chunk_id for x in r.removals if x.action == "dropped"} == set("0123")
+
+    def test_separator_tokens_are_paid(self) -> None:
+        # approx counts "\n\n" as 0, so use a counter where the separator costs one token
+        class SepCounter(WhitespaceCounter):
+            def count(self, text: str) -> int:
+                return super().count(text) + text.count("\n\n")
+
+        r = Pipeline([TokenBudget(max_tokens=5, truncate=False)], tokenizer=SepCounter()).run(["a b", "c d", "e"])
+        assert r.text == "a b\n\nc d" and SepCounter().count(r.text) == 5
+
+    def test_claimed_token_count_is_recounted(self) -> None:
+        from ragtrim.models import Chunk
+        from ragtrim.tokens import get_counter
+
+        liar = Chunk(text="word " * 500, id="a", token_count=1)
+        r = Pipeline([TokenBudget(max_tokens=10)]).run([liar, Chunk(text="a b c", id="b", token_count=0)])
+        assert get_counter().count(r.text) <= 10  # kept 501 real tokens before
+        assert [(c.id, c.token_count) for c in r.chunks] == [("b", 3)]
+        assert r.tokens_before == 504 and r.removals[0].tokens_removed == 501
+
+    def test_final_guard_after_a_later_stage(self) -> None:
+        p = Pipeline([TokenBudget(max_tokens=6, truncate=False), Lengthen()], tokenizer="whitespace")
+        r = p.run([{"text": "a b", "score": 1.0}, {"text": "c d", "score": 0.5}])
+        assert WhitespaceCounter().count(r.text) <= 6
+        assert [c.id for c in r.chunks] == ["0"]
+        guard = r.trace[-1]
+        assert guard.stage == "final_budget" and guard.chunks_in == 2 and guard.chunks_out == 1
+        (removal,) = guard.removals
+        assert (removal.chunk_id, removal.reason, removal.action) == ("1", "over_budget", "dropped")
+        assert "joined text was 8 tokens" in removal.detail
+
+    def test_final_guard_pinned_alone_over(self) -> None:
+        from ragtrim.errors import BudgetError
+        from ragtrim.models import Chunk
+
+        p = Pipeline([TokenBudget(max_tokens=3), Lengthen()], tokenizer="whitespace")
+        with pytest.raises(BudgetError, match="pinned chunks need 4 tokens joined"):
+            p.run([Chunk("a b", "p", pinned=True)])
+
+    def test_guard_absent_when_nothing_to_do(self) -> None:
+        r = Pipeline([TokenBudget(max_tokens=6)], tokenizer="whitespace").run(["a b", "c d"])
+        assert [t.stage for t in r.trace] == ["budget"]
+
+
+class TestConfigSafety:
+    """Issue 14 item 4: every config problem is a ConfigError; config strings read no arbitrary files."""
+
+    @staticmethod
+    def deep(n: int) -> list[object]:
+        out: list[object] = []
+        for _ in range(n):
+            out = [out]
+        return out
+
+    @pytest.mark.parametrize(
+        "config",
+        [
+            {"stages": [{"type": ["budget"]}]},  # TypeError: unhashable
+            {"stages": [{"type": {"a": 1}}]},
+            {"stages": [{"type": None}]},
+            {"stages": [{"type": "budget", "max_tokens": 5, 7: 1}]},
+            {"tokenizer": ["cl100k_base"]},
+            {"tokenizer": "hf:/tmp/x\x00y"},  # ValueError: embedded null byte
+            {"tokenizer": "o200k_base"},  # would download
+            {"tokenizer": "tiktoken:gpt2"},
+            [1, 2],
+        ],
+    )
+    def test_config_errors_are_typed(self, config: object) -> None:
+        with pytest.raises(ConfigError):
+            Pipeline.from_dict(config)  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize("where", ["stages", "param", "stage"])
+    def test_deep_nesting_is_config_error(self, where: str) -> None:
+        deep = self.deep(50_000)
+        config = {
+            "stages": {"stages": deep, "param": [{"type": "budget", "max_tokens": deep}], "stage": [deep]}[where]
+        }
+        with pytest.raises(ConfigError):  # RecursionError before
+            Pipeline.from_dict(config)
+
+    def test_offline_encoding_names_are_listed(self) -> None:
+        with pytest.raises(ConfigError, match=r"'o200k_base' is not available offline.*allowed: \['cl100k_base'"):
+            Pipeline.from_dict({"tokenizer": "o200k_base"})
+
+    def test_config_tokenizer_file_needs_an_allowed_dir(self, tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+        from pathlib import Path
+
+        pytest.importorskip("tokenizers")
+        secret = Path(str(tmp_path)) / "secret.json"
+        secret.write_text('{"version":"SECRET"}', encoding="utf-8")
+        monkeypatch.delenv("RAGTRIM_TOKENIZER_DIRS", raising=False)
+        for spec in (f"hf:{secret}", str(secret)):
+            with pytest.raises(ConfigError, match="not under a directory the operator allowed") as info:
+                Pipeline.from_dict({"tokenizer": spec})
+            assert "SECRET" not in str(info.value)
+        # allowed: it is read, and the error names the path, never the content
+        p = Pipeline.from_dict({"tokenizer": f"hf:{secret}"}, tokenizer_dirs=[str(tmp_path)])
+        with pytest.raises(ConfigError, match="could not be loaded") as info:
+            p.run(["a"])
+        assert "SECRET" not in str(info.value) and str(secret) in str(info.value)

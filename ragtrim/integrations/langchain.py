@@ -155,7 +155,7 @@ def _check_config(pipeline: Any, budget: Any, tokenizer: Any, score_key: Any) ->
         raise ConfigError(f"pipeline must be a ragtrim Pipeline or None, got {type(pipeline).__name__}")
     if pipeline is not None and (budget is not None or tokenizer is not None):
         raise ConfigError("pass either pipeline= or budget=/tokenizer=, not both; put the budget stage in your pipeline")
-    check_int("budget", budget, minimum=1, allow_none=True)
+    check_int("budget", budget, minimum=0, allow_none=True)  # 0 is valid, as in trim(): nothing fits
     if score_key is not None and (not isinstance(score_key, str) or not score_key):
         raise ConfigError(f"score_key must be a metadata key (non-empty str) or None, got {score_key!r}")
 
@@ -226,7 +226,8 @@ class RagtrimRetriever(BaseRetriever):
         base_retriever: any LangChain retriever; it is invoked (sync or async) as a child run.
         pipeline: the ragtrim Pipeline to run; by default ``ragtrim.default_pipeline(budget=budget,
             tokenizer=tokenizer)`` (HTML cleanup, duplicates, then the budget when one is given).
-        budget: max tokens of all returned page contents together (only without ``pipeline``).
+        budget: max tokens of all returned page contents together, joined by blank lines (only without
+            ``pipeline``). An int >= 0, as in ``trim()``: 0 returns no documents, each recorded as over budget.
         tokenizer: the token counter name or object (only without ``pipeline``; default cl100k_base).
         score_key: a metadata key holding the base retriever's relevance score, used as the chunk score
             (e.g. by the budget's score policy). None ignores metadata scores.

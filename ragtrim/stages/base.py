@@ -86,9 +86,12 @@ def registered_stages() -> dict[str, type[Stage]]:
 def stage_from_dict(config: Mapping[str, Any]) -> Stage:
     """Build a stage from ``{"type": name, **params}``."""
     if not isinstance(config, Mapping) or "type" not in config:
-        raise ConfigError(f"a stage config must be a dict with a 'type' key, got {config!r}")
+        shown = f"keys {sorted(map(str, config))[:20]}" if isinstance(config, Mapping) else type(config).__name__
+        raise ConfigError(f"a stage config must be a dict with a 'type' key, got {shown}")
     stages = registered_stages()
     kind = config["type"]
+    if not isinstance(kind, str):
+        raise ConfigError(f"a stage 'type' must be a stage name (str), got {type(kind).__name__}; known: {sorted(stages)}")
     if kind not in stages:
         raise ConfigError(f"unknown stage type {kind!r}; known: {sorted(stages)}")
     params = {k: v for k, v in config.items() if k not in ("type", AUTO_KEY)}

@@ -169,7 +169,7 @@ class TestConfig:
     @pytest.mark.parametrize(
         ("kwargs", "message"),
         [
-            ({"budget": 0}, "budget must be >= 1, got 0"),
+            ({"budget": -1}, "budget must be >= 0, got -1"),
             ({"budget": 2.5}, "budget must be an int"),
             ({"pipeline": "default"}, "pipeline must be a ragtrim Pipeline"),
             ({"pipeline": Pipeline([]), "budget": 10}, "pass either pipeline= or budget="),
@@ -181,6 +181,13 @@ class TestConfig:
             RagtrimRetriever(base_retriever=KeywordRetriever(documents=[]), **kwargs)
         with pytest.raises(ConfigError, match=message):
             RagtrimCompressor(**kwargs)
+
+    def test_zero_budget_is_valid_as_in_trim(self) -> None:
+        # trim(budget=0) was accepted while these classes rejected it; both accept it now and keep nothing
+        c = RagtrimCompressor(budget=0, tokenizer="whitespace")
+        assert c.compress_documents([Document(page_content="a b c")], "q") == []
+        r = RagtrimRetriever(base_retriever=KeywordRetriever(documents=[]), budget=0)
+        assert r.budget == 0
 
     def test_base_retriever_must_be_a_retriever(self) -> None:
         with pytest.raises(ConfigError, match="base_retriever must be a LangChain BaseRetriever, got list"):
