@@ -51,7 +51,7 @@ class LimitsConfig:
     default_org_concurrency: int | None = None
     state: str = "memory"
     fail_open: bool = True
-    state_timeout_s: float = 0.25
+    state_timeout_s: float = 0.5
     window_s: float = 60.0
 
 
@@ -177,7 +177,7 @@ def _limits(t: Mapping[str, Any]) -> LimitsConfig:
                                          minimum=1),
         state=state,
         fail_open=_bool("limits.fail_open", t.get("fail_open", True)),
-        state_timeout_s=_pos_float("limits.state_timeout_s", t.get("state_timeout_s", 0.25)),
+        state_timeout_s=_pos_float("limits.state_timeout_s", t.get("state_timeout_s", 0.5)),
         window_s=_pos_float("limits.window_s", t.get("window_s", 60.0)),
     )
 

@@ -122,7 +122,7 @@ return 1
 class RedisRateStore:
     """Windows in Redis hashes ``<prefix>:<key>:<window index>``, decided atomically by a Lua script."""
 
-    def __init__(self, *, url: str, window_s: float = 60.0, timeout_s: float = 0.25,
+    def __init__(self, *, url: str, window_s: float = 60.0, timeout_s: float = 0.5,
                  prefix: str = "ragtrim:rl") -> None:
         self.url = url
         self.window_s = window_s
