@@ -191,7 +191,7 @@ def _serve_module() -> Any:
 
     from ragtrim.errors import require
 
-    for package in ("starlette", "uvicorn", "httpx", "prometheus_client"):
+    for package in ("starlette", "uvicorn", "aiohttp", "prometheus_client"):
         require(package, "serve", "ragtrim serve")
     return importlib.import_module("ragtrim.serve.cli")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ragtrim.errors import require
 
-for _package in ("starlette", "uvicorn", "httpx", "prometheus_client"):
+for _package in ("starlette", "uvicorn", "aiohttp", "prometheus_client"):
     require(_package, "serve", "ragtrim serve")
 
 from ragtrim.serve.app import Gateway, create_app

@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -31,7 +30,7 @@ from ragtrim.serve.log import RequestLog
 from ragtrim.serve.metrics import GatewayMetrics
 from ragtrim.serve.render import Prepared, RequestError, prepare_chat, prepare_completion
 from ragtrim.serve.state import StateUnavailable, make_store
-from ragtrim.serve.upstream import Upstream
+from ragtrim.serve.upstream import Upstream, UpstreamError, UpstreamResponse
 from ragtrim.tokens import TokenCounter, get_counter
 
 try:  # orjson is several times faster on the hot path; the stdlib is the fallback
@@ -60,6 +59,7 @@ class Identity:
     key_id: str  # a hash of the API key: what the rate store and the log see, never the key itself
     rpm: int | None
     tpm: int | None
+    concurrency: int | None = None
 
 
 @dataclass(slots=True)
@@ -119,11 +119,14 @@ class Gateway:
         self.upstream = Upstream(config.upstream)
         self.log = RequestLog(config.log.path, log_text=config.log.log_text) if config.log.path else None
         self.identities = {
-            k: Identity(user=kc.user, org=kc.org, key_id=key_id(k), rpm=kc.rpm, tpm=kc.tpm)
+            k: Identity(user=kc.user, org=kc.org, key_id=key_id(k), rpm=kc.rpm, tpm=kc.tpm,
+                        concurrency=kc.concurrency)
             for k, kc in config.keys.items()
         }
         self.org_gates: dict[str, FairGate | None] = {}
-        self.long_gate = (FairGate(name="long", capacity=lim.long_concurrency, max_queued=lim.max_queued)
+        self.key_gates: dict[str, FairGate] = {}
+        self.long_gate = (FairGate(name="long-request lane", capacity=lim.long_concurrency, max_queued=lim.max_queued,
+                                   max_queued_per_user=lim.max_queued_per_user)
                           if lim.long_request_tokens is not None else None)
 
     # -- lifecycle --------------------------------------------------------------------------------------------------
@@ -170,16 +173,19 @@ class Gateway:
         except GatewayError as exc:
             return exc.response(rid)
         try:
-            resp = await self.upstream.send(self.upstream.build("GET", "/models"), stream=False)
-        except httpx.HTTPError as exc:
+            resp = await self.upstream.request("GET", "/models")
+        except UpstreamError as exc:
             if not self.upstream.has_fallback:
-                return _upstream_unreachable(exc).response(rid)
+                return _upstream_failed(exc).response(rid)
             try:
-                resp = await self.upstream.send(self.upstream.build("GET", "/models", fallback=True), stream=False)
-            except httpx.HTTPError as exc2:
-                return _upstream_unreachable(exc2).response(rid)
-        return Response(resp.content, status_code=resp.status_code,
-                        media_type=resp.headers.get("content-type", "application/json"),
+                resp = await self.upstream.request("GET", "/models", fallback=True)
+            except UpstreamError as exc2:
+                return _upstream_failed(exc2).response(rid)
+        try:
+            body = await resp.read()
+        except UpstreamError as exc:
+            return _upstream_failed(exc).response(rid)
+        return Response(body, status_code=resp.status, media_type=resp.content_type,
                         headers={"x-request-id": rid})
 
     # -- auth -------------------------------------------------------------------------------------------------------
@@ -275,8 +281,9 @@ class Gateway:
                 if not self.upstream.has_fallback:
                     full = isinstance(exc, QueueFull)
                     raise GatewayError(
-                        429, f"too many requests in flight for {'the long-request lane' if str(exc) == 'long' else 'org ' + repr(ident.org)}: "
-                        + ("the queue is full" if full else f"no slot freed within {self.config.limits.queue_timeout_s:g} s"),
+                        429, f"too many requests in flight for the {exc}: " + (
+                            "the queue is full" if full
+                            else f"no slot freed within {self.config.limits.queue_timeout_s:g} s"),
                         type_="server_overloaded", code="queue_full" if full else "queue_timeout",
                         headers={**rate_headers, "retry-after": "1"},
                         outcome="queue_full" if full else "queue_timeout") from None
@@ -326,7 +333,9 @@ class Gateway:
     def _org_gate(self, org: str) -> FairGate | None:
         if org not in self.org_gates:
             cap = self.config.org_concurrency(org)
-            self.org_gates[org] = (FairGate(name=org, capacity=cap, max_queued=self.config.limits.max_queued)
+            lim = self.config.limits
+            self.org_gates[org] = (FairGate(name=f"org {org!r}", capacity=cap, max_queued=lim.max_queued,
+                                            max_queued_per_user=lim.max_queued_per_user)
                                    if cap is not None else None)
         return self.org_gates[org]
 
@@ -338,11 +347,19 @@ class Gateway:
         if self.long_gate is not None and lim.long_request_tokens is not None \
                 and p.prompt_tokens > lim.long_request_tokens:
             lanes.append(("long", self.long_gate))
+        if ident.concurrency is not None:
+            key_gate = self.key_gates.get(ident.key_id)
+            if key_gate is None:
+                per_user = lim.max_queued_per_user
+                key_gate = self.key_gates[ident.key_id] = FairGate(
+                    name=f"key of user {ident.user!r}", capacity=ident.concurrency,
+                    max_queued=lim.max_queued if per_user is None else per_user)
+            lanes.append(("key", key_gate))
         org_gate = self._org_gate(ident.org)
         if org_gate is not None:
             lanes.append(("org", org_gate))
         try:
-            for lane, gate in lanes:  # always long lane first, then org: one order, no deadlock
+            for lane, gate in lanes:  # always long lane, key, then org: one order, no deadlock
                 waited = await gate.acquire(ident.user, deadline)
                 gates.append(gate)
                 rec.queue_ms += waited * 1000
@@ -357,7 +374,7 @@ class Gateway:
 
     def _release(self, gate: FairGate, org: str) -> None:
         gate.release()
-        if gate is not self.long_gate:
+        if gate.name.startswith("org "):
             self.metrics.in_flight.labels(org).dec()
 
     async def _send(self, rec: Record, path: str, p: Prepared, gates: list[FairGate], rate_headers: dict[str, str],
@@ -365,7 +382,7 @@ class Gateway:
         content = _dumps(p.body)
         headers = {"x-request-id": rec.request_id}
         t0 = time.perf_counter()
-        resp: httpx.Response | None = None
+        resp: UpstreamResponse | None = None
         err: GatewayError | None = None
         use_fallback = fallback_only
         for attempt in ((True,) if fallback_only else (False, True)):
@@ -373,23 +390,14 @@ class Gateway:
                 break
             use_fallback = attempt
             try:
-                resp = await self.upstream.send(
-                    self.upstream.build("POST", path, content=content, fallback=attempt, extra_headers=headers),
-                    stream=p.stream)
-            except httpx.TimeoutException as exc:
-                err = GatewayError(504, f"upstream timed out: {type(exc).__name__}",
-                                                 type_="upstream_error", code="upstream_timeout",
-                                                 outcome="upstream_error")
-                resp = None
-                if isinstance(exc, httpx.ConnectTimeout):
-                    continue
-                raise err from None
-            except httpx.HTTPError as exc:
-                resp = None
-                err = _upstream_unreachable(exc)
+                resp = await self.upstream.request("POST", path, content=content, fallback=attempt, headers=headers)
+            except UpstreamError as exc:
+                err = _upstream_failed(exc)
+                if exc.kind == "timeout":  # the upstream took the request: another try could run it twice
+                    raise err from None
                 continue
-            if resp.status_code >= 500 and not attempt and self.upstream.has_fallback:
-                await resp.aclose()
+            if resp.status >= 500 and not attempt and self.upstream.has_fallback:
+                await resp.close()
                 resp = None
                 continue
             break
@@ -403,46 +411,46 @@ class Gateway:
             out_headers["x-ragtrim-upstream"] = "fallback"
         if not p.stream:
             try:
-                body = resp.content
-            finally:
-                await resp.aclose()
+                body = await resp.read()
+            except UpstreamError as exc:
+                raise _upstream_failed(exc) from None
             rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
             self.metrics.upstream_ttft_seconds.observe(rec.upstream_ttft_ms / 1000)
             for g in gates:
                 self._release(g, rec.identity.org if rec.identity else "")
             gates.clear()
-            rec.status = resp.status_code
-            if resp.status_code == 200:
+            rec.status = resp.status
+            if resp.status == 200:
                 usage = _usage_of(body)
                 await self._settle(rec, usage)
             else:
                 rec.outcome = "upstream_error"
                 await self._refund_on_error(rec)
-                return _relay_error(resp.status_code, body, out_headers)
+                return _relay_error(resp.status, body, out_headers)
             return Response(body, status_code=200, media_type="application/json", headers=out_headers)
-        if resp.status_code != 200:
+        if resp.status != 200:
             try:
-                body = await resp.aread()
-            finally:
-                await resp.aclose()
+                body = await resp.read()
+            except UpstreamError as exc:
+                raise _upstream_failed(exc) from None
             for g in gates:
                 self._release(g, rec.identity.org if rec.identity else "")
             gates.clear()
-            rec.status, rec.outcome = resp.status_code, "upstream_error"
+            rec.status, rec.outcome = resp.status, "upstream_error"
             await self._refund_on_error(rec)
-            return _relay_error(resp.status_code, body, out_headers)
+            return _relay_error(resp.status, body, out_headers)
         held = list(gates)
         gates.clear()  # the stream owns the slots now
         return _RelayStream(self._relay(rec, resp, p, t0), headers=out_headers,
                             on_close=lambda gone: self._close_stream(rec, resp, held, gone))
 
-    async def _relay(self, rec: Record, resp: httpx.Response, p: Prepared, t0: float) -> AsyncIterator[bytes]:
+    async def _relay(self, rec: Record, resp: UpstreamResponse, p: Prepared, t0: float) -> AsyncIterator[bytes]:
         """Upstream SSE events to the client one by one as they arrive; the usage chunk is read for accounting and
         passed on only when the client asked for it."""
         buf = b""
         first = True
         content_events = 0
-        async for piece in resp.aiter_raw():
+        async for piece in resp.chunks():
             if first:
                 first = False
                 rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
@@ -470,8 +478,9 @@ class Gateway:
             yield buf
         rec.extra["content_events"] = content_events
 
-    async def _close_stream(self, rec: Record, resp: httpx.Response, gates: list[FairGate], client_gone: bool) -> None:
-        await resp.aclose()
+    async def _close_stream(self, rec: Record, resp: UpstreamResponse, gates: list[FairGate],
+                            client_gone: bool) -> None:
+        await resp.close()
         for g in gates:
             self._release(g, rec.identity.org if rec.identity else "")
         if client_gone:
@@ -574,9 +583,15 @@ def _relay_error(status: int, body: bytes, headers: dict[str, str]) -> Response:
                     headers=headers)
 
 
-def _upstream_unreachable(exc: Exception) -> GatewayError:
-    return GatewayError(502, f"upstream unreachable: {type(exc).__name__}: {exc}", type_="upstream_error",
-                        code="upstream_unreachable", outcome="upstream_error")
+def _upstream_failed(exc: UpstreamError) -> GatewayError:
+    if exc.kind == "timeout":
+        return GatewayError(504, f"upstream timed out: {exc}", type_="upstream_error", code="upstream_timeout",
+                            outcome="upstream_error")
+    if exc.kind == "connect":
+        return GatewayError(502, f"upstream unreachable: {exc}", type_="upstream_error", code="upstream_unreachable",
+                            outcome="upstream_error")
+    return GatewayError(502, f"upstream broke the protocol: {exc}", type_="upstream_error", code="upstream_error",
+                        outcome="upstream_error")
 
 
 async def _until_disconnect(receive: Receive, work: Awaitable[Response]) -> Response:

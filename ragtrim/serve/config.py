@@ -48,6 +48,7 @@ class LimitsConfig:
     long_concurrency: int = 1
     queue_timeout_s: float = 10.0
     max_queued: int = 1000
+    max_queued_per_user: int | None = None
     default_org_concurrency: int | None = None
     state: str = "memory"
     fail_open: bool = True
@@ -62,6 +63,7 @@ class KeyConfig:
     org: str
     rpm: int | None = None
     tpm: int | None = None
+    concurrency: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,7 @@ def _limits(t: Mapping[str, Any]) -> LimitsConfig:
         long_concurrency=_int("limits.long_concurrency", t.get("long_concurrency", 1), minimum=1),
         queue_timeout_s=_float("limits.queue_timeout_s", t.get("queue_timeout_s", 10.0), minimum=0.0),
         max_queued=_int("limits.max_queued", t.get("max_queued", 1000), minimum=0),
+        max_queued_per_user=_opt_int("limits.max_queued_per_user", t.get("max_queued_per_user"), minimum=0),
         default_org_concurrency=_opt_int("limits.default_org_concurrency", t.get("default_org_concurrency"),
                                          minimum=1),
         state=state,
@@ -184,13 +187,14 @@ def _limits(t: Mapping[str, Any]) -> LimitsConfig:
 
 def _key(key: str, t: Mapping[str, Any]) -> KeyConfig:
     where = f"keys.{key!r}"
-    _no_unknown(where, t, ("user", "org", "rpm", "tpm"))
+    _no_unknown(where, t, ("user", "org", "rpm", "tpm", "concurrency"))
     if not key or any(c.isspace() for c in key):
         raise ConfigError(f"{where}: an API key must be non-empty without spaces")
     user = _str(f"{where}.user", t.get("user", key[:8]))
     org = _str(f"{where}.org", t.get("org", "default"))
     return KeyConfig(key=key, user=user, org=org, rpm=_opt_int(f"{where}.rpm", t.get("rpm"), minimum=1),
-                     tpm=_opt_int(f"{where}.tpm", t.get("tpm"), minimum=1))
+                     tpm=_opt_int(f"{where}.tpm", t.get("tpm"), minimum=1),
+                     concurrency=_opt_int(f"{where}.concurrency", t.get("concurrency"), minimum=1))
 
 
 def _org(name: str, t: Mapping[str, Any]) -> OrgConfig:

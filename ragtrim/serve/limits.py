@@ -127,10 +127,11 @@ class FairGate:
     passes it on, so cancellation never leaks a slot.
     """
 
-    def __init__(self, *, name: str, capacity: int, max_queued: int) -> None:
+    def __init__(self, *, name: str, capacity: int, max_queued: int, max_queued_per_user: int | None = None) -> None:
         self.name = name
         self.capacity = capacity
         self.max_queued = max_queued
+        self.max_queued_per_user = max_queued_per_user
         self.in_use = 0
         self._waiters: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
         self._queued = 0
@@ -144,11 +145,12 @@ class FairGate:
         if self.in_use < self.capacity and self._queued == 0:
             self.in_use += 1
             return 0.0
-        if self._queued >= self.max_queued:
+        q = self._waiters.get(user)
+        if self._queued >= self.max_queued or (
+                self.max_queued_per_user is not None and len(q or ()) >= self.max_queued_per_user):
             raise QueueFull(self.name)
         t0 = time.monotonic()
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        q = self._waiters.get(user)
         if q is None:
             q = self._waiters[user] = deque()
         q.append(fut)

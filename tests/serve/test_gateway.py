@@ -263,6 +263,25 @@ class TestLimits:
         assert limited.headers["retry-after"] == "1"
         assert httpx.get(up.url + "/debug/requests").json()["max_active"] == 1
 
+    def test_per_key_concurrency(self, fake: Any, gateway: Any) -> None:
+        up = fake(base_ms=300)
+        keys = {"sk-alice": {"user": "alice", "org": "acme", "concurrency": 1}, "sk-bob": {"user": "bob"}}
+        gw, _ = gateway({"upstream": {"url": up.url + "/v1"}, "keys": keys,
+                         "limits": {"max_queued_per_user": 0}})
+
+        async def run() -> list[httpx.Response]:
+            async with httpx.AsyncClient(timeout=10) as c:
+                alice = [c.post(gw.url + CHAT, json=chat_body(), headers=auth()) for _ in range(2)]
+                bob = [c.post(gw.url + CHAT, json=chat_body(), headers=auth("sk-bob")) for _ in range(2)]
+                return await asyncio.gather(*alice, *bob)
+
+        rs = asyncio.run(run())
+        assert sorted(r.status_code for r in rs[:2]) == [200, 429]
+        limited = next(r for r in rs[:2] if r.status_code == 429)
+        assert limited.json()["error"]["code"] == "queue_full"
+        assert "key of user 'alice'" in limited.json()["error"]["message"]
+        assert [r.status_code for r in rs[2:]] == [200, 200]
+
     def test_long_lane(self, fake: Any, gateway: Any) -> None:
         up = fake(base_ms=300)
         gw, _ = gateway({"upstream": {"url": up.url + "/v1"},

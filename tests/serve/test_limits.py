@@ -87,6 +87,23 @@ class TestFairGate:
 
         asyncio.run(run())
 
+    def test_queue_full_per_user(self) -> None:
+        async def run() -> None:
+            gate = FairGate(name="g", capacity=1, max_queued=10, max_queued_per_user=1)
+            await gate.acquire("a", 1e18)
+            waiting = asyncio.ensure_future(gate.acquire("a", 1e18))
+            await asyncio.sleep(0)
+            with pytest.raises(QueueFull):
+                await gate.acquire("a", 1e18)
+            other = asyncio.ensure_future(gate.acquire("b", 1e18))
+            await asyncio.sleep(0)
+            assert gate.queued == 2
+            gate.release()
+            gate.release()
+            await asyncio.gather(waiting, other)
+
+        asyncio.run(run())
+
     def test_round_robin_across_users_fifo_within(self) -> None:
         async def run() -> list[str]:
             gate = FairGate(name="g", capacity=1, max_queued=100)
