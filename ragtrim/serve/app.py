@@ -25,11 +25,19 @@ from starlette.types import Receive, Scope, Send
 
 from ragtrim.errors import RagtrimError
 from ragtrim.serve.config import GatewayConfig, KeyConfig
-from ragtrim.serve.limits import FairGate, QueueFull, QueueTimeout, RateDecision, format_reset
+from ragtrim.serve.limits import (
+    FairGate,
+    Gate,
+    QueueFull,
+    QueueTimeout,
+    RateDecision,
+    SharedGate,
+    format_reset,
+)
 from ragtrim.serve.log import RequestLog
 from ragtrim.serve.metrics import GatewayMetrics
 from ragtrim.serve.render import Prepared, RequestError, prepare_chat, prepare_completion
-from ragtrim.serve.state import StateUnavailable, make_store
+from ragtrim.serve.state import RedisRateStore, RedisSlots, StateUnavailable, make_store
 from ragtrim.serve.upstream import Upstream, UpstreamError, UpstreamResponse
 from ragtrim.tokens import TokenCounter, get_counter
 
@@ -123,11 +131,21 @@ class Gateway:
                         concurrency=kc.concurrency)
             for k, kc in config.keys.items()
         }
-        self.org_gates: dict[str, FairGate | None] = {}
-        self.key_gates: dict[str, FairGate] = {}
-        self.long_gate = (FairGate(name="long-request lane", capacity=lim.long_concurrency, max_queued=lim.max_queued,
-                                   max_queued_per_user=lim.max_queued_per_user)
+        # With Redis state, concurrency slots are shared by replicas too (leases in Redis).
+        self.slots = RedisSlots(self.store) if isinstance(self.store, RedisRateStore) else None
+        self.org_gates: dict[str, Gate | None] = {}
+        self.key_gates: dict[str, Gate] = {}
+        self.long_gate = (self._gate(FairGate(name="long-request lane", capacity=lim.long_concurrency,
+                                              max_queued=lim.max_queued, max_queued_per_user=lim.max_queued_per_user),
+                                     "long")
                           if lim.long_request_tokens is not None else None)
+
+    def _gate(self, local: FairGate, shared_key: str) -> Gate:
+        if self.slots is None:
+            return local
+        return SharedGate(local, self.slots, key=shared_key,
+                          lease_ms=int((self.config.upstream.timeout_s + 60) * 1000),
+                          fail_open=self.config.limits.fail_open, on_state_error=self.metrics.state_errors.inc)
 
     # -- lifecycle --------------------------------------------------------------------------------------------------
     async def aclose(self) -> None:
@@ -272,7 +290,7 @@ class Gateway:
         if decision is not None and decision.admitted and decision.reason != "state_unavailable":
             rec.charged_tokens = p.estimated_tokens
         fallback_only = False
-        gates: list[FairGate] = []
+        gates: list[Gate] = []
         try:
             try:
                 gates = await self._take_slots(rec, ident, p)
@@ -330,20 +348,20 @@ class Gateway:
                 self.metrics.state_errors.inc()
             rec.charged_tokens = 0
 
-    def _org_gate(self, org: str) -> FairGate | None:
+    def _org_gate(self, org: str) -> Gate | None:
         if org not in self.org_gates:
             cap = self.config.org_concurrency(org)
             lim = self.config.limits
-            self.org_gates[org] = (FairGate(name=f"org {org!r}", capacity=cap, max_queued=lim.max_queued,
-                                            max_queued_per_user=lim.max_queued_per_user)
+            self.org_gates[org] = (self._gate(FairGate(name=f"org {org!r}", capacity=cap, max_queued=lim.max_queued,
+                                                       max_queued_per_user=lim.max_queued_per_user), f"org:{org}")
                                    if cap is not None else None)
         return self.org_gates[org]
 
-    async def _take_slots(self, rec: Record, ident: Identity, p: Prepared) -> list[FairGate]:
+    async def _take_slots(self, rec: Record, ident: Identity, p: Prepared) -> list[Gate]:
         lim = self.config.limits
         deadline = time.monotonic() + lim.queue_timeout_s
-        gates: list[FairGate] = []
-        lanes: list[tuple[str, FairGate]] = []
+        gates: list[Gate] = []
+        lanes: list[tuple[str, Gate]] = []
         if self.long_gate is not None and lim.long_request_tokens is not None \
                 and p.prompt_tokens > lim.long_request_tokens:
             lanes.append(("long", self.long_gate))
@@ -351,9 +369,9 @@ class Gateway:
             key_gate = self.key_gates.get(ident.key_id)
             if key_gate is None:
                 per_user = lim.max_queued_per_user
-                key_gate = self.key_gates[ident.key_id] = FairGate(
+                key_gate = self.key_gates[ident.key_id] = self._gate(FairGate(
                     name=f"key of user {ident.user!r}", capacity=ident.concurrency,
-                    max_queued=lim.max_queued if per_user is None else per_user)
+                    max_queued=lim.max_queued if per_user is None else per_user), f"key:{ident.key_id}")
             lanes.append(("key", key_gate))
         org_gate = self._org_gate(ident.org)
         if org_gate is not None:
@@ -372,12 +390,12 @@ class Gateway:
             self.metrics.in_flight.labels(ident.org).inc()
         return gates
 
-    def _release(self, gate: FairGate, org: str) -> None:
+    def _release(self, gate: Gate, org: str) -> None:
         gate.release()
         if gate.name.startswith("org "):
             self.metrics.in_flight.labels(org).dec()
 
-    async def _send(self, rec: Record, path: str, p: Prepared, gates: list[FairGate], rate_headers: dict[str, str],
+    async def _send(self, rec: Record, path: str, p: Prepared, gates: list[Gate], rate_headers: dict[str, str],
                     fallback_only: bool) -> Response:
         content = _dumps(p.body)
         headers = {"x-request-id": rec.request_id}
@@ -478,7 +496,7 @@ class Gateway:
             yield buf
         rec.extra["content_events"] = content_events
 
-    async def _close_stream(self, rec: Record, resp: UpstreamResponse, gates: list[FairGate],
+    async def _close_stream(self, rec: Record, resp: UpstreamResponse, gates: list[Gate],
                             client_gone: bool) -> None:
         await resp.close()
         for g in gates:

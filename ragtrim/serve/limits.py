@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import uuid
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,3 +196,88 @@ class FairGate:
                 fut.set_result(None)  # the slot passes to the waiter; in_use is unchanged
                 return
         self.in_use -= 1
+
+
+class Gate(Protocol):
+    name: str
+
+    @property
+    def in_use(self) -> int: ...
+
+    @property
+    def queued(self) -> int: ...
+
+    async def acquire(self, user: str, deadline: float) -> float: ...
+
+    def release(self) -> None: ...
+
+
+class SlotLeases(Protocol):
+    async def take(self, gate: str, capacity: int, lease: str, lease_ms: int) -> bool: ...
+
+    async def give_back(self, gate: str, lease: str) -> None: ...
+
+
+class SharedGate:
+    """A ``FairGate`` for the queue order inside this replica, plus leases in shared state (Redis) that cap the
+    slots held across all replicas. A request first takes a local slot, then polls for a lease until its deadline.
+
+    When the shared state fails, ``fail_open`` keeps the local limit only; otherwise the error propagates.
+    """
+
+    def __init__(self, local: FairGate, leases: SlotLeases, *, key: str, lease_ms: int, fail_open: bool,
+                 on_state_error: Callable[[], None] | None = None) -> None:
+        self.local = local
+        self.name = local.name
+        self.leases = leases
+        self.key = key
+        self.lease_ms = lease_ms
+        self.fail_open = fail_open
+        self.on_state_error = on_state_error
+        self._held: list[str | None] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def in_use(self) -> int:
+        return self.local.in_use
+
+    @property
+    def queued(self) -> int:
+        return self.local.queued
+
+    async def acquire(self, user: str, deadline: float) -> float:
+        from ragtrim.serve.state import StateUnavailable
+
+        t0 = time.monotonic()
+        await self.local.acquire(user, deadline)
+        lease: str | None = uuid.uuid4().hex
+        delay = 0.005
+        try:
+            while True:
+                try:
+                    if await self.leases.take(self.key, self.local.capacity, lease or "", self.lease_ms):
+                        break
+                except StateUnavailable:
+                    if self.on_state_error is not None:
+                        self.on_state_error()
+                    if not self.fail_open:
+                        raise
+                    lease = None
+                    break
+                if time.monotonic() + delay > deadline:
+                    raise QueueTimeout(self.name)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        except BaseException:
+            self.local.release()
+            raise
+        self._held.append(lease)
+        return time.monotonic() - t0
+
+    def release(self) -> None:
+        lease = self._held.pop() if self._held else None
+        if lease is not None:
+            task = asyncio.ensure_future(self.leases.give_back(self.key, lease))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self.local.release()

@@ -188,3 +188,41 @@ def make_store(state: str, *, window_s: float, timeout_s: float) -> MemoryRateSt
     if state == "memory":
         return MemoryRateStore(window_s=window_s)
     return RedisRateStore(url=state, window_s=window_s, timeout_s=timeout_s)
+
+
+# KEYS[1]: the lease set. ARGV: capacity, lease id, lease ms. Expired leases (a crashed replica's) are dropped first.
+_TAKE_SLOT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) + 1000)
+  return 1
+end
+return 0
+"""
+
+
+class RedisSlots:
+    """Concurrency slots shared by replicas: a sorted set of leases per gate, scored by expiry time."""
+
+    def __init__(self, store: RedisRateStore, *, prefix: str = "ragtrim:slots") -> None:
+        self.store = store
+        self.prefix = prefix
+        self._take: Any = None
+
+    async def take(self, gate: str, capacity: int, lease: str, lease_ms: int) -> bool:
+        client = self.store._redis()
+        if self._take is None:
+            self._take = client.register_script(_TAKE_SLOT)
+        try:
+            return bool(int(await self._take(keys=[f"{self.prefix}:{gate}"], args=[capacity, lease, lease_ms])))
+        except _REDIS_ERRORS as exc:
+            raise StateUnavailable(f"redis at {self.store.url}: {exc}") from exc
+
+    async def give_back(self, gate: str, lease: str) -> None:
+        try:
+            await self.store._redis().zrem(f"{self.prefix}:{gate}", lease)
+        except _REDIS_ERRORS:
+            return  # the lease expires on its own

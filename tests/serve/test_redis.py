@@ -65,6 +65,31 @@ def test_tpm_correction_is_shared(redis_server: RedisServer, fake: Any, gateway:
     assert r.headers["x-ratelimit-remaining-tokens"] == str(1000 - 4 - 408)
 
 
+def test_two_replicas_share_org_concurrency(redis_server: RedisServer, fake: Any, gateway: Any) -> None:
+    redis_server.flush()
+    up = fake(base_ms=500)
+    cfg = {"upstream": {"url": up.url + "/v1"}, "keys": keys(), "orgs": {"acme": {"concurrency": 2}},
+           "limits": {"state": redis_server.url, "queue_timeout_s": 0.25, "state_timeout_s": 5.0}}
+    a, ga = gateway(cfg)
+    b, gb = gateway(cfg)
+
+    async def run() -> list[int]:
+        async with httpx.AsyncClient(timeout=10) as c:
+            rs = await asyncio.gather(*(c.post((a if i % 2 else b).url + CHAT, json=BODY, headers=AUTH)
+                                        for i in range(6)))
+            return [r.status_code for r in rs]
+
+    codes = asyncio.run(run())
+    assert sorted(codes) == [200, 200, 429, 429, 429, 429]  # per-replica gates alone would admit 4
+    assert httpx.get(up.url + "/debug/requests").json()["max_active"] == 2
+    # Every lease went back: two more requests run at once again.
+    codes = asyncio.run(run())
+    assert codes.count(200) == 2
+    for g in (ga, gb):
+        gate = g.org_gates["acme"]
+        assert gate is not None and gate.in_use == 0 and gate.queued == 0
+
+
 @pytest.mark.parametrize("fail_open", [True, False])
 def test_redis_down_follows_fail_open(fail_open: bool, fake: Any, gateway: Any) -> None:
     binary = shutil.which("redis-server")
@@ -75,6 +100,7 @@ def test_redis_down_follows_fail_open(fail_open: bool, fake: Any, gateway: Any) 
     try:
         up = fake()
         gw, _ = gateway({"upstream": {"url": up.url + "/v1"}, "keys": keys(rpm=100),
+                         "orgs": {"acme": {"concurrency": 4}},
                          "limits": {"state": redis.url, "fail_open": fail_open, "state_timeout_s": 0.2}})
         assert httpx.post(gw.url + CHAT, json=BODY, headers=AUTH).status_code == 200
         assert httpx.get(gw.url + "/healthz").json()["state"] == "redis ok"
@@ -90,7 +116,9 @@ def test_redis_down_follows_fail_open(fail_open: bool, fake: Any, gateway: Any) 
         health = httpx.get(gw.url + "/healthz")
         assert health.json()["state"] == "redis unreachable"
         assert health.status_code == (200 if fail_open else 503)
-        assert "ragtrim_serve_state_errors_total 1.0" in httpx.get(gw.url + "/metrics").text
+        # fail open: the rate window and the org slot each failed once; fail closed stops at the rate window.
+        errors = "2.0" if fail_open else "1.0"
+        assert f"ragtrim_serve_state_errors_total {errors}" in httpx.get(gw.url + "/metrics").text
         redis.start()  # back: limits apply again on the same port
         r = httpx.post(gw.url + CHAT, json=BODY, headers=AUTH)
         assert r.status_code == 200 and r.headers["x-ratelimit-limit-requests"] == "100"
