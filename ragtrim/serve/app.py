@@ -467,34 +467,41 @@ class Gateway:
         passed on only when the client asked for it."""
         buf = b""
         first = True
-        content_events = 0
-        async for piece in resp.chunks():
-            if first:
-                first = False
-                rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
-                self.metrics.upstream_ttft_seconds.observe(rec.upstream_ttft_ms / 1000)
-            buf += piece
-            out = []
-            while True:
-                end = buf.find(b"\n\n")
-                if end < 0:
-                    break
-                event, buf = buf[: end + 2], buf[end + 2:]
-                if b'"usage"' in event and b'"choices":[]' in event.replace(b" ", b""):
-                    usage = _usage_of(event.partition(b"data:")[2])
-                    if usage is not None:
-                        rec.completion_tokens = usage.get("completion_tokens")
-                        rec.extra["usage"] = usage
-                    if not p.client_wants_usage:
-                        continue
-                elif b'"content"' in event or b'"text"' in event:
-                    content_events += 1
-                out.append(event)
-            if out:
-                yield b"".join(out)
+        rec.extra["content_events"] = 0
+        try:
+            async for piece in resp.chunks():
+                if first:
+                    first = False
+                    rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
+                    self.metrics.upstream_ttft_seconds.observe(rec.upstream_ttft_ms / 1000)
+                buf += piece
+                out = []
+                while True:
+                    end, sep = _event_end(buf)
+                    if end < 0:
+                        break
+                    event, buf = buf[: end + sep], buf[end + sep:]
+                    if b'"usage"' in event and b'"choices":[]' in event.replace(b" ", b""):
+                        usage = _usage_of(event.partition(b"data:")[2])
+                        if usage is not None:
+                            rec.completion_tokens = usage.get("completion_tokens")
+                            rec.extra["usage"] = usage
+                        if not p.client_wants_usage:
+                            continue
+                    elif b'"content"' in event or b'"text"' in event:
+                        rec.extra["content_events"] += 1
+                    out.append(event)
+                if out:
+                    yield b"".join(out)
+        except UpstreamError as exc:
+            # Headers are gone already: tell the client in the stream, OpenAI-style, and end it.
+            rec.outcome, rec.error = "upstream_error", str(exc)
+            err = {"error": {"message": f"upstream failed mid-stream: {exc}", "type": "upstream_error",
+                             "param": None, "code": "upstream_stream_error"}}
+            yield buf + b"data: " + _dumps(err) + b"\n\n"
+            return
         if buf:
             yield buf
-        rec.extra["content_events"] = content_events
 
     async def _close_stream(self, rec: Record, resp: UpstreamResponse, gates: list[Gate],
                             client_gone: bool) -> None:
@@ -575,6 +582,16 @@ def _rate_headers(d: RateDecision) -> dict[str, str]:
             h[f"x-ratelimit-reset-{name}"] = format_reset(s.reset_s if d.admitted or math.isinf(s.retry_after_s)
                                                           else max(s.retry_after_s, 0.0))
     return h
+
+
+def _event_end(buf: bytes) -> tuple[int, int]:
+    """Where the first complete SSE event in ``buf`` ends, and the separator's length (-1 when none is complete).
+    Events end with a blank line: LF LF, or CR LF CR LF."""
+    lf = buf.find(b"\n\n")
+    crlf = buf.find(b"\r\n\r\n")
+    if crlf >= 0 and (lf < 0 or crlf < lf):
+        return crlf, 4
+    return lf, 2
 
 
 def _usage_of(body: bytes) -> dict[str, Any] | None:

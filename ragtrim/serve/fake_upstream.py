@@ -3,7 +3,8 @@
 ``python -m ragtrim.serve.fake_upstream --port 8001`` (or ``ragtrim serve-fake-upstream``). Prefill takes
 ``base_ms + per_1k_ms * prompt_tokens / 1000`` (tokens approximated as characters / 4), at most ``slots`` requests
 are processed at once (the rest wait, as in a GPU batch), then ``output_tokens`` tokens come ``decode_ms`` apart.
-Model names ``fail-400``, ``fail-500`` and ``fail-503`` answer that status; GET /debug/requests lists the last
+Model names ``fail-400``, ``fail-500`` and ``fail-503`` answer that status, ``fail-midstream`` breaks a stream
+after its first event; GET /debug/requests lists the last
 request bodies received.
 """
 
@@ -141,6 +142,8 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
                     choice["finish_reason"] = "length"
                 chunk = {"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": [choice]}
                 yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
+                if model == "fail-midstream":
+                    raise RuntimeError("fake upstream dies mid-stream (model fail-midstream)")
             if with_usage:
                 chunk = {"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": [],
                          "usage": usage}

@@ -333,6 +333,16 @@ class TestLimits:
         r = httpx.post(gw.url + CHAT, json={**chat_body(stream=True), "model": "fail-500"})
         assert r.status_code == 500 and "error" in r.json()
 
+    def test_upstream_failing_mid_stream_ends_with_an_error_event(self, fake: Any, gateway: Any) -> None:
+        up = fake(output_tokens=5)
+        gw, g = gateway({"upstream": {"url": up.url + "/v1"}, "orgs": {"default": {"concurrency": 1}}})
+        r = httpx.post(gw.url + CHAT, json={**chat_body(stream=True), "model": "fail-midstream"})
+        events = sse_events(r.text)
+        assert events[0]["choices"][0]["delta"]["content"] == "tok0 "
+        assert events[-1]["error"]["code"] == "upstream_stream_error"
+        gate = g.org_gates["default"]
+        assert gate is not None and gate.in_use == 0
+
     def test_upstream_down_is_502_openai_style(self, gateway: Any) -> None:
         from tests.serve.conftest import free_port
 

@@ -144,3 +144,11 @@ class TestPrepareCompletion:
             prepare_completion({"prompt": []}, cfg(), WS)
         with pytest.raises(RequestError):
             prepare_completion({"prompt": [1, "a"]}, cfg(), WS)
+
+
+def test_sse_event_boundaries() -> None:
+    from ragtrim.serve.app import _event_end
+
+    assert _event_end(b"data: a\n\ndata: b") == (7, 2)
+    assert _event_end(b"data: a\r\n\r\ndata: b\n\n") == (7, 4)
+    assert _event_end(b"data: a\n") == (-1, 2)
