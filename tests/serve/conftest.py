@@ -138,3 +138,11 @@ def redis_server() -> Iterator[RedisServer]:
     yield server
     server.stop()
     shutil.rmtree(server.dir, ignore_errors=True)
+
+
+def wait_idle(gate: Any, timeout_s: float = 3.0) -> Any:
+    """Wait until a gate holds and queues nothing: a stream frees its slot just after its last byte goes out."""
+    deadline = time.monotonic() + timeout_s
+    while gate is not None and (gate.in_use or gate.queued) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return gate

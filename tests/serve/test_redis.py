@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.serve.conftest import RedisServer
+from tests.serve.conftest import RedisServer, wait_idle
 
 CHAT = "/v1/chat/completions"
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
@@ -83,10 +84,13 @@ def test_two_replicas_share_org_concurrency(redis_server: RedisServer, fake: Any
     assert sorted(codes) == [200, 200, 429, 429, 429, 429]  # per-replica gates alone would admit 4
     assert httpx.get(up.url + "/debug/requests").json()["max_active"] == 2
     # Every lease went back: two more requests run at once again.
+    for g in (ga, gb):
+        wait_idle(g.org_gates["acme"])
+    time.sleep(0.2)  # leases go back to Redis in a task just after the local slot
     codes = asyncio.run(run())
     assert codes.count(200) == 2
     for g in (ga, gb):
-        gate = g.org_gates["acme"]
+        gate = wait_idle(g.org_gates["acme"])
         assert gate is not None and gate.in_use == 0 and gate.queued == 0
 
 
