@@ -295,8 +295,8 @@ class Gateway:
             try:
                 gates = await self._take_slots(rec, ident, p)
             except (QueueFull, QueueTimeout) as exc:
-                await self._refund(rec, ident, requests=1)
                 if not self.upstream.has_fallback:
+                    await self._refund(rec, ident, requests=1)  # refused: the request costs nothing
                     full = isinstance(exc, QueueFull)
                     raise GatewayError(
                         429, f"too many requests in flight for the {exc}: " + (

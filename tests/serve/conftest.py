@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("starlette", reason="the serve extra is not installed: pip install 'ragtrim[serve]'")
 pytest.importorskip("uvicorn", reason="the serve extra is not installed: pip install 'ragtrim[serve]'")
+pytest.importorskip("aiohttp", reason="the serve extra is not installed: pip install 'ragtrim[serve]'")
 
 import httpx
 import uvicorn

@@ -282,6 +282,23 @@ class TestLimits:
         assert "key of user 'alice'" in limited.json()["error"]["message"]
         assert [r.status_code for r in rs[2:]] == [200, 200]
 
+    def test_queue_refusal_refunds_the_rate_charge(self, fake: Any, gateway: Any) -> None:
+        up = fake(base_ms=300)
+        keys = {"sk-alice": {"user": "alice", "org": "acme", "rpm": 2}}
+        gw, _ = gateway({"upstream": {"url": up.url + "/v1"}, "keys": keys, "orgs": {"acme": {"concurrency": 1}},
+                         "limits": {"max_queued": 0}})
+
+        async def run() -> list[int]:
+            async with httpx.AsyncClient(timeout=10) as c:
+                first = asyncio.ensure_future(c.post(gw.url + CHAT, json=chat_body(), headers=auth()))
+                await asyncio.sleep(0.1)
+                second = await c.post(gw.url + CHAT, json=chat_body(), headers=auth())
+                done = await first
+                third = await c.post(gw.url + CHAT, json=chat_body(), headers=auth())
+                return [done.status_code, second.status_code, third.status_code]
+
+        assert asyncio.run(run()) == [200, 429, 200]  # the refused second request did not use up the rpm
+
     def test_long_lane(self, fake: Any, gateway: Any) -> None:
         up = fake(base_ms=300)
         gw, _ = gateway({"upstream": {"url": up.url + "/v1"},
