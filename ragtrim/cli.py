@@ -405,6 +405,37 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- serve ----------------------------------------------------------------------------------------------------------
+def _serve_module() -> Any:
+    import importlib
+
+    from ragtrim.errors import require
+
+    for package in ("starlette", "uvicorn", "aiohttp", "prometheus_client"):
+        require(package, "serve", "ragtrim serve")
+    return importlib.import_module("ragtrim.serve.cli")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    return int(_serve_module().run_serve(args))
+
+
+def _serve_fake_upstream(args: argparse.Namespace) -> int:
+    return int(_serve_module().run_fake_upstream(args))
+
+
+def add_fake_upstream_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``ragtrim serve-fake-upstream`` (here so that ``--help`` works without the extra)."""
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--base-ms", type=float, default=20.0, help="prefill floor per request (ms)")
+    parser.add_argument("--per-1k-ms", type=float, default=37.0, help="prefill ms per 1,000 prompt tokens")
+    parser.add_argument("--decode-ms", type=float, default=0.0, help="ms between output tokens")
+    parser.add_argument("--output-tokens", type=int, default=8)
+    parser.add_argument("--slots", type=int, default=0, help="requests processed at once (0: unlimited)")
+    parser.add_argument("--fail-status", type=int, default=0)
+
+
 # -- parser ---------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ragtrim", description="Make RAG prompts small before they reach the model.",
@@ -445,6 +476,19 @@ def build_parser() -> argparse.ArgumentParser:
                                        "that needs it makes it), and print what scorer='auto' chooses on this host")
     r.add_argument("--force", action="store_true", help="export again even if the cache holds an export")
     r.set_defaults(func=cmd_prepare)
+    s = sub.add_parser("serve", help="OpenAI-compatible gateway that trims in flight and enforces limits "
+                       "(extra: serve; docs/serve.md)")
+    s.add_argument("--config", required=True, help="gateway TOML file")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8080)
+    s.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    s.add_argument("--access-log", action="store_true", help="uvicorn's access log (off: it costs throughput)")
+    s.set_defaults(func=_serve)
+
+    f = sub.add_parser("serve-fake-upstream", help="a fake OpenAI-compatible model server whose prefill time "
+                       "grows with the prompt (for tests and benchmarks)")
+    add_fake_upstream_args(f)
+    f.set_defaults(func=_serve_fake_upstream)
 
     for module in ("ragtrim.plan", "ragtrim.bench.model_prep"):
         try:

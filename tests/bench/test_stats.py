@@ -39,3 +39,15 @@ def test_format_table() -> None:
     assert lines[0].split() == ["method", "x", "n"]
     assert lines[2].split() == ["a", "1.235", "1,200"]
     assert lines[3].split() == ["bb", "-", "3"]
+
+
+def test_jain_index() -> None:
+    import math
+
+    from ragtrim.bench.serve_load import jain_index
+
+    assert jain_index([5, 5, 5, 5]) == 1.0
+    assert jain_index([1, 0, 0, 0]) == 0.25
+    assert jain_index([11, 3, 3, 3]) == 400 / (4 * (121 + 27))
+    assert jain_index([0, 0]) == 1.0
+    assert math.isnan(jain_index([]))

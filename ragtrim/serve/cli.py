@@ -1,0 +1,27 @@
+"""Command-line glue: ``ragtrim serve`` and ``ragtrim serve-fake-upstream`` (arguments live in ragtrim/cli.py so
+that ``ragtrim --help`` works without the extra)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ragtrim.serve.app import create_app
+    from ragtrim.serve.config import load_config
+
+    config = load_config(args.config)
+    app = create_app(config)
+    print(f"ragtrim serve: {args.host}:{args.port} -> {config.upstream.url} "
+          f"({len(config.keys) or 'no'} keys, state {config.limits.state.split('@')[-1]})", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
+                timeout_graceful_shutdown=5)
+    return 0
+
+
+def run_fake_upstream(args: argparse.Namespace) -> int:
+    from ragtrim.serve.fake_upstream import run_from_args
+
+    return run_from_args(args)

@@ -1,0 +1,289 @@
+"""The gateway's TOML config as typed, frozen dataclasses; every error is a ConfigError that names the key.
+
+``load_config(path)`` reads a file, ``parse_config(mapping)`` a dict (tests build configs this way).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ragtrim.errors import ConfigError
+
+ScorerName = Literal["bm25", "embedding", "hybrid", "auto"]
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamConfig:
+    url: str
+    fallback_url: str = ""
+    tokenizer: str = "cl100k_base"
+    api_key: str = ""
+    fallback_api_key: str = ""
+    timeout_s: float = 600.0
+    connect_timeout_s: float = 5.0
+    max_connections: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TrimConfig:
+    """``budget``: None (documents rendered, not trimmed), a share in (0, 1] of the documents' tokens (float) or a
+    token count (int >= 1)."""
+
+    budget: float | int | None = None
+    history_turns: int = 0
+    scorer: ScorerName = "bm25"
+    context_tag: str = "context"
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    long_request_tokens: int | None = None
+    long_concurrency: int = 1
+    queue_timeout_s: float = 10.0
+    max_queued: int = 1000
+    max_queued_per_user: int | None = None
+    default_org_concurrency: int | None = None
+    state: str = "memory"
+    fail_open: bool = True
+    state_timeout_s: float = 0.5
+    window_s: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class KeyConfig:
+    key: str
+    user: str
+    org: str
+    rpm: int | None = None
+    tpm: int | None = None
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OrgConfig:
+    name: str
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    path: str = ""
+    log_text: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    upstream: UpstreamConfig
+    trim: TrimConfig = field(default_factory=TrimConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    keys: Mapping[str, KeyConfig] = field(default_factory=dict)
+    orgs: Mapping[str, OrgConfig] = field(default_factory=dict)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    @property
+    def open_mode(self) -> bool:
+        """No ``[keys]``: every request is admitted as user ``anonymous`` of org ``default``."""
+        return not self.keys
+
+    def org_concurrency(self, org: str) -> int | None:
+        o = self.orgs.get(org)
+        if o is not None and o.concurrency is not None:
+            return o.concurrency
+        return self.limits.default_org_concurrency
+
+
+_SECTIONS = ("upstream", "trim", "limits", "keys", "orgs", "log")
+
+
+def load_config(path: str | Path) -> GatewayConfig:
+    """Read and validate a gateway TOML file."""
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read gateway config {str(p)!r}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"gateway config {str(p)!r} is not valid TOML: {exc}") from None
+    return parse_config(raw)
+
+
+def parse_config(raw: Mapping[str, Any]) -> GatewayConfig:
+    """Validate a parsed TOML document (a mapping) into a ``GatewayConfig``."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"gateway config must be a table, got {type(raw).__name__}")
+    _no_unknown("", raw, _SECTIONS)
+    upstream = _upstream(_table(raw, "upstream", required=True))
+    trim = _trim(_table(raw, "trim"))
+    limits = _limits(_table(raw, "limits"))
+    orgs = {name: _org(name, _sub(f"orgs.{name}", t)) for name, t in _table(raw, "orgs").items()}
+    keys = {k: _key(k, _sub(f"keys.{k!r}", t)) for k, t in _table(raw, "keys").items()}
+    log = _log(_table(raw, "log"))
+    return GatewayConfig(upstream=upstream, trim=trim, limits=limits, keys=keys, orgs=orgs, log=log)
+
+
+# -- sections -------------------------------------------------------------------------------------------------------
+def _upstream(t: Mapping[str, Any]) -> UpstreamConfig:
+    _no_unknown("upstream", t, UpstreamConfig.__slots__)
+    if "url" not in t:
+        raise ConfigError('upstream.url is required, e.g. url = "http://127.0.0.1:8000/v1"')
+    url = _url("upstream.url", t["url"], allow_empty=False)
+    fallback = _url("upstream.fallback_url", t.get("fallback_url", ""), allow_empty=True)
+    tokenizer = _str("upstream.tokenizer", t.get("tokenizer", "cl100k_base"))
+    return UpstreamConfig(
+        url=url,
+        fallback_url=fallback,
+        tokenizer=tokenizer,
+        api_key=_str("upstream.api_key", t.get("api_key", "")),
+        fallback_api_key=_str("upstream.fallback_api_key", t.get("fallback_api_key", "")),
+        timeout_s=_pos_float("upstream.timeout_s", t.get("timeout_s", 600.0)),
+        connect_timeout_s=_pos_float("upstream.connect_timeout_s", t.get("connect_timeout_s", 5.0)),
+        max_connections=_int("upstream.max_connections", t.get("max_connections", 1000), minimum=1),
+    )
+
+
+def _trim(t: Mapping[str, Any]) -> TrimConfig:
+    _no_unknown("trim", t, TrimConfig.__slots__)
+    budget = t.get("budget")
+    if budget is not None:
+        budget = _budget("trim.budget", budget)
+    scorer = t.get("scorer", "bm25")
+    if scorer not in ("bm25", "embedding", "hybrid", "auto"):
+        raise ConfigError(f"trim.scorer must be one of 'bm25', 'embedding', 'hybrid', 'auto', got {scorer!r}")
+    tag = _str("trim.context_tag", t.get("context_tag", "context"))
+    if not tag or not tag.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"trim.context_tag must be a plain tag name such as 'context', got {tag!r}")
+    return TrimConfig(budget=budget, history_turns=_int("trim.history_turns", t.get("history_turns", 0), minimum=0),
+                      scorer=scorer, context_tag=tag)
+
+
+def _limits(t: Mapping[str, Any]) -> LimitsConfig:
+    _no_unknown("limits", t, LimitsConfig.__slots__)
+    state = _str("limits.state", t.get("state", "memory"))
+    if state != "memory" and not state.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f'limits.state must be "memory" or a redis:// URL, got {state!r}')
+    return LimitsConfig(
+        max_input_tokens=_opt_int("limits.max_input_tokens", t.get("max_input_tokens"), minimum=1),
+        max_output_tokens=_opt_int("limits.max_output_tokens", t.get("max_output_tokens"), minimum=1),
+        long_request_tokens=_opt_int("limits.long_request_tokens", t.get("long_request_tokens"), minimum=1),
+        long_concurrency=_int("limits.long_concurrency", t.get("long_concurrency", 1), minimum=1),
+        queue_timeout_s=_float("limits.queue_timeout_s", t.get("queue_timeout_s", 10.0), minimum=0.0),
+        max_queued=_int("limits.max_queued", t.get("max_queued", 1000), minimum=0),
+        max_queued_per_user=_opt_int("limits.max_queued_per_user", t.get("max_queued_per_user"), minimum=0),
+        default_org_concurrency=_opt_int("limits.default_org_concurrency", t.get("default_org_concurrency"),
+                                         minimum=1),
+        state=state,
+        fail_open=_bool("limits.fail_open", t.get("fail_open", True)),
+        state_timeout_s=_pos_float("limits.state_timeout_s", t.get("state_timeout_s", 0.5)),
+        window_s=_pos_float("limits.window_s", t.get("window_s", 60.0)),
+    )
+
+
+def _key(key: str, t: Mapping[str, Any]) -> KeyConfig:
+    where = f"keys.{key!r}"
+    _no_unknown(where, t, ("user", "org", "rpm", "tpm", "concurrency"))
+    if not key or any(c.isspace() for c in key):
+        raise ConfigError(f"{where}: an API key must be non-empty without spaces")
+    user = _str(f"{where}.user", t.get("user", key[:8]))
+    org = _str(f"{where}.org", t.get("org", "default"))
+    return KeyConfig(key=key, user=user, org=org, rpm=_opt_int(f"{where}.rpm", t.get("rpm"), minimum=1),
+                     tpm=_opt_int(f"{where}.tpm", t.get("tpm"), minimum=1),
+                     concurrency=_opt_int(f"{where}.concurrency", t.get("concurrency"), minimum=1))
+
+
+def _org(name: str, t: Mapping[str, Any]) -> OrgConfig:
+    _no_unknown(f"orgs.{name}", t, ("concurrency",))
+    return OrgConfig(name=name, concurrency=_opt_int(f"orgs.{name}.concurrency", t.get("concurrency"), minimum=1))
+
+
+def _log(t: Mapping[str, Any]) -> LogConfig:
+    _no_unknown("log", t, LogConfig.__slots__)
+    return LogConfig(path=_str("log.path", t.get("path", "")), log_text=_bool("log.log_text", t.get("log_text", False)))
+
+
+# -- value checks ---------------------------------------------------------------------------------------------------
+def _table(raw: Mapping[str, Any], name: str, *, required: bool = False) -> Mapping[str, Any]:
+    if name not in raw:
+        if required:
+            raise ConfigError(f"[{name}] section is required")
+        return {}
+    return _sub(name, raw[name])
+
+
+def _sub(where: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a table ([{where}]), got {value!r}")
+    return value
+
+
+def _no_unknown(where: str, t: Mapping[str, Any], known: tuple[str, ...] | Any) -> None:
+    for k in t:
+        if k not in known:
+            name = f"{where}.{k}" if where else str(k)
+            raise ConfigError(f"unknown config key {name!r}; known keys here: {', '.join(sorted(known))}")
+
+
+def _str(name: str, v: Any) -> str:
+    if not isinstance(v, str):
+        raise ConfigError(f"{name} must be a string, got {v!r}")
+    return v
+
+
+def _url(name: str, v: Any, *, allow_empty: bool) -> str:
+    s = _str(name, v).rstrip("/")
+    if not s and allow_empty:
+        return ""
+    if not s.startswith(("http://", "https://")):
+        raise ConfigError(f"{name} must be an http:// or https:// URL ending in the API root (e.g. .../v1), got {v!r}")
+    return s
+
+
+def _int(name: str, v: Any, *, minimum: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ConfigError(f"{name} must be an integer, got {v!r}")
+    if v < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {v}")
+    return v
+
+
+def _opt_int(name: str, v: Any, *, minimum: int) -> int | None:
+    return None if v is None else _int(name, v, minimum=minimum)
+
+
+def _float(name: str, v: Any, *, minimum: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(f"{name} must be a number, got {v!r}")
+    if v < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {v}")
+    return float(v)
+
+
+def _pos_float(name: str, v: Any) -> float:
+    f = _float(name, v, minimum=0.0)
+    if f == 0:
+        raise ConfigError(f"{name} must be > 0, got {v}")
+    return f
+
+
+def _bool(name: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ConfigError(f"{name} must be true or false, got {v!r}")
+    return v
+
+
+def _budget(name: str, v: Any) -> float | int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(f"{name} must be a share in (0, 1] (e.g. 0.25) or a token count (e.g. 1500), got {v!r}")
+    if isinstance(v, float):
+        if not 0 < v <= 1:
+            raise ConfigError(f"{name} as a share must be in (0, 1], got {v}; write an integer for a token count")
+        return v
+    if v < 1:
+        raise ConfigError(f"{name} as a token count must be >= 1, got {v}")
+    return v

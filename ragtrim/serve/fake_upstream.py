@@ -1,0 +1,196 @@
+"""A fake OpenAI-compatible model server whose time to first token grows with the prompt, for tests and benchmarks.
+
+``python -m ragtrim.serve.fake_upstream --port 8001`` (or ``ragtrim serve-fake-upstream``). Prefill takes
+``base_ms + per_1k_ms * prompt_tokens / 1000`` (tokens approximated as characters / 4), at most ``slots`` requests
+are processed at once (the rest wait, as in a GPU batch), then ``output_tokens`` tokens come ``decode_ms`` apart.
+Model names ``fail-400``, ``fail-500`` and ``fail-503`` answer that status, ``fail-midstream`` breaks a stream
+after its first event; GET /debug/requests lists the last
+request bodies received.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+@dataclass(frozen=True, slots=True)
+class FakeUpstreamConfig:
+    base_ms: float = 0.0
+    per_1k_ms: float = 0.0
+    decode_ms: float = 0.0
+    output_tokens: int = 8
+    slots: int = 0  # 0: unlimited
+    fail_status: int = 0  # answer every completion request with this status (for fallback tests)
+    name: str = "fake"
+    keep_requests: int = 100
+
+
+def approx_tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+def _prompt_text(body: dict[str, Any]) -> str:
+    if "messages" in body:
+        parts = []
+        for m in body.get("messages") or []:
+            c = m.get("content") if isinstance(m, dict) else None
+            if isinstance(c, str):
+                parts.append(c)
+            elif isinstance(c, list):
+                parts.extend(p.get("text", "") for p in c if isinstance(p, dict))
+        return "\n".join(parts)
+    p = body.get("prompt", "")
+    return p if isinstance(p, str) else json.dumps(p)
+
+
+def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
+    cfg = config or FakeUpstreamConfig()
+    received: deque[dict[str, Any]] = deque(maxlen=cfg.keep_requests)
+    sem = asyncio.Semaphore(cfg.slots) if cfg.slots > 0 else None
+    counter = {"n": 0, "active": 0, "max_active": 0}
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": cfg.name, "object": "model", "owned_by": "ragtrim"}]})
+
+    async def health(request: Request) -> Response:
+        return Response("ok")
+
+    async def debug(request: Request) -> Response:
+        return JSONResponse({"requests": list(received), "max_active": counter["max_active"]})
+
+    async def handle(request: Request, kind: str) -> Response:
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError:
+            return _error(400, "body is not JSON")
+        received.append({"path": request.url.path, "body": body, "headers": dict(request.headers)})
+        model = str(body.get("model", cfg.name))
+        status = cfg.fail_status or (int(model[5:]) if model.startswith("fail-") and model[5:].isdigit() else 0)
+        if status:
+            return _error(status, f"fake upstream {cfg.name} answers {status}")
+        prompt_tokens = approx_tokens(_prompt_text(body))
+        limit = body.get("max_completion_tokens") or body.get("max_tokens") or cfg.output_tokens
+        out_tokens = max(1, min(int(limit), cfg.output_tokens))
+        counter["n"] += 1
+        rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{cfg.name}-{counter['n']}"
+        prefill_s = (cfg.base_ms + cfg.per_1k_ms * prompt_tokens / 1000) / 1000
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": out_tokens,
+                 "total_tokens": prompt_tokens + out_tokens}
+        if body.get("stream"):
+            opts = body.get("stream_options")
+            with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
+            return StreamingResponse(_stream(kind, rid, model, prefill_s, out_tokens, usage, with_usage),
+                                     media_type="text/event-stream")
+        await _occupy(prefill_s + cfg.decode_ms * out_tokens / 1000)
+        text = " ".join(f"tok{i}" for i in range(out_tokens))
+        if kind == "chat":
+            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                      "finish_reason": "length"}
+        else:
+            choice = {"index": 0, "text": text, "finish_reason": "length", "logprobs": None}
+        return JSONResponse({"id": rid, "object": "chat.completion" if kind == "chat" else "text_completion",
+                             "created": int(time.time()), "model": model, "choices": [choice], "usage": usage})
+
+    async def _occupy(seconds: float) -> None:
+        if sem is not None:
+            await sem.acquire()
+        counter["active"] += 1
+        counter["max_active"] = max(counter["max_active"], counter["active"])
+        try:
+            if seconds > 0:
+                await asyncio.sleep(seconds)
+        finally:
+            counter["active"] -= 1
+            if sem is not None:
+                sem.release()
+
+    async def _stream(kind: str, rid: str, model: str, prefill_s: float, out_tokens: int, usage: dict[str, int],
+                      with_usage: bool) -> AsyncIterator[bytes]:
+        if sem is not None:
+            await sem.acquire()
+        counter["active"] += 1
+        counter["max_active"] = max(counter["max_active"], counter["active"])
+        try:
+            if prefill_s > 0:
+                await asyncio.sleep(prefill_s)
+            obj = "chat.completion.chunk" if kind == "chat" else "text_completion"
+            for i in range(out_tokens):
+                if i and cfg.decode_ms > 0:
+                    await asyncio.sleep(cfg.decode_ms / 1000)
+                piece = f"tok{i} "
+                if kind == "chat":
+                    delta: dict[str, Any] = {"content": piece}
+                    if i == 0:
+                        delta["role"] = "assistant"
+                    choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None}
+                else:
+                    choice = {"index": 0, "text": piece, "finish_reason": None}
+                if i == out_tokens - 1:
+                    choice["finish_reason"] = "length"
+                chunk = {"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": [choice]}
+                yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
+                if model == "fail-midstream":
+                    raise RuntimeError("fake upstream dies mid-stream (model fail-midstream)")
+            if with_usage:
+                chunk = {"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": [],
+                         "usage": usage}
+                yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
+            yield b"data: [DONE]\n\n"
+        finally:
+            counter["active"] -= 1
+            if sem is not None:
+                sem.release()
+
+    async def chat(request: Request) -> Response:
+        return await handle(request, "chat")
+
+    async def completions(request: Request) -> Response:
+        return await handle(request, "completion")
+
+    return Starlette(routes=[
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/debug/requests", debug, methods=["GET"]),
+    ])
+
+
+def _error(status: int, message: str) -> Response:
+    return JSONResponse({"error": {"message": message, "type": "fake_upstream_error", "param": None,
+                                   "code": status}}, status_code=status)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    app = create_fake_app(FakeUpstreamConfig(base_ms=args.base_ms, per_1k_ms=args.per_1k_ms,
+                                             decode_ms=args.decode_ms, output_tokens=args.output_tokens,
+                                             slots=args.slots, fail_status=args.fail_status))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from ragtrim.cli import add_fake_upstream_args
+
+    parser = argparse.ArgumentParser(prog="ragtrim serve-fake-upstream", description=__doc__)
+    add_fake_upstream_args(parser)
+    return run_from_args(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

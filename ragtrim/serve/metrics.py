@@ -1,0 +1,30 @@
+"""Prometheus metrics of one gateway (its own registry, so several gateways can live in one process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("ragtrim_serve_requests", "Requests by endpoint and outcome",
+                                ["endpoint", "outcome"], registry=r)
+        self.tokens = Counter("ragtrim_serve_tokens", "Tokens: prompt_in (before trimming), prompt_out (forwarded), "
+                              "saved (removed by trimming), completion (from usage)", ["kind"], registry=r)
+        self.trim_seconds = Histogram("ragtrim_serve_trim_seconds", "Time to prepare (trim, fold, count) a request",
+                                      buckets=_LATENCY_BUCKETS, registry=r)
+        self.queue_wait_seconds = Histogram("ragtrim_serve_queue_wait_seconds", "Time queued for a concurrency slot",
+                                            ["lane"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.upstream_ttft_seconds = Histogram("ragtrim_serve_upstream_ttft_seconds",
+                                               "Upstream time to first byte (streaming: first event)",
+                                               buckets=_LATENCY_BUCKETS, registry=r)
+        self.in_flight = Gauge("ragtrim_serve_in_flight", "Requests holding a slot, per org", ["org"], registry=r)
+        self.queued = Gauge("ragtrim_serve_queued", "Requests waiting for a slot, per org", ["org"], registry=r)
+        self.state_errors = Counter("ragtrim_serve_state_errors", "Shared-state (Redis) failures", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,149 @@
+"""Real servers for the gateway tests: uvicorn on free ports in threads, a fake upstream, a real redis-server."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette", reason="the serve extra is not installed: pip install 'ragtrim[serve]'")
+pytest.importorskip("uvicorn", reason="the serve extra is not installed: pip install 'ragtrim[serve]'")
+pytest.importorskip("aiohttp", reason="the serve extra is not installed: pip install 'ragtrim[serve]'")
+
+import httpx
+import uvicorn
+
+from ragtrim.serve.app import Gateway
+from ragtrim.serve.config import parse_config
+from ragtrim.serve.fake_upstream import FakeUpstreamConfig, create_fake_app
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerThread:
+    """One ASGI app on uvicorn in a background thread (its own event loop)."""
+
+    def __init__(self, app: Any, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    access_log=False, lifespan="on",
+                                                    timeout_graceful_shutdown=1))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError(f"server on port {self.port} did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def servers() -> Iterator[list[ServerThread]]:
+    started: list[ServerThread] = []
+    yield started
+    for s in reversed(started):
+        s.stop()
+
+
+@pytest.fixture
+def fake(servers: list[ServerThread]) -> Callable[..., ServerThread]:
+    """Start a fake upstream: ``fake(base_ms=..., slots=...)``."""
+
+    def start(**kwargs: Any) -> ServerThread:
+        s = ServerThread(create_fake_app(FakeUpstreamConfig(**kwargs))).start()
+        servers.append(s)
+        return s
+
+    return start
+
+
+@pytest.fixture
+def gateway(servers: list[ServerThread]) -> Callable[..., tuple[ServerThread, Gateway]]:
+    """Start a gateway from a config dict: ``gateway({"upstream": {"url": ...}, ...})``."""
+
+    def start(raw: dict[str, Any]) -> tuple[ServerThread, Gateway]:
+        raw = {**raw, "upstream": {"tokenizer": "whitespace", **raw["upstream"]}}
+        gw = Gateway(parse_config(raw))
+        s = ServerThread(gw.app()).start()
+        servers.append(s)
+        return s, gw
+
+    return start
+
+
+def debug_requests(upstream: ServerThread) -> list[dict[str, Any]]:
+    return list(httpx.get(upstream.url + "/debug/requests").json()["requests"])
+
+
+class RedisServer:
+    def __init__(self, binary: str) -> None:
+        self.dir = tempfile.mkdtemp(prefix="ragtrim-redis-")
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.binary = binary
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir, "--daemonize", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as c:
+                    c.sendall(b"PING\r\n")
+                    if c.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    def flush(self) -> None:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as c:
+            c.sendall(b"FLUSHALL\r\n")
+            c.recv(16)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)")
+    server = RedisServer(binary)
+    server.start()
+    yield server
+    server.stop()
+    shutil.rmtree(server.dir, ignore_errors=True)
+
+
+def wait_idle(gate: Any, timeout_s: float = 3.0) -> Any:
+    """Wait until a gate holds and queues nothing: a stream frees its slot just after its last byte goes out."""
+    deadline = time.monotonic() + timeout_s
+    while gate is not None and (gate.in_use or gate.queued) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return gate

@@ -1,0 +1,110 @@
+"""Gateway config: defaults, every invalid key named in its ConfigError, the issue's example file."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragtrim.errors import ConfigError
+from ragtrim.serve.config import load_config, parse_config
+
+EXAMPLE = '''
+[upstream]
+url = "http://127.0.0.1:8000/v1"
+fallback_url = ""
+tokenizer = "cl100k_base"
+
+[trim]
+budget = 0.25
+history_turns = 6
+
+[limits]
+max_input_tokens = 8192
+max_output_tokens = 512
+long_request_tokens = 4096
+long_concurrency = 2
+queue_timeout_s = 10
+state = "memory"
+
+[keys."sk-alice"]
+user = "alice"
+org = "acme"
+rpm = 60
+tpm = 200000
+
+[orgs.acme]
+concurrency = 8
+'''
+
+
+def base(**sections: Any) -> dict[str, Any]:
+    return {"upstream": {"url": "http://u/v1"}, **sections}
+
+
+class TestGatewayConfig:
+    def test_issue_example(self, tmp_path: Path) -> None:
+        path = tmp_path / "gateway.toml"
+        path.write_text(EXAMPLE)
+        c = load_config(path)
+        assert c.upstream.url == "http://127.0.0.1:8000/v1"
+        assert c.trim.budget == 0.25 and c.trim.history_turns == 6
+        assert c.limits.long_concurrency == 2 and c.limits.queue_timeout_s == 10.0
+        assert c.keys["sk-alice"].rpm == 60 and c.keys["sk-alice"].org == "acme"
+        assert c.org_concurrency("acme") == 8 and c.org_concurrency("other") is None
+        assert not c.open_mode
+
+    def test_defaults(self) -> None:
+        c = parse_config(base())
+        assert c.open_mode
+        assert c.trim.budget is None and c.trim.scorer == "bm25"
+        assert c.limits.state == "memory" and c.limits.fail_open is True
+        assert c.limits.max_input_tokens is None and c.log.path == ""
+
+    def test_integer_budget_and_trailing_slash(self) -> None:
+        c = parse_config({"upstream": {"url": "http://u/v1/"}, "trim": {"budget": 1500}})
+        assert c.trim.budget == 1500 and isinstance(c.trim.budget, int)
+        assert c.upstream.url == "http://u/v1"
+
+    @pytest.mark.parametrize(("raw", "message"), [
+        ({}, r"\[upstream\] section is required"),
+        ({"upstream": {}}, "upstream.url is required"),
+        ({"upstream": {"url": "ftp://x"}}, "upstream.url must be an http"),
+        ({"upstream": {"url": "http://u", "tokenizr": "x"}}, "unknown config key 'upstream.tokenizr'"),
+        (base(extra={}), "unknown config key 'extra'"),
+        (base(trim={"budget": 1.5}), r"trim.budget as a share must be in \(0, 1\]"),
+        (base(trim={"budget": 0}), "trim.budget as a token count must be >= 1"),
+        (base(trim={"budget": "a"}), "trim.budget must be a share"),
+        (base(trim={"history_turns": -1}), "trim.history_turns must be >= 0"),
+        (base(trim={"scorer": "magic"}), "trim.scorer must be one of"),
+        (base(limits={"max_input_tokens": 0}), "limits.max_input_tokens must be >= 1"),
+        (base(limits={"max_output_tokens": "5"}), "limits.max_output_tokens must be an integer"),
+        (base(limits={"queue_timeout_s": -1}), "limits.queue_timeout_s must be >= 0"),
+        (base(limits={"state": "mysql://x"}), "limits.state must be"),
+        (base(limits={"fail_open": "yes"}), "limits.fail_open must be true or false"),
+        (base(limits={"long_concurrency": 0}), "limits.long_concurrency must be >= 1"),
+        (base(keys={"sk-a": {"rpm": 0}}), r"keys.'sk-a'.rpm must be >= 1"),
+        (base(keys={"sk-a": {"tpm": True}}), r"keys.'sk-a'.tpm must be an integer"),
+        (base(keys={"sk-a": {"rmp": 5}}), r"unknown config key \"keys.'sk-a'.rmp\""),
+        (base(keys={"sk-a": 5}), r"keys.'sk-a' must be a table"),
+        (base(orgs={"acme": {"concurrency": 0}}), "orgs.acme.concurrency must be >= 1"),
+        (base(log={"log_text": 1}), "log.log_text must be true or false"),
+    ])
+    def test_each_invalid_key_is_named(self, raw: dict[str, Any], message: str) -> None:
+        with pytest.raises(ConfigError, match=message):
+            parse_config(raw)
+
+    def test_bad_file(self, tmp_path: Path) -> None:
+        with pytest.raises(ConfigError, match="cannot read gateway config"):
+            load_config(tmp_path / "missing.toml")
+        bad = tmp_path / "bad.toml"
+        bad.write_text("[upstream\n")
+        with pytest.raises(ConfigError, match="not valid TOML"):
+            load_config(bad)
+
+    def test_config_is_frozen(self) -> None:
+        c = parse_config(base())
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            c.limits.queue_timeout_s = 5  # type: ignore[misc]

@@ -1,0 +1,131 @@
+"""Shared limits through a real redis-server: two replicas hold one rpm; Redis down follows fail_open."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.serve.conftest import RedisServer, wait_idle
+
+CHAT = "/v1/chat/completions"
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+
+
+def keys(rpm: int | None = None, tpm: int | None = None) -> dict[str, Any]:
+    k: dict[str, Any] = {"user": "alice", "org": "acme"}
+    if rpm is not None:
+        k["rpm"] = rpm
+    if tpm is not None:
+        k["tpm"] = tpm
+    return {"sk-alice": k}
+
+
+AUTH = {"authorization": "Bearer sk-alice"}
+
+
+def test_two_replicas_share_rpm_within_5_percent(redis_server: RedisServer, fake: Any, gateway: Any) -> None:
+    redis_server.flush()
+    up = fake()
+    # A generous state timeout: on a loaded 2-core box a timed-out Redis call fails open and admits.
+    cfg = {"upstream": {"url": up.url + "/v1"}, "keys": keys(rpm=60),
+           "limits": {"state": redis_server.url, "state_timeout_s": 5.0}}
+    a, _ = gateway(cfg)
+    b, _ = gateway(cfg)
+
+    async def run() -> list[int]:
+        async with httpx.AsyncClient(timeout=10) as c:
+            rs = await asyncio.gather(*(c.post((a if i % 2 else b).url + CHAT, json=BODY, headers=AUTH)
+                                        for i in range(150)))
+            return [r.status_code for r in rs]
+
+    codes = asyncio.run(run())
+    admitted = codes.count(200)
+    assert set(codes) <= {200, 429}
+    assert abs(admitted - 60) <= 3, admitted  # one memory store per replica would admit 120
+    r = httpx.post(a.url + CHAT, json=BODY, headers=AUTH)
+    assert r.status_code == 429 and r.headers["x-ratelimit-remaining-requests"] == "0"
+    for replica in (a, b):
+        assert "ragtrim_serve_state_errors_total 0.0" in httpx.get(replica.url + "/metrics").text
+
+
+def test_tpm_correction_is_shared(redis_server: RedisServer, fake: Any, gateway: Any) -> None:
+    redis_server.flush()
+    up = fake(output_tokens=2)
+    cfg = {"upstream": {"url": up.url + "/v1"}, "keys": keys(tpm=1000),
+           "limits": {"state": redis_server.url, "max_output_tokens": 400}}
+    a, _ = gateway(cfg)
+    b, _ = gateway(cfg)
+    httpx.post(a.url + CHAT, json=BODY, headers=AUTH)
+    r = httpx.post(b.url + CHAT, json=BODY, headers=AUTH)
+    # a's request was charged 8 + 400 and corrected to its usage (2 + 2); b sees that and its own estimate.
+    assert r.headers["x-ratelimit-remaining-tokens"] == str(1000 - 4 - 408)
+
+
+def test_two_replicas_share_org_concurrency(redis_server: RedisServer, fake: Any, gateway: Any) -> None:
+    redis_server.flush()
+    up = fake(base_ms=500)
+    cfg = {"upstream": {"url": up.url + "/v1"}, "keys": keys(), "orgs": {"acme": {"concurrency": 2}},
+           "limits": {"state": redis_server.url, "queue_timeout_s": 0.25, "state_timeout_s": 5.0}}
+    a, ga = gateway(cfg)
+    b, gb = gateway(cfg)
+
+    async def run() -> list[int]:
+        async with httpx.AsyncClient(timeout=10) as c:
+            rs = await asyncio.gather(*(c.post((a if i % 2 else b).url + CHAT, json=BODY, headers=AUTH)
+                                        for i in range(6)))
+            return [r.status_code for r in rs]
+
+    codes = asyncio.run(run())
+    assert sorted(codes) == [200, 200, 429, 429, 429, 429]  # per-replica gates alone would admit 4
+    assert httpx.get(up.url + "/debug/requests").json()["max_active"] == 2
+    # Every lease went back: two more requests run at once again.
+    for g in (ga, gb):
+        wait_idle(g.org_gates["acme"])
+    time.sleep(0.2)  # leases go back to Redis in a task just after the local slot
+    codes = asyncio.run(run())
+    assert codes.count(200) == 2
+    for g in (ga, gb):
+        gate = wait_idle(g.org_gates["acme"])
+        assert gate is not None and gate.in_use == 0 and gate.queued == 0
+
+
+@pytest.mark.parametrize("fail_open", [True, False])
+def test_redis_down_follows_fail_open(fail_open: bool, fake: Any, gateway: Any) -> None:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)")
+    redis = RedisServer(binary)
+    redis.start()
+    try:
+        up = fake()
+        gw, _ = gateway({"upstream": {"url": up.url + "/v1"}, "keys": keys(rpm=100),
+                         "orgs": {"acme": {"concurrency": 4}},
+                         "limits": {"state": redis.url, "fail_open": fail_open, "state_timeout_s": 0.2}})
+        assert httpx.post(gw.url + CHAT, json=BODY, headers=AUTH).status_code == 200
+        assert httpx.get(gw.url + "/healthz").json()["state"] == "redis ok"
+        redis.stop()
+        r = httpx.post(gw.url + CHAT, json=BODY, headers=AUTH, timeout=5)
+        if fail_open:
+            assert r.status_code == 200
+            assert "x-ratelimit-limit-requests" not in r.headers
+        else:
+            assert r.status_code == 503
+            assert r.json()["error"]["code"] == "state_unavailable"
+        assert r.elapsed.total_seconds() < 1.0
+        health = httpx.get(gw.url + "/healthz")
+        assert health.json()["state"] == "redis unreachable"
+        assert health.status_code == (200 if fail_open else 503)
+        # fail open: the rate window and the org slot each failed once; fail closed stops at the rate window.
+        errors = "2.0" if fail_open else "1.0"
+        assert f"ragtrim_serve_state_errors_total {errors}" in httpx.get(gw.url + "/metrics").text
+        redis.start()  # back: limits apply again on the same port
+        r = httpx.post(gw.url + CHAT, json=BODY, headers=AUTH)
+        assert r.status_code == 200 and r.headers["x-ratelimit-limit-requests"] == "100"
+    finally:
+        redis.stop()
+        shutil.rmtree(redis.dir, ignore_errors=True)

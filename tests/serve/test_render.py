@@ -1,0 +1,154 @@
+"""Request preparation as pure functions: documents, <context>, budgets, history, fields, output clamps."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from ragtrim.serve.config import parse_config
+from ragtrim.serve.render import (
+    RequestError,
+    document_budget,
+    extract_context,
+    prepare_chat,
+    prepare_completion,
+    render_documents,
+    split_chunks,
+)
+from ragtrim.tokens import WhitespaceCounter
+
+WS = WhitespaceCounter()
+
+
+def cfg(**sections: Any) -> Any:
+    return parse_config({"upstream": {"url": "http://u/v1", "tokenizer": "whitespace"}, **sections})
+
+
+def chat(content: str = "hi", **extra: Any) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": content}], **extra}
+
+
+class TestHelpers:
+    def test_document_budget(self) -> None:
+        assert document_budget(100, 0.25, None) == 25
+        assert document_budget(101, 0.25, None) == 26
+        assert document_budget(100, 40, None) == 40
+        assert document_budget(100, 40, 10) == 10
+        assert document_budget(100, 40, 1000) == 40  # may lower, never raise
+        assert document_budget(100, None, 30) == 30
+        assert document_budget(100, None, None) is None
+
+    def test_extract_context(self) -> None:
+        text, chunks = extract_context("Intro.\n<context>a b\n\nc d</context>\n\nQ? <CONTEXT>e</CONTEXT>")
+        assert text == "Intro.\n\nQ?"
+        assert chunks == ["a b", "c d", "e"]
+        assert split_chunks("  \n\n ") == []
+
+    def test_render_documents(self) -> None:
+        assert render_documents([]) == ""
+        assert render_documents(["a", "b"]) == "Documents:\n[1] a\n\n[2] b"
+
+
+class TestPrepareChat:
+    def test_plain_request_passes_unchanged(self) -> None:
+        body = chat("hello world", temperature=0.2)
+        p = prepare_chat(copy.deepcopy(body), cfg(), WS)
+        assert p.body == body
+        assert p.prompt_tokens == p.prompt_tokens_before == 2 + 4 + 3
+        assert p.max_output_tokens == 256 and p.estimated_tokens == 9 + 256
+
+    def test_no_input_mutation(self) -> None:
+        body = chat("<context>x y\n\nz</context>q", documents=["d"], ragtrim={"budget": 1})
+        before = copy.deepcopy(body)
+        prepare_chat(body, cfg(trim={"budget": 5}), WS)
+        assert body == before
+
+    def test_unknown_fields_removed_and_listed(self) -> None:
+        p = prepare_chat(chat(documents=["a b"], top_k=3, ragtrim={"budget": 50}), cfg(), WS)
+        assert set(p.body) == {"model", "messages"}
+        assert p.removed_fields == ("documents", "ragtrim", "top_k")
+
+    def test_documents_objects_with_id_and_title(self) -> None:
+        p = prepare_chat(chat("q", documents=[{"id": "1", "text": "alpha"}, {"title": "T", "text": "beta"}, " "]),
+                         cfg(), WS)
+        assert p.body["messages"][-1]["content"] == "Documents:\n[1] alpha\n\n[2] T\nbeta\n\nq"
+        assert p.documents == 2 and p.documents_kept == 2
+
+    def test_documents_without_user_message(self) -> None:
+        body = {"model": "m", "messages": [{"role": "system", "content": "s"}], "documents": ["a"]}
+        p = prepare_chat(body, cfg(), WS)
+        assert p.body["messages"][-1] == {"role": "user", "content": "Documents:\n[1] a"}
+
+    def test_multimodal_parts(self) -> None:
+        body = {"model": "m", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "<context>a\n\nb</context>what?"}, {"type": "image_url", "image_url": {}}]}]}
+        p = prepare_chat(body, cfg(), WS)
+        parts = p.body["messages"][0]["content"]
+        assert parts[0] == {"type": "text", "text": "Documents:\n[1] a\n\n[2] b"}
+        assert parts[1] == {"type": "text", "text": "what?"}
+
+    @pytest.mark.parametrize(("body", "param"), [
+        ([], None),
+        ({"messages": []}, "messages"),
+        ({"messages": [{"content": "x"}]}, "messages[0]"),
+        (chat(documents="abc"), "documents"),
+        (chat(documents=[5]), "documents[0]"),
+        (chat(ragtrim={"budget": -1}), "ragtrim.budget"),
+        (chat(ragtrim={"budgt": 1}), "ragtrim"),
+        (chat(max_tokens=0), "max_tokens"),
+    ])
+    def test_invalid_requests(self, body: Any, param: str | None) -> None:
+        with pytest.raises(RequestError) as info:
+            prepare_chat(body, cfg(), WS)
+        assert info.value.param == param
+
+    def test_output_clamp(self) -> None:
+        c = cfg(limits={"max_output_tokens": 10})
+        assert prepare_chat(chat(max_tokens=50), c, WS).body["max_tokens"] == 10
+        p = prepare_chat(chat(max_tokens=50, max_completion_tokens=7), c, WS)
+        assert (p.body["max_tokens"], p.body["max_completion_tokens"], p.max_output_tokens) == (10, 7, 7)
+        p = prepare_chat(chat(n=3), c, WS)
+        assert p.body["max_tokens"] == 10 and p.estimated_tokens == p.prompt_tokens + 30
+
+    def test_stream_options(self) -> None:
+        p = prepare_chat(chat(stream=True), cfg(), WS)
+        assert p.stream and not p.client_wants_usage
+        assert p.body["stream_options"] == {"include_usage": True}
+        p = prepare_chat(chat(stream=False, stream_options={"include_usage": True}), cfg(), WS)
+        assert "stream_options" not in p.body
+
+    def test_history_not_folded_with_tool_turns(self) -> None:
+        msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": None, "tool_calls": []},
+                {"role": "tool", "content": "r", "tool_call_id": "1"}, {"role": "user", "content": "q"}]
+        p = prepare_chat({"model": "m", "messages": msgs}, cfg(trim={"history_turns": 1}), WS)
+        assert p.body["messages"] == msgs and p.history_turns_folded == 0
+
+
+class TestPrepareCompletion:
+    def test_context_replaced_in_place(self) -> None:
+        prompt = "Read:\n<context>cats purr loudly\n\ndogs bark at night\n\nfish swim</context>\nDo dogs bark?"
+        p = prepare_completion({"model": "m", "prompt": prompt}, cfg(trim={"budget": 4}), WS)
+        assert p.body["prompt"] == "Read:\nDocuments:\n[1] dogs bark at night\nDo dogs bark?"
+        assert p.documents == 3 and p.documents_kept == 1
+        assert p.prompt_tokens < p.prompt_tokens_before
+
+    def test_prompt_forms(self) -> None:
+        batch = prepare_completion({"prompt": ["a b", "c"], "max_tokens": 10}, cfg(), WS)
+        assert (batch.prompt_tokens, batch.estimated_tokens) == (3, 3 + 2 * 10)
+        assert prepare_completion({"prompt": [1, 2, 3]}, cfg(), WS).prompt_tokens == 3
+        assert prepare_completion({"prompt": [[1, 2], [3]]}, cfg(), WS).prompt_tokens == 3
+        assert prepare_completion({"prompt": ""}, cfg(), WS).prompt_tokens == 0
+        with pytest.raises(RequestError):
+            prepare_completion({"prompt": []}, cfg(), WS)
+        with pytest.raises(RequestError):
+            prepare_completion({"prompt": [1, "a"]}, cfg(), WS)
+
+
+def test_sse_event_boundaries() -> None:
+    from ragtrim.serve.app import _event_end
+
+    assert _event_end(b"data: a\n\ndata: b") == (7, 2)
+    assert _event_end(b"data: a\r\n\r\ndata: b\n\n") == (7, 4)
+    assert _event_end(b"data: a\n") == (-1, 2)
