@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ragtrim.errors import ConfigError, InputError, RagtrimError
+from ragtrim.errors import ConfigError, InputError, MissingDependencyError, RagtrimError
 from ragtrim.scoring import SCORER_NAMES
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ EXIT_CODES = f"""exit codes:
   {EXIT_REQUEST_FAILED}  one or more requests failed (JSONL: an error record at each failed request's line, the rest
      trimmed; bench: some requests had errors)
   {EXIT_USAGE}  bad arguments, pipeline config or input (missing, a directory, not UTF-8, not JSON, nested too
-     deeply, wrong shape): nothing was trimmed
+     deeply, wrong shape), or a missing optional extra: nothing was trimmed
   {EXIT_OUTPUT}  the output could not be written (-o names a directory, a read-only file, a missing folder)
   {EXIT_INTERNAL}  internal error in ragtrim (please report it)
 every failure prints one line on stderr: "ragtrim: error: ..."."""
@@ -517,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _OutputError as exc:
         print(f"ragtrim: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_OUTPUT
-    except (ConfigError, InputError) as exc:
+    except (ConfigError, InputError, MissingDependencyError) as exc:
         print(f"ragtrim: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except RagtrimError as exc:

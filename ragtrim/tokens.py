@@ -77,8 +77,7 @@ class _CachedCounter:
         return n
 
     def clear_cache(self) -> None:
-        with self._lock:
-            self._cache.clear()
+        self._cache.clear()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

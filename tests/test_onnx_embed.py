@@ -72,8 +72,8 @@ class TestExportAndScore:
         from ragtrim.scoring import EmbeddingScorer
 
         texts = ["The Eiffel Tower is 330 metres tall.", "Paris is the capital of France.", "short",
-                 "A much longer passage about the history of the tower, which was built for the 1889 World's Fair "
-                 "by Gustave Eiffel's engineering company and was criticised by artists at the time."]
+                 ("A much longer passage about the history of the tower, which was built for the 1889 World's Fair "
+                 "by Gustave Eiffel's engineering company and was criticised by artists at the time.")]
         reference = EmbeddingScorer().embed(texts)
         fp32 = OnnxEmbeddingScorer(quantized=False).embed(texts)  # padded batch: texts of different lengths
         int8 = OnnxEmbeddingScorer().embed(texts)
@@ -99,3 +99,17 @@ def test_trim_sets_no_environment_and_prints_nothing() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert done.stdout.strip().isdigit()
+
+
+@pytest.mark.model
+def test_prefix_encoding_equals_full_encoding() -> None:
+    """Tokenizing a prefix of a long text must give exactly the truncated encoding of the whole text."""
+    from ragtrim.onnx_embed import _encode_prefix, _tokenizer
+    from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, resolve_model
+
+    texts = ["The Eiffel Tower, built in 1889, is 330 metres tall. " * 40, "x" * 5000,
+             "supercalifragilistic" * 300, "a " * 1000, "short text", "", "word " * 37 + "antidisestablishment" * 9]
+    for max_tokens in (16, 64, 256):
+        tok = _tokenizer(Path(resolve_model(DEFAULT_EMBEDDING_MODEL)), max_tokens)
+        for t in texts:
+            assert _encode_prefix(tok, t, max_tokens).ids == tok.encode(t).ids
