@@ -14,11 +14,11 @@ def test_clear_caches_empties_counts_tokens_sentences() -> None:
     scoring.tokenize("words to tokenize")
     text.sentence_spans("One sentence. Another one here.")
     get_scorer("bm25").score("q", ["cached text"])
-    assert len(scoring._tokens._cache) > 0  # type: ignore[attr-defined]
+    assert len(scoring._tokens.cache) > 0
     clear_caches()
-    assert len(scoring._tokens._cache) == 0  # type: ignore[attr-defined]
-    assert len(text._sentence_spans._cache) == 0  # type: ignore[attr-defined]
-    assert len(counter._cache) == 0  # type: ignore[attr-defined]
+    assert len(scoring._tokens.cache) == 0
+    assert len(text._sentence_spans.cache) == 0
+    assert len(counter._cache) == 0
 
 
 def test_clear_caches_reaches_into_composite_scorers() -> None:

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-import ragtrim.fast as fast
-from ragtrim import Pipeline, trim
+from ragtrim import Pipeline, fast, trim
 from ragtrim.api import default_pipeline, resolve_scorer
 from ragtrim.cascade import CascadeScorer
 from ragtrim.scoring import BM25Scorer, EmbeddingScorer, HybridScorer
