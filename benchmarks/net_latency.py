@@ -3,8 +3,8 @@
 Each candidate runs in its own worker process; requests go to the workers in turn (interleaved, so machine noise
 falls on all of them alike). Every passage appears in exactly one request (``build_single_use``), so inside a
 worker every request is cold: passages, sentences and query are new to the process, as in production. A worker
-warms up (model load, imports) on requests from outside the measured set first; that one-time cost is reported as
-``first_call_ms``.
+warms up (model load, imports) on made-up requests that share no text with a measured one; that one-time cost is
+reported as ``first_call_ms``.
 
 Per request and candidate: wall time and CPU seconds of ``trim()`` at 1/4 of the tokens (cold), then the answer
 kept at 1/4 and 1/8 (the 1/8 pass reuses the 1/4 pass's caches, so it is not timed).
@@ -116,22 +116,22 @@ class Config:
     warmup: int = 3
 
 
-def requests(config: Config) -> tuple[list[Any], list[Any]]:
-    from ragtrim.datasets.nq import build_multidoc, build_single_use, load_nq_open
+def requests(config: Config) -> list[Any]:
+    from ragtrim.datasets.nq import build_single_use, load_nq_open
 
     qs = load_nq_open()
     held = config.split == "heldout"
-    measured = build_single_use(qs[1062:] if held else qs[:1062], pool=qs, limit=config.limit)
-    # warm-up requests from the other half: no measured passage is seen before its request
-    warm = build_multidoc(qs[:config.warmup] if held else qs[1062:1062 + config.warmup], n_docs=20,
-                          distractors="random", pool=qs[:1062] if held else qs[1062:])
-    return measured, warm
+    return build_single_use(qs[1062:] if held else qs[:1062], pool=qs, limit=config.limit)
+
+
+def warmup_requests(n: int) -> list[tuple[str, list[str]]]:
+    """Made-up requests for the warm-up: they load models and imports but share no text with a measured one."""
+    return [(f"warm-up question {k}?", [f"Warm-up passage {k}.{j} about topic {j}. It has two sentences."
+                                        for j in range(20)]) for k in range(n)]
 
 
 def run(config: Config) -> dict[str, Any]:
-    measured, warm = requests(config)
-    measured_texts = {p.content for i in measured for p in i.passages}
-    warm = [i for i in warm if not measured_texts & {p.content for p in i.passages}]
+    measured = requests(config)
     ctx = mp.get_context("spawn")
     workers: dict[str, Any] = {}
     for name in config.candidates:
@@ -140,9 +140,9 @@ def run(config: Config) -> dict[str, Any]:
         proc.start()
         workers[name] = (proc, parent)
     started = time.perf_counter()
-    for inst in warm:
+    for question, texts in warmup_requests(config.warmup):
         for _, conn in workers.values():
-            conn.send(("warmup", inst.question, [p.content for p in inst.passages], inst.answers))
+            conn.send(("warmup", question, texts, ("none",)))
         for _, conn in workers.values():
             conn.recv()
     records: dict[str, list[dict[str, Any]]] = {n: [] for n in workers}
