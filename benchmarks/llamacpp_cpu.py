@@ -84,6 +84,17 @@ def golden_instances(n: int) -> list[QAInstance]:
     return build_multidoc(pool[:n], n_docs=20, gold_position="middle", distractors="bm25", pool=pool)
 
 
+def repeated_passages(instances: Sequence[QAInstance]) -> int:
+    """Passages that an earlier question already had: hard distractors recur, so a warm cache would hit them."""
+    seen: set[str] = set()
+    repeats = 0
+    for inst in instances:
+        for p in inst.passages:
+            repeats += p.content in seen
+            seen.add(p.content)
+    return repeats
+
+
 def forget_trim_caches(scorer: str) -> None:
     """ragtrim's per-text caches (BM25 tokens, MiniLM embeddings) emptied: the next trim sees its passages cold."""
     clear_tokenizer_cache()
@@ -191,7 +202,9 @@ def measure(cfg: Config) -> dict[str, Any]:
         "questions": len(run_set),
         "golden_set": f"the first {len(run_set)} NQ questions of nq-multidoc, 20 passages, hard BM25 distractors, "
                       "gold in the middle (benchmarks/gpu/make_prompts.py's golden set)",
-        "cold": "trim: every passage new to the process (caches cleared before each trim; scorer model loaded)",
+        "cold": "trim: every passage new to the process (ragtrim's BM25 and embedding caches cleared before each "
+                "trim; the scorer's model loaded; token counts may be cached)",
+        "passages_repeated_across_questions": repeated_passages(run_set),
         "scorer": cfg.scorer,
         "scorer_resolved": resolved,
         "auto_resolves_to": resolve_scorer("auto"),

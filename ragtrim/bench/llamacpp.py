@@ -90,11 +90,14 @@ def free_port() -> int:
 
 def llama_server_command(*, model_path: str, port: int, alias: str, n_threads: int, n_ctx: int, n_batch: int,
                          python: str = sys.executable) -> list[str]:
-    """``python -m llama_cpp.server`` on loopback with the prompt cache off (``--cache False``) and the same thread
-    count for prefill and decode."""
+    """``python -m llama_cpp.server`` on loopback with the prompt cache off (``--cache False``), the same thread
+    count for prefill and decode, and logits for the last token only (``--logits_all False``: the server's default
+    computes the 262k-vocabulary logits of every prompt token, which made prefill of the 270M model 4x slower here
+    and is needed only for ``echo``/prompt logprobs, as in llama.cpp's own server)."""
     return [python, "-m", "llama_cpp.server", "--model", model_path, "--model_alias", alias,
             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_batch", str(n_batch),
-            "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads), "--cache", "False"]
+            "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads), "--cache", "False",
+            "--logits_all", "False"]
 
 
 __all__ = ["ARMS", "ABRecord", "answer_line", "arm_order", "free_port", "llama_server_command", "summarize_ab"]

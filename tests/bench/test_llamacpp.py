@@ -69,14 +69,14 @@ def test_empty_run_gives_nan_not_an_exception() -> None:
     assert math.isnan(s["p50_e2e_ttft_ratio"]) and math.isnan(s["untrimmed_accuracy"])
 
 
-def test_server_command_turns_the_prompt_cache_off() -> None:
+def test_server_command_turns_the_prompt_cache_and_prompt_logits_off() -> None:
     cmd = llama_server_command(model_path="/m.gguf", port=8123, alias="g", n_threads=2, n_ctx=4096, n_batch=512,
                                python="py")
     assert cmd[:3] == ["py", "-m", "llama_cpp.server"]
     flags = dict(zip(cmd[3::2], cmd[4::2]))
     assert flags == {"--model": "/m.gguf", "--model_alias": "g", "--host": "127.0.0.1", "--port": "8123",
                      "--n_ctx": "4096", "--n_batch": "512", "--n_threads": "2", "--n_threads_batch": "2",
-                     "--cache": "False"}
+                     "--cache": "False", "--logits_all": "False"}
 
 
 def test_free_port_can_be_bound() -> None:
