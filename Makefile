@@ -8,7 +8,7 @@ MODEL_STAMP := $(VENV)/.models-installed
 # that sentence-transformers does not pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: bench test test-models test-all bench-all lint typecheck clean
+.PHONY: bench test test-models test-all bench-all bench-llamacpp lint typecheck clean
 
 $(CORE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,17 @@ $(MODEL_STAMP): $(CORE_STAMP)
 bench: $(MODEL_STAMP)
 	$(BIN)/ragtrim prepare
 	HF_HUB_OFFLINE=1 $(BIN)/ragtrim bench
+
+## llama.cpp on this CPU (docs/llamacpp.md): builds llama-cpp-python from source (once; 25 minutes on 2 busy cores),
+## then sends the first LLAMACPP_QUESTIONS golden questions untrimmed and trimmed (20-40 s per question on 2 busy
+## cores). Not part of `make bench` or `make test`.
+LLAMACPP_QUESTIONS ?= 100
+LLAMACPP_SCORER ?= auto
+LLAMACPP_THREADS ?= 2
+bench-llamacpp: $(MODEL_STAMP)
+	CMAKE_ARGS="-DGGML_NATIVE=ON" CMAKE_BUILD_PARALLEL_LEVEL=2 MAKEFLAGS=-j2 $(BIN)/python -m pip install -q -e '.[llamacpp]'
+	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.llamacpp_cpu --questions $(LLAMACPP_QUESTIONS) \
+		--threads $(LLAMACPP_THREADS) --scorer $(LLAMACPP_SCORER) --output benchmarks/results/llamacpp_cpu_$(LLAMACPP_SCORER).json
 
 ## The default test run (no model loading; < 10 minutes on 2 cores).
 test: $(CORE_STAMP)

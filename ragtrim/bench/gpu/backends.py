@@ -120,16 +120,20 @@ class VLLMInProcessBackend:
 class OpenAICompletionsBackend:
     """Streams ``/v1/completions`` from an OpenAI-compatible server (e.g. ``vllm serve``), standard library only.
 
-    TTFT runs from just before the request is written to the first SSE event that carries text.
+    TTFT runs from just before the request is written to the first SSE event that carries text. ``extra_body`` is
+    merged last into every completion request, for a server's own fields or defaults (llama-cpp-python's server:
+    ``{"repeat_penalty": 1.0}``, since it defaults to 1.1 where vLLM applies none).
     """
 
-    def __init__(self, *, base_url: str, model: str, timeout_s: float = 600.0) -> None:
+    def __init__(self, *, base_url: str, model: str, timeout_s: float = 600.0,
+                 extra_body: Mapping[str, Any] | None = None) -> None:
         parsed = urllib.parse.urlparse(base_url)
         if parsed.scheme != "http" or not parsed.hostname:
             raise ConfigError(f"base_url must be an http://host:port URL, got {base_url!r}")
         self.base_url = base_url
         self.model = model
         self.timeout_s = timeout_s
+        self.extra_body = dict(extra_body or {})
         self._host = parsed.hostname
         self._port = parsed.port or 80
         self._prefix = parsed.path.rstrip("/")
@@ -179,7 +183,7 @@ class OpenAICompletionsBackend:
     async def complete(self, request_id: str, prompt: str, *, max_tokens: int, arm: str) -> RequestRecord:
         body = json.dumps(
             {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
-             "ignore_eos": True, "stream_options": {"include_usage": True}}
+             "ignore_eos": True, "stream_options": {"include_usage": True}} | self.extra_body
         ).encode()
         timer = _StreamTimer()
         usage: dict[str, int] = {}

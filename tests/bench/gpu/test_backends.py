@@ -129,3 +129,34 @@ def test_in_process_backend_builds_the_compilation_config(monkeypatch: pytest.Mo
     cc = seen["compilation_config"]
     assert isinstance(cc, CompilationConfig) and cc.kw == {"cudagraph_mode": "PIECEWISE"}
     assert backend.engine_kwargs["compilation_config"] == {"cudagraph_mode": "PIECEWISE"}  # the spec is unchanged
+
+
+def test_extra_body_is_merged_last_into_the_request() -> None:
+    """Server-specific fields reach the server and override the defaults (ignore_eos here)."""
+    seen: list[dict[str, object]] = []
+
+    async def server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        length = 0
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        seen.append(json.loads(await reader.readexactly(length)))
+        writer.write(b"HTTP/1.1 200 OK\r\n\r\ndata: " + json.dumps({"choices": [{"text": "x"}]}).encode()
+                     + b"\n\ndata: [DONE]\n\n")
+        await writer.drain()
+        writer.close()
+
+    async def go() -> bool:
+        srv = await asyncio.start_server(server, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        try:
+            backend = OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{port}", model="m",
+                                               extra_body={"ignore_eos": False, "repeat_penalty": 1.0})
+            return (await backend.complete("r", "p", max_tokens=2, arm="a")).success
+        finally:
+            srv.close()
+            await srv.wait_closed()
+
+    assert asyncio.run(go())
+    assert seen[0]["ignore_eos"] is False and seen[0]["repeat_penalty"] == 1.0 and seen[0]["max_tokens"] == 2
