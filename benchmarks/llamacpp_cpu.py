@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 from tqdm import tqdm
 
@@ -96,13 +96,25 @@ def repeated_passages(instances: Sequence[QAInstance]) -> int:
 
 
 def forget_trim_caches(scorer: str) -> None:
-    """ragtrim's per-text caches (BM25 tokens, MiniLM embeddings) emptied: the next trim sees its passages cold."""
+    """ragtrim's per-text caches emptied (BM25 tokens; the embeddings of the shared scorer ``scorer`` and of every
+    scorer inside it, e.g. a cascade's or hybrid's MiniLM): the next trim sees its passages cold."""
     clear_tokenizer_cache()
-    if scorer in ("embedding", "hybrid"):
-        embedding = get_scorer("embedding")
-        clear = getattr(embedding, "clear_cache", None)
-        if clear is not None:
-            clear()
+    if scorer != "bm25":
+        for name in dict.fromkeys((scorer, "embedding")):
+            _clear_scorer_caches(get_scorer(name), set())
+
+
+def _clear_scorer_caches(obj: Any, seen: set[int]) -> None:
+    if id(obj) in seen or isinstance(obj, (str, bytes, int, float)) or obj is None:
+        return
+    seen.add(id(obj))
+    clear = getattr(obj, "clear_cache", None)
+    if callable(clear):
+        clear()
+    children = obj if isinstance(obj, (list, tuple)) else getattr(obj, "__dict__", {}).values()
+    for child in children:
+        if isinstance(child, (list, tuple)) or hasattr(child, "score"):
+            _clear_scorer_caches(child, seen)
 
 
 def trimmed_prompt(inst: QAInstance, cfg: Config, counter: TokenCounter) -> tuple[str, int]:
@@ -241,7 +253,7 @@ def report(result: dict[str, Any]) -> None:
 def parse_args(argv: Sequence[str] | None = None) -> Config:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--questions", type=int, default=Config.questions)
-    parser.add_argument("--scorer", default=Config.scorer, choices=["auto", "bm25", "embedding", "hybrid"])
+    parser.add_argument("--scorer", default=Config.scorer, choices=list(get_args(ScorerChoice)))
     parser.add_argument("--max-tokens", type=int, default=Config.max_tokens)
     parser.add_argument("--threads", type=int, default=Config.n_threads)
     parser.add_argument("--n-ctx", type=int, default=Config.n_ctx)
