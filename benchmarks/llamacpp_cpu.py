@@ -43,9 +43,9 @@ from ragtrim.bench.llamacpp import (
     summarize_ab,
 )
 from ragtrim.bench.model_prep import build_tokenizer, find_gguf
+from ragtrim.caches import clear_caches
 from ragtrim.datasets.nq import QAInstance, build_multidoc, load_nq_open
 from ragtrim.qa_metrics import best_subspan_em
-from ragtrim.scoring import clear_tokenizer_cache, get_scorer
 from ragtrim.tokens import HFTokenizerCounter, TokenCounter, get_counter
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,28 +95,6 @@ def repeated_passages(instances: Sequence[QAInstance]) -> int:
     return repeats
 
 
-def forget_trim_caches(scorer: str) -> None:
-    """ragtrim's per-text caches emptied (BM25 tokens; the embeddings of the shared scorer ``scorer`` and of every
-    scorer inside it, e.g. a cascade's or hybrid's MiniLM): the next trim sees its passages cold."""
-    clear_tokenizer_cache()
-    if scorer != "bm25":
-        for name in dict.fromkeys((scorer, "embedding")):
-            _clear_scorer_caches(get_scorer(name), set())
-
-
-def _clear_scorer_caches(obj: Any, seen: set[int]) -> None:
-    if id(obj) in seen or isinstance(obj, (str, bytes, int, float)) or obj is None:
-        return
-    seen.add(id(obj))
-    clear = getattr(obj, "clear_cache", None)
-    if callable(clear):
-        clear()
-    children = obj if isinstance(obj, (list, tuple)) else getattr(obj, "__dict__", {}).values()
-    for child in children:
-        if isinstance(child, (list, tuple)) or hasattr(child, "score"):
-            _clear_scorer_caches(child, seen)
-
-
 def trimmed_prompt(inst: QAInstance, cfg: Config, counter: TokenCounter) -> tuple[str, int]:
     """The trimmed arm's prompt and the budget used: what an app does per request (count, trim, format)."""
     chunks = [{"id": p.id, "text": p.content} for p in inst.passages]
@@ -130,7 +108,7 @@ async def one_request(backend: OpenAICompletionsBackend, inst: QAInstance, arm: 
                       reader: HFTokenizerCounter, trim_counter: TokenCounter, resolved: str) -> ABRecord:
     await backend.complete(f"flush-{inst.id}-{arm}", FLUSH_PROMPT, max_tokens=1, arm="flush")
     if arm == "trimmed":
-        forget_trim_caches(resolved)
+        clear_caches()  # every per-text cache: the next trim sees its passages cold
         started = time.perf_counter()
         prompt, _ = trimmed_prompt(inst, cfg, trim_counter)
         trim_ms = (time.perf_counter() - started) * 1000

@@ -629,18 +629,19 @@ def _upstream_failed(exc: UpstreamError) -> GatewayError:
                         outcome="upstream_error")
 
 
+async def _disconnected(receive: Receive) -> None:
+    """Return when the client has gone (the ASGI ``http.disconnect`` message); other messages are ignored."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
 async def _until_disconnect(receive: Receive, work: Awaitable[Response]) -> Response:
     """Run ``work`` but cancel it when the client disconnects (queued or waiting on a non-streaming upstream), so
     a gone client frees its slot at once."""
     task = asyncio.ensure_future(work)
-
-    async def watch() -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-
-    watcher = asyncio.ensure_future(watch())
+    watcher = asyncio.ensure_future(_disconnected(receive))
     try:
         done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
@@ -688,14 +689,7 @@ class _RelayStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         relay = asyncio.ensure_future(self._relay(send))
-
-        async def watch() -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return
-
-        watcher = asyncio.ensure_future(watch())
+        watcher = asyncio.ensure_future(_disconnected(receive))
         try:
             done, _ = await asyncio.wait({relay, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if relay in done:
