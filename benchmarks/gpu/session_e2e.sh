@@ -8,15 +8,25 @@
 #   bash benchmarks/gpu/session_e2e.sh host    trim() cost on the host: cold p50 on its CPU (ONNX, default threads and
 #                                              1 thread) and with MiniLM on its GPU, beside BM25 (net_latency.py);
 #                                              trims per second per host (e2e.py --skip serve)
+#   bash benchmarks/gpu/session_e2e.sh gateway ragtrim serve in front of vllm serve vs vLLM directly, untrimmed
+#                                              (benchmarks/gpu/gateway_e2e.py; issue 16; .gpu/whl2 carries aiohttp,
+#                                              orjson and prometheus-client wheels where the image lacks them)
 #   bash benchmarks/gpu/session_e2e.sh serve   e2e TTFT (trim + queue + prefill) on the 12B shape, single requests and
 #                                              the Poisson ladder (e2e.py --skip tps)
 # Results land in $OUT; copy them to benchmarks/results/gpu/.
 set -uo pipefail
-step=${1:?usage: session_e2e.sh setup|host|serve}
+step=${1:?usage: session_e2e.sh setup|host|serve|gateway}
 out=${OUT:?OUT must name the output folder}
 if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
   bash /tmp/st/gpu-setup.sh || exit 1
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/g/whl/*.whl 2>&1 | grep -v WARNING
+  # the gateway's packages, only where the image lacks them (vLLM brings most; .gpu/whl2 carries the rest)
+  for m in aiohttp orjson prometheus_client; do
+    PYTHONPATH=/tmp/site python3 -c "import $m" 2>/dev/null || need=1
+  done
+  if [ -n "${need:-}" ] && [ -d /tmp/g/whl2 ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/g/whl2/*.whl 2>&1 | grep -v WARNING
+  fi
   touch /tmp/site/.ragtrim-e2e-ready
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 RAGTRIM_MINILM=/tmp/g/minilm RAGTRIM_CACHE_DIR=/tmp/g/cache \
@@ -26,6 +36,7 @@ case $step in
   setup)
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv > "$out/gpus.txt" 2>&1
     lscpu | grep -E "Model name|^CPU\(s\)" >> "$out/gpus.txt"
+    python3 -c "import aiohttp, starlette, uvicorn, prometheus_client; print('gateway deps ok')" >> "$out/gpus.txt" 2>&1
     python3 -c "import onnxruntime, lxml, tiktoken; print('ok', onnxruntime.__version__)" >> "$out/gpus.txt" 2>&1
     cat "$out/gpus.txt" ;;
   host)
@@ -36,5 +47,8 @@ case $step in
   serve)
     python3 benchmarks/gpu/e2e.py --out "$out" --skip tps --budget-s 540 > "$out/e2e_serve.log" 2>&1
     grep -v -i warn "$out/e2e_serve.log" | tail -40 ;;
+  gateway)
+    python3 benchmarks/gpu/gateway_e2e.py --out "$out" --budget-s 540 > "$out/gateway_e2e.log" 2>&1
+    grep -v -i warn "$out/gateway_e2e.log" | tail -40 ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
