@@ -35,6 +35,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "BM25Scorer": "ragtrim.scoring",
+    "CascadeScorer": "ragtrim.cascade",
+    "OnnxEmbeddingScorer": "ragtrim.onnx_embed",
     "DuplicateFilter": "ragtrim.stages.dedup",
     "EmbeddingScorer": "ragtrim.scoring",
     "FixedScorer": "ragtrim.scoring",
@@ -71,6 +73,7 @@ __all__ = [
     "ApproxCounter",
     "BM25Scorer",
     "BudgetError",
+    "CascadeScorer",
     "Chunk",
     "ConfigError",
     "ContractError",
@@ -86,6 +89,7 @@ __all__ = [
     "InputError",
     "Message",
     "MissingDependencyError",
+    "OnnxEmbeddingScorer",
     "OpenAICompatibleSummarizer",
     "Pipeline",
     "QueryLikelihoodScorer",
