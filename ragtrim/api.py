@@ -7,19 +7,27 @@ from typing import Any, Literal
 
 from ragtrim._validate import check_choice, check_int
 from ragtrim.errors import ConfigError
-from ragtrim.fast import choose, embeddings_available  # noqa: F401 - embeddings_available: public here too
 from ragtrim.models import TrimResult
 from ragtrim.pipeline import Pipeline
-from ragtrim.scoring import SCORER_NAMES
 from ragtrim.stages.base import Stage
 from ragtrim.tokens import TokenCounter
 
 ScorerChoice = Literal["auto", "bm25", "embedding", "hybrid", "fast"]
 
 
+def embeddings_available() -> bool:
+    """True when the ``embeddings`` extra (sentence-transformers and the bundled MiniLM) is installed."""
+    from ragtrim.fast import embeddings_available as available
+
+    return available()
+
+
 def resolve_scorer(scorer: ScorerChoice) -> str:
     """The named scorer ``scorer`` stands for: ``auto`` is decided once per process by ``ragtrim.fast.choose``
     (``fast`` when MiniLM can run, else ``bm25``); the decision and its reason are in ``to_dict()`` and the trace."""
+    from ragtrim.fast import choose  # imports numpy and the scorers: not at ``import ragtrim`` time
+    from ragtrim.scoring import SCORER_NAMES
+
     check_choice("scorer", scorer, ("auto", *SCORER_NAMES))
     return choose().scorer if scorer == "auto" else scorer
 

@@ -57,3 +57,13 @@ def test_missing_extra_names_the_extra() -> None:
                          check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ok") and "ragtrim[embeddings]" in out.stdout
+
+
+def test_import_ragtrim_stays_light() -> None:
+    """``import ragtrim`` loads no numpy and no scorer: apps that only build configs or count tokens pay nothing."""
+    import subprocess
+    import sys
+
+    code = "import sys, ragtrim; print(sorted(m for m in ('numpy', 'ragtrim.scoring', 'ragtrim.fast') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
