@@ -43,6 +43,7 @@ from ragtrim.bench.llamacpp import (
     summarize_ab,
 )
 from ragtrim.bench.model_prep import build_tokenizer, find_gguf
+from ragtrim.bench.serve_load import stop_process
 from ragtrim.caches import clear_caches
 from ragtrim.datasets.nq import QAInstance, build_multidoc, load_nq_open
 from ragtrim.qa_metrics import best_subspan_em
@@ -165,15 +166,6 @@ def start_server(cfg: Config, port: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
-def stop_server(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def measure(cfg: Config) -> dict[str, Any]:
     instances = golden_instances(cfg.questions + cfg.warmup_requests)
     run_set, warmup = instances[: cfg.questions], instances[cfg.questions:]
@@ -183,7 +175,7 @@ def measure(cfg: Config) -> dict[str, Any]:
     try:
         records, info = asyncio.run(run(cfg, run_set, warmup, f"http://127.0.0.1:{port}"))
     finally:
-        stop_server(proc)
+        stop_process(proc, timeout_s=30)
     loadavg_end = os.getloadavg()
     resolved = resolve_scorer(cfg.scorer)
     return {

@@ -33,6 +33,7 @@ from ragtrim.bench.gpu.backends import OpenAICompletionsBackend, engine_cli_args
 from ragtrim.bench.gpu.load import LoadSpec, run_load
 from ragtrim.bench.gpu.metrics import summarize_records, throughput_at_slo
 from ragtrim.bench.gpu.prompts import INSTRUCTION, format_prompt
+from ragtrim.bench.serve_load import stop_process
 
 GATEWAY_TOML = """
 [upstream]
@@ -161,11 +162,7 @@ def main() -> int:
         result["errors"].append(f"{type(exc).__name__}: {exc}")
     finally:
         for proc in (gateway, server):
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc, timeout_s=30)
         gateway_log.close()
     (out / "gpu_gateway.json").write_text(json.dumps(result, indent=1) + "\n")
     single = result.get("single", {})

@@ -171,10 +171,11 @@ def start_process(args: Sequence[str], ready_url: str, timeout_s: float = 60.0) 
     raise RuntimeError(f"{ready_url} did not answer within {timeout_s} s")
 
 
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[bytes], *, timeout_s: float = 10.0) -> None:
+    """Terminate, wait up to ``timeout_s``, then kill: a benchmark's servers never outlive it."""
     proc.terminate()
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
