@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from ragtrim.bench.gpu.backends import OpenAICompletionsBackend, engine_cli_args
 from ragtrim.bench.gpu.load import LoadSpec, run_load
 from ragtrim.bench.gpu.metrics import summarize_records, throughput_at_slo
 from ragtrim.bench.gpu.prompts import INSTRUCTION, format_prompt
-from ragtrim.bench.serve_load import stop_process
+from ragtrim.bench.serve_load import free_port, stop_process
 
 GATEWAY_TOML = """
 [upstream]
@@ -62,12 +61,6 @@ def timed(records: list[Any], duration: float, slo_ms: float | None = None) -> d
     kept = [r for r in records if r.error != EMPTY]
     return summarize_records(kept, duration_s=duration, ttft_slo_ms=slo_ms) | {
         "empty_outputs": len(records) - len(kept), "errors_seen": sorted({r.error for r in kept if r.error})}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def prompts(n: int, offset: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:

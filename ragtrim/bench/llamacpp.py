@@ -6,12 +6,12 @@ e2e TTFT of a request = its trim time (0 when untrimmed) + the time from send to
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ragtrim.bench.serve_load import free_port
 from ragtrim.bench.stats import mean, summarize
 
 ARMS = ("untrimmed", "trimmed")
@@ -78,14 +78,6 @@ def summarize_ab(records: Sequence[ABRecord]) -> dict[str, Any]:
                                  if out["trimmed_mean_prompt_tokens"] else float("nan"))
     out["accuracy_delta"] = out["trimmed_accuracy"] - out["untrimmed_accuracy"]
     return out
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def llama_server_command(*, model_path: str, port: int, alias: str, n_threads: int, n_ctx: int, n_batch: int,

@@ -149,6 +149,7 @@ def jain_index(values: Sequence[float]) -> float:
 
 # -- servers --------------------------------------------------------------------------------------------------------
 def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

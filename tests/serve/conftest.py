@@ -20,15 +20,10 @@ pytest.importorskip("aiohttp", reason="the serve extra is not installed: pip ins
 import httpx
 import uvicorn
 
+from ragtrim.bench.serve_load import free_port
 from ragtrim.serve.app import Gateway
 from ragtrim.serve.config import parse_config
 from ragtrim.serve.fake_upstream import FakeUpstreamConfig, create_fake_app
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ServerThread:

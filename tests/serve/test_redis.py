@@ -28,6 +28,18 @@ def keys(rpm: int | None = None, tpm: int | None = None) -> dict[str, Any]:
 AUTH = {"authorization": "Bearer sk-alice"}
 
 
+def spread(a: Any, b: Any, n: int) -> list[int]:
+    """Status codes of ``n`` concurrent chat requests sent alternately to gateway replicas ``a`` and ``b``."""
+
+    async def run() -> list[int]:
+        async with httpx.AsyncClient(timeout=10) as c:
+            rs = await asyncio.gather(*(c.post((a if i % 2 else b).url + CHAT, json=BODY, headers=AUTH)
+                                        for i in range(n)))
+            return [r.status_code for r in rs]
+
+    return asyncio.run(run())
+
+
 def test_two_replicas_share_rpm_within_5_percent(redis_server: RedisServer, fake: Any, gateway: Any) -> None:
     redis_server.flush()
     up = fake()
@@ -37,13 +49,7 @@ def test_two_replicas_share_rpm_within_5_percent(redis_server: RedisServer, fake
     a, _ = gateway(cfg)
     b, _ = gateway(cfg)
 
-    async def run() -> list[int]:
-        async with httpx.AsyncClient(timeout=10) as c:
-            rs = await asyncio.gather(*(c.post((a if i % 2 else b).url + CHAT, json=BODY, headers=AUTH)
-                                        for i in range(150)))
-            return [r.status_code for r in rs]
-
-    codes = asyncio.run(run())
+    codes = spread(a, b, 150)
     admitted = codes.count(200)
     assert set(codes) <= {200, 429}
     assert abs(admitted - 60) <= 3, admitted  # one memory store per replica would admit 120
@@ -74,20 +80,14 @@ def test_two_replicas_share_org_concurrency(redis_server: RedisServer, fake: Any
     a, ga = gateway(cfg)
     b, gb = gateway(cfg)
 
-    async def run() -> list[int]:
-        async with httpx.AsyncClient(timeout=10) as c:
-            rs = await asyncio.gather(*(c.post((a if i % 2 else b).url + CHAT, json=BODY, headers=AUTH)
-                                        for i in range(6)))
-            return [r.status_code for r in rs]
-
-    codes = asyncio.run(run())
+    codes = spread(a, b, 6)
     assert sorted(codes) == [200, 200, 429, 429, 429, 429]  # per-replica gates alone would admit 4
     assert httpx.get(up.url + "/debug/requests").json()["max_active"] == 2
     # Every lease went back: two more requests run at once again.
     for g in (ga, gb):
         wait_idle(g.org_gates["acme"])
     time.sleep(0.2)  # leases go back to Redis in a task just after the local slot
-    codes = asyncio.run(run())
+    codes = spread(a, b, 6)
     assert codes.count(200) == 2
     for g in (ga, gb):
         gate = wait_idle(g.org_gates["acme"])
