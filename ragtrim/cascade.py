@@ -13,7 +13,7 @@ from typing import Any
 
 from ragtrim._validate import check_float, check_int
 from ragtrim.errors import ConfigError
-from ragtrim.scoring import Scorer, _check_inputs, get_scorer, warm_up_scorers
+from ragtrim.scoring import Scorer, _check_inputs, get_scorer, prefetch_scores, warm_up_scorers
 
 
 class CascadeScorer:
@@ -49,6 +49,18 @@ class CascadeScorer:
 
     def warm_up(self) -> None:
         warm_up_scorers([get_scorer(self.first), get_scorer(self.second)])
+
+    def prefetch(self, query: str, texts: Sequence[str]) -> None:
+        """Start the second stage on the texts it will rescore (all of them when they are few enough; else the
+        first stage ranks them now, which a later ``score`` repeats from its caches)."""
+        n = len(texts)
+        if n == 0 or not isinstance(query, str):
+            return
+        top: Sequence[str] = texts
+        if self.rescored(n) < n:
+            first = get_scorer(self.first).score(query, texts)
+            top = [texts[i] for i in sorted(range(n), key=lambda i: (-first[i], i))[: self.rescored(n)]]
+        prefetch_scores([get_scorer(self.second)], query, top)
 
     def rescored(self, n: int) -> int:
         """How many of ``n`` texts the second stage reads."""

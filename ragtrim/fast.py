@@ -3,7 +3,7 @@
 ``fast`` mixes BM25 over the whole passage (weight 0.4) with MiniLM over its first 16 word pieces (title and
 lead, weight 0.6). On held-out hard-distractor NQ it keeps the answers full-length MiniLM keeps, at about a seventh
 of MiniLM's cold cost (benchmarks/results/net_latency_heldout.json). MiniLM runs where it is cheapest: torch on a
-CUDA device, else ONNX Runtime with int8 weights on the CPU, else torch on the CPU.
+CUDA device (called directly, ``ragtrim.torch_embed``), else ONNX Runtime with int8 weights on the CPU, else torch on the CPU.
 """
 
 from __future__ import annotations
@@ -98,8 +98,10 @@ def _decide() -> AutoChoice:
 
 def prefix_minilm(backend: str, *, model: str = DEFAULT_EMBEDDING_MODEL, threads: int | None = None) -> Scorer:
     """MiniLM over the first ``FAST_PREFIX_TOKENS`` word pieces on the given backend (``threads``: CPU threads)."""
-    if backend == "torch-cuda":
-        return EmbeddingScorer(model=model, device="cuda", max_seq_length=FAST_PREFIX_TOKENS)
+    if backend == "torch-cuda":  # a direct torch call: sentence-transformers' encode costs 10x the model pass here
+        from ragtrim.torch_embed import TorchEmbeddingScorer
+
+        return TorchEmbeddingScorer(model=model, device="cuda", max_seq_length=FAST_PREFIX_TOKENS)
     if backend.startswith("onnxruntime"):
         from ragtrim.onnx_embed import OnnxEmbeddingScorer
 

@@ -14,6 +14,7 @@ import threading
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
@@ -251,14 +252,50 @@ class CachedEmbedder:
         self.cache_size = cache_size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        self._pending: Future[None] | None = None
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
+
+    def _prepare(self, texts: Sequence[str]) -> Callable[[], np.ndarray]:
+        """Split an encode into what needs the GIL (done here, in the caller's thread) and the model pass it
+        returns (run by ``prefetch`` on the background thread). A subclass whose model runs in native code
+        tokenizes here: a background thread that held the GIL for tokenization would stall the caller's CPU work
+        by the interpreter's switch interval each time. The default does everything in the model pass."""
+        return lambda: self._encode(texts)
+
+    def prefetch(self, query: str, texts: Sequence[str]) -> None:
+        """Start embedding ``query`` and ``texts`` on ragtrim's background thread, so that a later ``score`` of them
+        finds them cached while the caller did other work meanwhile (``Pipeline.run`` overlaps the model pass with
+        its CPU stages this way). The model runs in native code that releases the GIL. At most one prefetch is in
+        flight per scorer; ``embed`` waits for it first. A failed prefetch is logged at debug level and forgotten:
+        ``score`` then encodes as usual and raises whatever the model raises."""
+        if self.cache_size == 0 or (self._pending is not None and not self._pending.done()):
+            return
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in (query, *texts) if t not in self._cache))
+        if missing:
+            self._pending = background().submit(self._fill, missing, self._prepare(missing))
+
+    def _fill(self, texts: list[str], model_pass: Callable[[], np.ndarray]) -> None:
+        vectors = model_pass()
+        with self._lock:
+            lru_put(self._cache, ((t, np.asarray(v, dtype=np.float32)) for t, v in zip(texts, vectors)),
+                    self.cache_size)
+
+    def _drain(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            try:
+                pending.result()
+            except Exception as exc:  # noqa: BLE001  # the model call in score() will raise it again, in the caller's thread
+                logger.debug("embedding prefetch failed: %s: %s", type(exc).__name__, exc)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-normalized embeddings, one row per text (cached per text)."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        self._drain()
         with self._lock:
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         fresh: dict[str, np.ndarray] = {}
@@ -451,6 +488,9 @@ class HybridScorer:
     def warm_up(self) -> None:
         warm_up_scorers(self.parts())
 
+    def prefetch(self, query: str, texts: Sequence[str]) -> None:
+        prefetch_scores(self.parts(), query, texts)
+
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         _check_inputs(query, texts)
         if not texts:
@@ -463,6 +503,30 @@ class HybridScorer:
             s = np.asarray(scorer.score(query, texts), dtype=np.float64)
             total += w * (rrf_contribution(s, self.rrf_k) if self.method == "rrf" else min_max(s))
         return [float(x) / sum(weights) for x in total]
+
+
+def prefetch_scores(scorers: Sequence[Scorer], query: str, texts: Sequence[str]) -> None:
+    """Let those ``scorers`` that have a ``prefetch`` start on ``query`` and ``texts`` in the background (see
+    ``CachedEmbedder.prefetch``); the others are left alone."""
+    for scorer in scorers:
+        start = getattr(scorer, "prefetch", None)
+        if callable(start):
+            start(query, texts)
+
+
+_BACKGROUND: ThreadPoolExecutor | None = None
+
+
+def background() -> ThreadPoolExecutor:
+    """ragtrim's one background thread (made on first use): model passes that overlap the pipeline's CPU work."""
+    global _BACKGROUND
+    with _STATE_LOCK:
+        if _BACKGROUND is None:
+            _BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragtrim-prefetch")
+        return _BACKGROUND
+
+
+_STATE_LOCK = threading.Lock()
 
 
 def warm_up_scorers(scorers: Sequence[Scorer]) -> None:

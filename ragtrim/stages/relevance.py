@@ -10,7 +10,7 @@ from typing import Any, Literal
 from ragtrim._validate import check_bool, check_choice, check_float, check_int
 from ragtrim.fast import choose
 from ragtrim.models import Removal, StageOutput, TrimContext
-from ragtrim.scoring import Scorer, check_scorer, get_scorer
+from ragtrim.scoring import Scorer, check_scorer, get_scorer, prefetch_scores
 from ragtrim.stages.base import AUTO_KEY, Stage, register_stage
 from ragtrim.tokens import TokenCounter
 
@@ -110,6 +110,13 @@ class RelevanceFilter(Stage):
         warm = getattr(self._scorer(), "warm_up", None)
         if callable(warm):
             warm()
+
+    def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
+        """Start the scorer's model pass (if it has one, see ``CachedEmbedder.prefetch``) on the chunks as they
+        arrive; texts with a ``<`` (maybe HTML, which the HTML stage would change) are left out."""
+        texts = [c.text for c in context.chunks if "<" not in c.text]
+        if texts:
+            prefetch_scores([self._scorer()], context.query, texts)
 
     def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
         chunks = context.chunks
