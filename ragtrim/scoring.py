@@ -252,7 +252,7 @@ class CachedEmbedder:
         self.cache_size = cache_size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
-        self._pending: Future[None] | None = None
+        self._pending: tuple[Future[None], frozenset[str]] | None = None  # the prefetch in flight, its texts
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
@@ -268,14 +268,16 @@ class CachedEmbedder:
         """Start embedding ``query`` and ``texts`` on ragtrim's background thread, so that a later ``score`` of them
         finds them cached while the caller did other work meanwhile (``Pipeline.run`` overlaps the model pass with
         its CPU stages this way). The model runs in native code that releases the GIL. At most one prefetch is in
-        flight per scorer; ``embed`` waits for it first. A failed prefetch is logged at debug level and forgotten:
-        ``score`` then encodes as usual and raises whatever the model raises."""
-        if self.cache_size == 0 or (self._pending is not None and not self._pending.done()):
+        flight per scorer (a concurrent request's prefetch is skipped, and it encodes in its own thread as usual);
+        ``embed`` waits for it only when it asks for a text the prefetch holds. A failed prefetch is logged at
+        debug level and forgotten: ``score`` then encodes as usual and raises whatever the model raises."""
+        pending = self._pending
+        if self.cache_size == 0 or (pending is not None and not pending[0].done()):
             return
         with self._lock:
             missing = list(dict.fromkeys(t for t in (query, *texts) if t not in self._cache))
         if missing:
-            self._pending = background().submit(self._fill, missing, self._prepare(missing))
+            self._pending = (background().submit(self._fill, missing, self._prepare(missing)), frozenset(missing))
 
     def _fill(self, texts: list[str], model_pass: Callable[[], np.ndarray]) -> None:
         vectors = model_pass()
@@ -283,19 +285,23 @@ class CachedEmbedder:
             lru_put(self._cache, ((t, np.asarray(v, dtype=np.float32)) for t, v in zip(texts, vectors)),
                     self.cache_size)
 
-    def _drain(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            try:
-                pending.result()
-            except Exception as exc:  # noqa: BLE001  # the model call in score() will raise it again, in the caller's thread
-                logger.debug("embedding prefetch failed: %s: %s", type(exc).__name__, exc)
+    def _drain(self, texts: Sequence[str] = ()) -> None:
+        """Wait for the prefetch in flight if it holds any of ``texts`` (or, without texts, in any case)."""
+        pending = self._pending
+        if pending is None or (texts and pending[1].isdisjoint(texts)):
+            return
+        if self._pending is pending:
+            self._pending = None
+        try:
+            pending[0].result()
+        except Exception as exc:  # noqa: BLE001  # score() encodes again and raises it in the caller's thread
+            logger.debug("embedding prefetch failed: %s: %s", type(exc).__name__, exc)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-normalized embeddings, one row per text (cached per text)."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        self._drain()
+        self._drain(texts)
         with self._lock:
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         fresh: dict[str, np.ndarray] = {}
@@ -327,7 +333,9 @@ class CachedEmbedder:
             return list(self._cache.items())
 
     def clear_cache(self) -> None:
-        """Forget every cached embedding (the model stays loaded)."""
+        """Forget every cached embedding (the model stays loaded); a prefetch in flight is waited for first, so that
+        it cannot refill the cache afterwards."""
+        self._drain()
         with self._lock:
             self._cache.clear()
 

@@ -142,3 +142,21 @@ def test_cascade_prefetches_only_what_it_will_rescore() -> None:
     scores = scorer.score(QUERY, many)
     assert len(embedder.calls) == 1 and len(embedder.calls[0][1]) == 4  # the query and the 3 candidates
     assert scores == CascadeScorer(first="bm25", second=CountingEmbedder(), candidates=3).score(QUERY, many)
+
+
+def test_embed_of_other_texts_does_not_wait_for_a_prefetch() -> None:
+    gate = threading.Event()
+
+    class Slow(CountingEmbedder):
+        def _encode(self, texts: Sequence[str]) -> np.ndarray:
+            if threading.current_thread().name.startswith("ragtrim-prefetch"):
+                assert gate.wait(10)
+            return super()._encode(texts)
+
+    embedder = Slow()
+    embedder.prefetch(QUERY, PASSAGES[:2])
+    other = embedder.embed(["a text of another request"])  # returns while the prefetch is still blocked
+    assert other.shape == (1, 26) and embedder._pending is not None
+    gate.set()
+    embedder.embed(PASSAGES[:2])  # waits for the prefetch and finds its texts cached
+    assert [len(texts) for _, texts in embedder.calls] == [1, 3]
