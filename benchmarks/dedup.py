@@ -1,7 +1,8 @@
 """Duplicate-removal benchmark: precision/recall on constructed duplicates of real passages, and throughput.
 
 Run on one core: ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 .venv/bin/python benchmarks/dedup.py``.
-Writes ``benchmarks/results/dedup.json`` (flat keys, units in names).
+Writes ``benchmarks/results/dedup.json`` (flat keys, units in names). ``--quick`` measures only the speed of the
+three candidate paths and a digest of their decisions (``benchmarks/results/dedup_quick.json``, about 10 s).
 
 The stream (all from ``$RAGTRIM_DATA``):
 * SQuAD 2.0 dev (CS224N split): each article's paragraphs joined into one word stream and cut into windows of
@@ -32,7 +33,9 @@ the trade-off on this same data.
 
 from __future__ import annotations
 
+import argparse
 import gzip
+import hashlib
 import json
 import os
 import platform
@@ -98,6 +101,11 @@ class DedupBenchConfig:
     template_min_chunks: int | None = 3
     template_max_words: int = 20
     out_path: str = "benchmarks/results/dedup.json"
+    medium_batch_chunks: int = 40
+    medium_batch_window_words: int = 3000
+    quick_repeats: int = 5
+    quick_small_batch_repeats: int = 200
+    quick_out_path: str = "benchmarks/results/dedup_quick.json"
 
 
 @dataclass(frozen=True)
@@ -481,13 +489,85 @@ def report(result: dict[str, Any]) -> None:
         print("changed-line stream false positive:", fp)
 
 
+def removals_digest(stage: DuplicateFilter, chunks: tuple[Chunk, ...]) -> str:
+    """SHA-256 of the stage's removals and trace info: equal digests mean identical decisions and trace."""
+    out = stage.run(TrimContext(chunks=chunks), counter=WhitespaceCounter())
+    record = [r.to_dict() for r in out.removals]
+    payload = json.dumps({"removals": record, "info": out.info}, sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def medium_batch(cfg: DedupBenchConfig, articles: list[list[str]]) -> tuple[Chunk, ...]:
+    """Under ``PAIRWISE_MAX_CHUNKS`` chunks but over ``PYTHON_PATH_MAX_CHARS`` characters: the inverted-index path."""
+    rng = random.Random(cfg.seed + 3)
+    words = [w for art in articles for w in art]
+    texts = []
+    for _ in range(cfg.medium_batch_chunks - cfg.small_batch_duplicates):
+        s = rng.randrange(0, len(words) - cfg.medium_batch_window_words)
+        texts.append(" ".join(words[s : s + cfg.medium_batch_window_words]))
+    texts += ["Advertisement\n" + texts[i] for i in range(cfg.small_batch_duplicates)]
+    rng.shuffle(texts)
+    return tuple(Chunk(t, str(i)) for i, t in enumerate(texts))
+
+
+def run_quick(cfg: DedupBenchConfig) -> dict[str, Any]:
+    """Speed of the three candidate paths (LSH on the full stream, the pure-Python prefix filter on a small batch,
+    the inverted index on a medium batch) and a digest of each path's decisions; no quality sweeps."""
+    started = time.perf_counter()
+    items = build_corpus(cfg).items
+    stage = make_stage(cfg)
+    chunks = tuple(Chunk(it.text, f"c{i}") for i, it in enumerate(items))
+    articles = load_squad_articles()
+    small_chunks, _ = small_batch(cfg, articles)
+    medium_chunks = medium_batch(cfg, articles)
+    wall, cpu = time_run(stage, chunks, cfg.quick_repeats)
+    small_wall, small_cpu = time_run(DuplicateFilter(), small_chunks, cfg.quick_small_batch_repeats)
+    medium_wall, medium_cpu = time_run(DuplicateFilter(), medium_chunks, cfg.quick_repeats)
+    methods = {name: DuplicateFilter().run(TrimContext(chunks=c), counter=WhitespaceCounter()).info["near_method"]
+               for name, c in (("stream", chunks), ("small_batch", small_chunks), ("medium_batch", medium_chunks))}
+    return {
+        "config": asdict(cfg),
+        "mode": "quick",
+        "chunks": len(chunks),
+        "medium_batch_chars": sum(len(c.text) for c in medium_chunks),
+        **{f"{name}_near_method": m for name, m in methods.items()},
+        "stream_chunks_per_s_median": len(chunks) / percentile(wall, 50),
+        "stream_chunks_per_cpu_s_median": len(chunks) / percentile(cpu, 50),
+        **summarize_ms([x * 1000 for x in cpu], prefix="stream_stage_cpu_time"),
+        **summarize_ms([x * 1000 for x in small_cpu], prefix="small_batch_stage_cpu_time"),
+        **summarize_ms([x * 1000 for x in small_wall], prefix="small_batch_stage_latency"),
+        **summarize_ms([x * 1000 for x in medium_cpu], prefix="medium_batch_stage_cpu_time"),
+        **summarize_ms([x * 1000 for x in medium_wall], prefix="medium_batch_stage_latency"),
+        "stream_removals_sha256": removals_digest(stage, chunks),
+        "small_batch_removals_sha256": removals_digest(DuplicateFilter(), small_chunks),
+        "medium_batch_removals_sha256": removals_digest(DuplicateFilter(), medium_chunks),
+        "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "python": platform.python_version(),
+        "benchmark_wall_s": time.perf_counter() - started,
+    }
+
+
+def report_quick(result: dict[str, Any]) -> None:
+    for k, v in result.items():
+        if k != "config" and not k.startswith(("mean_", "p90_", "p95_", "p99_", "max_")):
+            print(f"{k:55s} {v:.4f}" if isinstance(v, float) else f"{k:55s} {v}")
+
+
 def main(argv: Sequence[str] = ()) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks/dedup.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="speed of the three candidate paths and digests of their decisions only (~10 s)")
+    parser.add_argument("--out", default=None, help="JSON path (default: the config's out_path or quick_out_path)")
+    args = parser.parse_args(list(argv))
     cfg = DedupBenchConfig()
-    result = run_benchmark(cfg)
-    out = Path(cfg.out_path)
+    result = run_quick(cfg) if args.quick else run_benchmark(cfg)
+    out = Path(args.out or (cfg.quick_out_path if args.quick else cfg.out_path))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    report(result)
+    if args.quick:
+        report_quick(result)
+    else:
+        report(result)
     return 0
 
 
