@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -20,6 +23,7 @@ from ragtrim.dedup_engine import (
     find_near_duplicates,
 )
 from ragtrim.shingles import jaccard, nfkc_lower
+from ragtrim.stages.dedup import PAIRWISE_MAX_CHUNKS
 
 
 def brute_force(sets: dict[int, set[int]], order: list[int], threshold: float,
@@ -163,3 +167,29 @@ class TestBuildShingleSets:
                 y = set(np.asarray(arr.sets[j]).tolist())
                 assert isinstance(a, set) and isinstance(b, set)
                 assert jaccard(a, b) == pytest.approx(jaccard(x, y))
+
+
+def test_dedup_needs_no_datasketch() -> None:
+    """datasketch is a dev extra only: the LSH path runs with it blocked in a fresh interpreter."""
+    code = textwrap.dedent(
+        """
+        import importlib.abc, sys
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "datasketch":
+                    raise ImportError("blocked: datasketch")
+                return None
+        sys.meta_path.insert(0, Block())
+        from ragtrim.models import Chunk, TrimContext
+        from ragtrim.stages.dedup import PAIRWISE_MAX_CHUNKS, DuplicateFilter
+        from ragtrim.tokens import WhitespaceCounter
+        texts = [" ".join(f"w{i}x{j}" for j in range(30)) for i in range(PAIRWISE_MAX_CHUNKS + 5)]
+        chunks = tuple(Chunk(t, str(i)) for i, t in enumerate(texts + [texts[0] + " tail"]))
+        out = DuplicateFilter().run(TrimContext(chunks=chunks), counter=WhitespaceCounter())
+        assert out.info["near_method"] == "minhash_lsh", out.info
+        print("ok", [(r.chunk_id, r.kept_id) for r in out.removals])
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"ok [('{PAIRWISE_MAX_CHUNKS + 5}', '0')]"
