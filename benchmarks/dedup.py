@@ -351,16 +351,25 @@ def time_run(stage: DuplicateFilter, chunks: tuple[Chunk, ...], repeats: int) ->
     return wall, cpu
 
 
-def small_batch(cfg: DedupBenchConfig, articles: list[list[str]]) -> tuple[tuple[Chunk, ...], list[str]]:
-    rng = random.Random(cfg.seed + 1)
+def window_batch(articles: list[list[str]], *, seed: int, chunks: int, window_words: int,
+                 duplicates: int) -> list[str]:
+    """``chunks`` texts: random windows of ``window_words`` words of the articles, the first ``duplicates`` of them
+    again with an "Advertisement" header line; shuffled."""
+    rng = random.Random(seed)
     words = [w for art in articles for w in art]
     texts = []
-    for _ in range(cfg.small_batch_chunks - cfg.small_batch_duplicates):
-        s = rng.randrange(0, len(words) - cfg.small_batch_window_words)
-        texts.append(" ".join(words[s : s + cfg.small_batch_window_words]))
-    for i in range(cfg.small_batch_duplicates):
+    for _ in range(chunks - duplicates):
+        s = rng.randrange(0, len(words) - window_words)
+        texts.append(" ".join(words[s : s + window_words]))
+    for i in range(duplicates):
         texts.append("Advertisement\n" + texts[i])
     rng.shuffle(texts)
+    return texts
+
+
+def small_batch(cfg: DedupBenchConfig, articles: list[list[str]]) -> tuple[tuple[Chunk, ...], list[str]]:
+    texts = window_batch(articles, seed=cfg.seed + 1, chunks=cfg.small_batch_chunks,
+                         window_words=cfg.small_batch_window_words, duplicates=cfg.small_batch_duplicates)
     return tuple(Chunk(t, str(i), score=1.0 - i / 100) for i, t in enumerate(texts)), texts
 
 
@@ -514,14 +523,8 @@ def removals_digest(stage: DuplicateFilter, chunks: tuple[Chunk, ...]) -> str:
 
 def medium_batch(cfg: DedupBenchConfig, articles: list[list[str]]) -> tuple[Chunk, ...]:
     """Under ``PAIRWISE_MAX_CHUNKS`` chunks but over ``PYTHON_PATH_MAX_CHARS`` characters: the inverted-index path."""
-    rng = random.Random(cfg.seed + 3)
-    words = [w for art in articles for w in art]
-    texts = []
-    for _ in range(cfg.medium_batch_chunks - cfg.small_batch_duplicates):
-        s = rng.randrange(0, len(words) - cfg.medium_batch_window_words)
-        texts.append(" ".join(words[s : s + cfg.medium_batch_window_words]))
-    texts += ["Advertisement\n" + texts[i] for i in range(cfg.small_batch_duplicates)]
-    rng.shuffle(texts)
+    texts = window_batch(articles, seed=cfg.seed + 3, chunks=cfg.medium_batch_chunks,
+                         window_words=cfg.medium_batch_window_words, duplicates=cfg.small_batch_duplicates)
     return tuple(Chunk(t, str(i)) for i, t in enumerate(texts))
 
 
