@@ -29,7 +29,7 @@ def public_modules(package: str = "ragtrim") -> tuple[list[str], list[str]]:
         try:
             importlib.import_module(info.name)
         except ImportError as exc:
-            missing = exc.name or ""
+            missing = exc.name or getattr(exc, "package", "")  # ragtrim's MissingDependencyError names .package
             if missing.split(".")[0] == package or not missing:
                 raise  # a broken import inside ragtrim is a real error, not a missing extra
             skipped.append(f"{info.name}: needs {missing}")
