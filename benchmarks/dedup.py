@@ -32,7 +32,6 @@ the trade-off on this same data.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import platform
@@ -45,8 +44,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ragtrim.bench.stats import percentile, summarize_ms
-from ragtrim.datasets import dataset_path
 from ragtrim.models import Chunk, TrimContext
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages import dedup as dedup_module
@@ -54,6 +51,9 @@ from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.dedup import DuplicateFilter, jaccard, shingle_hashes
 from ragtrim.stages.html import HtmlCleaner
 from ragtrim.tokens import WhitespaceCounter
+from ragtrim_bench.datasets import dataset_path
+from ragtrim_bench.datasets.nq import load_nq_open
+from ragtrim_bench.stats import percentile, summarize_ms
 
 HEADERS = (
     "From Wikipedia, the free encyclopedia",
@@ -125,21 +125,19 @@ def load_squad_articles() -> list[list[str]]:
 
 
 def load_nq_passages(limit: int) -> list[str]:
-    path = dataset_path("nq-multidoc") / "nq-open-oracle.shared.jsonl.gz"
     seen_titles: set[str] = set()
     seen_texts: set[str] = set()
     out: list[str] = []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            ctx = json.loads(line)["ctxs"][0]
-            text = " ".join(ctx["text"].split())
-            if ctx["title"] in seen_titles or text in seen_texts:
-                continue
-            seen_titles.add(ctx["title"])
-            seen_texts.add(text)
-            out.append(text)
-            if len(out) >= limit:
-                break
+    for question in load_nq_open():
+        gold = question.gold
+        text = " ".join(gold.text.split())
+        if gold.title in seen_titles or text in seen_texts:
+            continue
+        seen_titles.add(gold.title)
+        seen_texts.add(text)
+        out.append(text)
+        if len(out) >= limit:
+            break
     return out
 
 
