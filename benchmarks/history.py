@@ -19,7 +19,6 @@ import argparse
 import json
 import math
 import re
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,11 +26,7 @@ from pathlib import Path
 from typing import Any
 
 _ROOT = Path(__file__).resolve().parents[1]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
 
-from ragtrim.bench.stats import mean, summarize_ms
-from ragtrim.datasets import dataset_path
 from ragtrim.history import (
     HistoryState,
     compress_history,
@@ -41,6 +36,8 @@ from ragtrim.history import (
 )
 from ragtrim.models import Message
 from ragtrim.tokens import TokenCounter, get_counter
+from ragtrim_bench.datasets import dataset_path
+from ragtrim_bench.stats import mean, summarize_ms
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Hostile growth: every super-linear case of issue 14 timed at n and 4n; linear code gives about 4x, quadratic 16x.
 
-The inputs come from ``ragtrim.bench.hostile`` (runs of dots, quoted prose, fences, digit-led sentences for
+The inputs come from ``ragtrim_bench.hostile`` (runs of dots, quoted prose, fences, digit-led sentences for
 compression, deep HTML with unclosed scripts or comments, a stream of similar chunks, a long conversation), plus the
 CLI repro (``ragtrim trim`` of a run of dots). Each time is the best of ``repeats`` runs after one warm-up at the
 small size; the acceptance bound is a ratio of at most 8.
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragtrim.bench.hostile import CASES, HostileCase, dots
-from ragtrim.bench.table import format_table
+from ragtrim._table import format_table
+from ragtrim_bench.hostile import CASES, HostileCase, dots
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MAX_RATIO = 8.0

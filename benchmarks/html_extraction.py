@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragtrim.bench.stats import mean
-from ragtrim.datasets import dataset_path
 from ragtrim.html_extract import extract_main_content
+from ragtrim_bench.datasets import dataset_path
+from ragtrim_bench.stats import mean
 
 Extractor = Callable[[str], str]
 

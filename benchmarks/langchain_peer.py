@@ -23,10 +23,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ragtrim.bench.qa import (
+from ragtrim.errors import ConfigError
+from ragtrim.models import Chunk
+from ragtrim.tokens import TiktokenCounter
+from ragtrim_bench.datasets.nq import QAInstance
+from ragtrim_bench.qa import (
     CACHE_DIR,
     Method,
     QABenchConfig,
@@ -43,11 +46,7 @@ from ragtrim.bench.qa import (
     measure,
     parse_fraction,
 )
-from ragtrim.bench.stats import summarize_ms
-from ragtrim.datasets.nq import QAInstance
-from ragtrim.errors import ConfigError
-from ragtrim.models import Chunk
-from ragtrim.tokens import TiktokenCounter
+from ragtrim_bench.stats import summarize_ms
 
 RESULTS = Path(__file__).resolve().parent / "results" / "langchain_peer.json"
 
@@ -193,7 +192,7 @@ def run(config: PeerConfig) -> dict[str, Any]:
 
 def report(result: Mapping[str, Any], path: Path) -> None:
     """Print the side-by-side table (the only printing in this script)."""
-    from ragtrim.bench.table import format_table
+    from ragtrim._table import format_table
 
     print(f"== {result['setting']}: {result['rows'][0]['n_requests']} questions ==")
     print(format_table(result["rows"], (

@@ -32,9 +32,12 @@ from typing import Any, cast, get_args
 from tqdm import tqdm
 
 from ragtrim.api import ScorerChoice, default_pipeline, resolve_scorer, trim
-from ragtrim.bench.gpu.backends import OpenAICompletionsBackend
-from ragtrim.bench.gpu.prompts import format_prompt
-from ragtrim.bench.llamacpp import (
+from ragtrim.caches import clear_caches
+from ragtrim.tokens import HFTokenizerCounter, TokenCounter, get_counter
+from ragtrim_bench.datasets.nq import QAInstance, build_multidoc, load_nq_open
+from ragtrim_bench.gpu.backends import OpenAICompletionsBackend
+from ragtrim_bench.gpu.prompts import format_prompt
+from ragtrim_bench.llamacpp import (
     ABRecord,
     answer_line,
     arm_order,
@@ -42,12 +45,9 @@ from ragtrim.bench.llamacpp import (
     llama_server_command,
     summarize_ab,
 )
-from ragtrim.bench.model_prep import build_tokenizer, find_gguf
-from ragtrim.bench.serve_load import stop_process
-from ragtrim.caches import clear_caches
-from ragtrim.datasets.nq import QAInstance, build_multidoc, load_nq_open
-from ragtrim.qa_metrics import best_subspan_em
-from ragtrim.tokens import HFTokenizerCounter, TokenCounter, get_counter
+from ragtrim_bench.model_prep import build_tokenizer, find_gguf
+from ragtrim_bench.qa_metrics import best_subspan_em
+from ragtrim_bench.serve_load import stop_process
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL_ALIAS = "gemma-3-270m-q4_k_m"

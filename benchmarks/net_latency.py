@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragtrim.bench.stats import mean, percentile, summarize
-from ragtrim.qa_metrics import answer_in_text
+from ragtrim_bench.qa_metrics import answer_in_text
+from ragtrim_bench.stats import mean, percentile, summarize
 
 RESULTS = Path("benchmarks/results")
 
@@ -129,7 +129,7 @@ class Config:
 
 
 def requests(config: Config) -> list[Any]:
-    from ragtrim.datasets.nq import build_single_use, load_nq_open
+    from ragtrim_bench.datasets.nq import build_single_use, load_nq_open
 
     qs = load_nq_open()
     held = config.split == "heldout"

@@ -15,12 +15,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ragtrim.bench.stats import summarize_ms
-from ragtrim.datasets import dataset_path
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.dedup import DuplicateFilter
 from ragtrim.stages.html import HtmlCleaner
+from ragtrim_bench.datasets import dataset_path
+from ragtrim_bench.stats import summarize_ms
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -8,12 +8,8 @@ Writes benchmarks/results/qa_savings_<label>.json and qa_recall_vs_ratio_<label>
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ragtrim.bench.qa import QABenchConfig, add_bench_args, run_bench
+from ragtrim_bench.qa import QABenchConfig, add_bench_args, run_bench
 
 __all__ = ["QABenchConfig", "main"]
 

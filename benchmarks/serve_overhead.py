@@ -18,7 +18,6 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -26,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from ragtrim.bench.serve_load import RawClient, free_port, start_process, stop_process
-from ragtrim.bench.stats import summarize_ms
+from ragtrim_bench.serve_load import RawClient, free_port, start_process, stop_process
+from ragtrim_bench.stats import summarize_ms
 
 RESULTS = REPO / "benchmarks" / "results"
 BODY = json.dumps({"model": "fake", "max_tokens": 8, "messages": [

@@ -17,7 +17,6 @@ import json
 import math
 import os
 import platform
-import sys
 import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -25,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from ragtrim.bench.serve_load import (
+from ragtrim_bench.serve_load import (
     RawClient,
     Reply,
     free_port,
@@ -36,7 +34,7 @@ from ragtrim.bench.serve_load import (
     start_process,
     stop_process,
 )
-from ragtrim.bench.stats import percentile, summarize_ms
+from ragtrim_bench.stats import percentile, summarize_ms
 
 RESULTS = REPO / "benchmarks" / "results"
 USERS = ("noisy", "quiet1", "quiet2", "quiet3")

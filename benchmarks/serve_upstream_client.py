@@ -12,7 +12,6 @@ import json
 import os
 import platform
 import resource
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
@@ -20,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from ragtrim.bench.serve_load import free_port, start_process, stop_process
+from ragtrim_bench.serve_load import free_port, start_process, stop_process
 
 RESULTS = REPO / "benchmarks" / "results"
 BODY = b'{"model":"fake","max_tokens":8,"messages":[{"role":"user","content":"What is the capital of France?"}]}'

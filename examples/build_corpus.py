@@ -1,7 +1,9 @@
-"""Build ``examples/corpus/requests.jsonl`` from the example pages and questions, as a naive retriever would.
+"""Build the example requests from the example pages and questions, as a naive retriever would.
 
-Standard library only and fully deterministic: ``python examples/build_corpus.py`` rewrites the committed file
-byte for byte. ``--out PATH`` writes elsewhere (the tests use it to check the committed file is current).
+The requests ship inside the package as ``ragtrim/data/example_requests.jsonl`` (what ``ragtrim bench`` reads by
+default, so that it works after a plain ``pip install``). Standard library only and fully deterministic:
+``python examples/build_corpus.py`` rewrites that committed file byte for byte. ``--out PATH`` writes elsewhere (the
+tests use it to check the committed file is current).
 
 The simulated retriever indexes the site three ways at once, as a quickly assembled RAG stack often does:
 whole pages (an old HTML loader), HTML fragments (a layout splitter that cuts at ``<section>`` and keeps the
@@ -27,6 +29,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
+REQUESTS_FILE = Path(__file__).resolve().parent.parent / "ragtrim" / "data" / "example_requests.jsonl"
 
 PAGES: tuple[tuple[str, str], ...] = (
     ("blog-storage-migration.html", "https://larkspur.example/blog/2024/moving-38-petabytes"),
@@ -302,7 +305,7 @@ def corpus_stats(requests: Sequence[dict[str, object]]) -> list[dict[str, object
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--out", type=Path, default=CORPUS_DIR / "requests.jsonl", help="where to write")
+    parser.add_argument("--out", type=Path, default=REQUESTS_FILE, help="where to write")
     parser.add_argument("--quiet", action="store_true", help="do not print the per-request statistics")
     args = parser.parse_args(argv)
     requests = build_requests(CORPUS_DIR)

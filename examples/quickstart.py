@@ -2,11 +2,11 @@
 
 import json
 import sys
-from pathlib import Path
 
 from ragtrim.api import trim
+from ragtrim.savings import example_requests
 
-lines = (Path(__file__).parent / "corpus" / "requests.jsonl").read_text(encoding="utf-8").splitlines()
+lines = example_requests().read_text(encoding="utf-8").splitlines()
 wanted = sys.argv[1] if len(sys.argv) > 1 else "q11"
 request = next(r for r in map(json.loads, lines) if r["id"] == wanted)
 result = trim(request["chunks"], query=request["query"], budget=2000)

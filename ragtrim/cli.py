@@ -16,9 +16,8 @@ from typing import Any, NoReturn
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError, RagtrimError
 from ragtrim.scoring import SCORER_NAMES
 
-_REPO_ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_REQUESTS = _REPO_ROOT / "examples" / "corpus" / "requests.jsonl"
-
+BENCH_OUTPUT = "ragtrim-bench.json"
+"""Where ``ragtrim bench`` writes without ``--output``: in the working directory."""
 
 EXIT_OK = 0
 EXIT_REQUEST_FAILED = 1
@@ -281,35 +280,20 @@ def cmd_trim(args: argparse.Namespace) -> int:
 
 # -- bench ----------------------------------------------------------------------------------------------------------
 def cmd_bench(args: argparse.Namespace) -> int:
-    return _bench_examples(args)
-
-
-def _qa_bench(argv: list[str]) -> int:
-    """``ragtrim bench --dataset nq|nq-random|squad ...``: the QA savings benchmark (its own arguments)."""
-    from ragtrim.bench import qa
-
-    parser = _Parser(prog="ragtrim bench", description="QA savings benchmark on ../shared/data", epilog=EXIT_CODES,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    qa.add_bench_args(parser)
-    return int(qa.run_bench(parser.parse_args(argv)))
-
-
-def _dataset_of(argv: list[str]) -> str:
-    for i, a in enumerate(argv):
-        if a == "--dataset" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--dataset="):
-            return a.split("=", 1)[1]
-    return "examples"
-
-
-def _bench_examples(args: argparse.Namespace) -> int:
+    """Token savings of the default pipeline (no budget, then each budget) on a requests file."""
     from tqdm import tqdm
 
-    from ragtrim.bench.savings import aggregate, load_requests, measure, peak_memory_mib
-    from ragtrim.bench.table import format_table
+    from ragtrim._table import format_table
+    from ragtrim.savings import (
+        EXAMPLE_REQUESTS,
+        aggregate,
+        example_requests,
+        load_requests,
+        measure,
+        peak_memory_mib,
+    )
 
-    path = Path(args.requests) if args.requests else EXAMPLE_REQUESTS
+    path = Path(args.requests) if args.requests else example_requests()
     requests = load_requests(path)
     if args.limit:
         requests = requests[: args.limit]
@@ -317,8 +301,8 @@ def _bench_examples(args: argparse.Namespace) -> int:
         budgets = [int(b) for b in args.budgets.split(",")] if args.budgets else [500, 1000]
     except ValueError:
         raise ConfigError(f"--budgets must be comma-separated integers, got {args.budgets!r}") from None
-    out = Path(args.output) if args.output else _REPO_ROOT / "benchmarks" / "results" / "bench_examples.json"
-    _check_output_path(str(out) if args.output else None)
+    out = Path(args.output or BENCH_OUTPUT)
+    _check_output_path(str(out))
     methods: list[tuple[str, Any]] = [("default, no budget", _build_pipeline(args, None))]
     methods += [(f"default @ {b} tokens", _build_pipeline(args, b)) for b in budgets]
     summaries = []
@@ -337,10 +321,8 @@ def _bench_examples(args: argparse.Namespace) -> int:
         summary["pipeline"] = pipeline.to_dict()
         summaries.append(summary)
         all_records.extend(records)
-    if not args.output:
-        out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
-        "requests_file": str(path.relative_to(_REPO_ROOT) if path.is_relative_to(_REPO_ROOT) else path),
+        "requests_file": args.requests or f"ragtrim/{EXAMPLE_REQUESTS}",
         "requests": len(requests),
         "tokenizer": methods[0][1].counter.name,
         "methods": summaries,
@@ -351,7 +333,8 @@ def _bench_examples(args: argparse.Namespace) -> int:
         out.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
     except OSError as exc:
         raise _OutputError(f"cannot write output {str(out)!r}: {exc.strerror or exc}") from None
-    print(f"ragtrim bench: {len(requests)} requests from {path} (tokens: {methods[0][1].counter.name})\n")
+    print(f"ragtrim bench: {len(requests)} requests from {payload['requests_file']} "
+          f"(tokens: {methods[0][1].counter.name})\n")
     print(
         format_table(
             summaries,
@@ -459,17 +442,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "run, else BM25)")
     p.set_defaults(func=cmd_trim)
 
-    b = sub.add_parser("bench", help="measure token savings on a dataset (default: the shipped example corpus)",
-                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    b.add_argument("--dataset", default="examples", choices=["examples"],
-                   help="examples (default); nq, nq-random and squad run the QA benchmark (see --dataset nq --help)")
-    b.add_argument("--requests", default=None, help="JSONL of requests for --dataset examples")
+    b = sub.add_parser("bench", help="measure token savings on a requests file (default: the shipped example corpus)",
+                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Token savings, answer recall and latency of the default pipeline, without a "
+                                   "budget and at each budget, on a JSONL requests file (default: the 12 example "
+                                   "requests shipped in the package). The QA benchmarks on NQ and SQuAD are in the "
+                                   "repository's evaluation package (python -m benchmarks.qa_savings).")
+    b.add_argument("--requests", default=None,
+                   help='JSONL, one request a line: {"id", "query", "answers": [...], "chunks": [...]} '
+                        "(default: the shipped example requests)")
     b.add_argument("--budgets", default=None, help="comma-separated token budgets (examples: 500,1000)")
-    b.add_argument("--limit", type=int, default=None, help="only the first N requests/questions")
+    b.add_argument("--limit", type=int, default=None, help="only the first N requests")
     b.add_argument("--tokenizer", default=None)
     b.add_argument("--config", default=None, help="pipeline config JSON")
     b.add_argument("--scorer", default="auto", choices=["auto", *SCORER_NAMES])
-    b.add_argument("-o", "--output", default=None, help="JSON output path")
+    b.add_argument("-o", "--output", default=None, help=f"JSON output path (default: ./{BENCH_OUTPUT})")
     b.set_defaults(func=cmd_bench)
 
     r = sub.add_parser("prepare", help="make the int8 ONNX export of the bundled MiniLM now (else the first trim() "
@@ -490,7 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_fake_upstream_args(f)
     f.set_defaults(func=_serve_fake_upstream)
 
-    for module in ("ragtrim.plan", "ragtrim.bench.model_prep"):
+    for module in ("ragtrim.plan",):
         try:
             mod = __import__(module, fromlist=["add_cli"])
         except ImportError:
@@ -506,11 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (see EXIT_CODES). Every failure is one line on stderr."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:2] == ["bench", "prepare-model"]:  # `ragtrim bench prepare-model` is an alias
-        args_list = args_list[1:]
     try:
-        if args_list[:1] == ["bench"] and _dataset_of(args_list[1:]) != "examples":
-            return _qa_bench(args_list[1:])
         parser = build_parser()
         args = parser.parse_args(args_list)
         return int(args.func(args))

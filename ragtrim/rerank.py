@@ -61,7 +61,7 @@ class QueryLikelihoodScorer:
     """Mean log-probability per query token of the query given each text, under a local causal LM.
 
     Parameters:
-        model: a local transformers causal-LM directory (e.g. the reader, written by ``ragtrim bench
+        model: a local transformers causal-LM directory (e.g. the reader, written by ``ragtrim-bench
             prepare-model``).
         template: the prefix before the query; must contain ``{text}``.
         batch_size: passages per forward pass.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtrim.datasets import data_dir
+from ragtrim_bench.datasets import data_dir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 import pytest
 
-from ragtrim.bench.hostile import deep_html_then_unclosed, dots, fences, quoted_prose
 from ragtrim.history import ScriptedSummarizer, compress_history
 from ragtrim.html_extract import strip_tags_fallback
 from ragtrim.inputs import coerce_chunks
@@ -22,6 +21,7 @@ from ragtrim.stages.compress import SentenceCompressor
 from ragtrim.stages.html import HtmlCleaner
 from ragtrim.text import _sentence_spans
 from ragtrim.tokens import WhitespaceCounter
+from ragtrim_bench.hostile import deep_html_then_unclosed, dots, fences, quoted_prose
 
 MAX_RATIO = 8.0
 _MIN_RUN_S = 0.03

@@ -23,13 +23,12 @@ from tqdm import tqdm
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
-from ragtrim.bench.model_prep import local_reader_dir
-from ragtrim.datasets.nq import build_multidoc, load_nq_open
-from ragtrim.qa_metrics import answer_in_text
 from ragtrim.rerank import QueryLikelihoodScorer
 from ragtrim.scoring import EmbeddingScorer
+from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
+from ragtrim_bench.model_prep import local_reader_dir
+from ragtrim_bench.qa_metrics import answer_in_text
 
 OUT = REPO / "benchmarks" / "results" / "dev" / "qlm_rerank.json"
 WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)

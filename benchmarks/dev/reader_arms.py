@@ -22,15 +22,14 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
 from tqdm import tqdm
 
-from ragtrim.bench.gpu.prompts import arm_documents, format_prompt
-from ragtrim.bench.model_prep import build_tokenizer, find_gguf, local_reader_dir
-from ragtrim.datasets.nq import QAInstance, build_multidoc, load_nq_open
-from ragtrim.qa_metrics import answer_in_text, best_subspan_em
 from ragtrim.tokens import HFTokenizerCounter, TokenCounter
+from ragtrim_bench.datasets.nq import QAInstance, build_multidoc, load_nq_open
+from ragtrim_bench.gpu.prompts import arm_documents, format_prompt
+from ragtrim_bench.model_prep import build_tokenizer, find_gguf, local_reader_dir
+from ragtrim_bench.qa_metrics import answer_in_text, best_subspan_em
 
 
 class Reader:

@@ -13,8 +13,6 @@ from collections.abc import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ragtrim.bench.stats import percentile
-from ragtrim.datasets.nq import build_multidoc, load_nq_open
 from ragtrim.models import Chunk
 from ragtrim.pipeline import Pipeline
 from ragtrim.scoring import BM25Scorer, EmbeddingScorer, Scorer
@@ -23,6 +21,8 @@ from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.compress import SentenceCompressor
 from ragtrim.stages.relevance import RelevanceFilter
 from ragtrim.tokens import get_counter
+from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
+from ragtrim_bench.stats import percentile
 
 
 def stages(chunk_scorer: Scorer, sentence_scorer: Scorer, budget: int) -> list[Stage]:

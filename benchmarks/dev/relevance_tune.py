@@ -17,17 +17,17 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ragtrim.bench.stats import percentile
-from ragtrim.datasets.nq import build_multidoc, load_nq_open
 from ragtrim.models import Chunk
 from ragtrim.pipeline import Pipeline
-from ragtrim.qa_metrics import answer_in_text
 from ragtrim.scoring import BM25Scorer, EmbeddingScorer, HybridScorer, Scorer
 from ragtrim.stages.base import Stage
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.compress import SentenceCompressor
 from ragtrim.stages.relevance import RelevanceFilter
 from ragtrim.tokens import get_counter
+from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
+from ragtrim_bench.qa_metrics import answer_in_text
+from ragtrim_bench.stats import percentile
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
-from ragtrim.datasets.nq import build_multidoc, load_nq_open
-from ragtrim.qa_metrics import answer_in_text
 from ragtrim.scoring import BM25Scorer, EmbeddingScorer
+from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
+from ragtrim_bench.qa_metrics import answer_in_text
 
 RANGES = ((400, 600), (1062, 1262))
 OUT = REPO / "benchmarks" / "results" / "dev" / "top1_ranking.json"

@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragtrim.bench.gpu.load import poisson_offsets
-from ragtrim.bench.gpu.metrics import throughput_at_slo
-from ragtrim.bench.gpu.prompts import format_prompt
-from ragtrim.bench.stats import mean, summarize
+from ragtrim_bench.gpu.load import poisson_offsets
+from ragtrim_bench.gpu.metrics import throughput_at_slo
+from ragtrim_bench.gpu.prompts import format_prompt
+from ragtrim_bench.stats import mean, summarize
 
 ARMS = ("untrimmed", "trim_cpu", "trim_gpu")
 BACKEND = {"trim_cpu": "onnxruntime-int8-cpu", "trim_gpu": "torch-cuda"}
@@ -73,7 +73,7 @@ class Trimmer:
 
 
 def questions(n: int, offset: int = 0) -> list[tuple[str, str, list[str]]]:
-    from ragtrim.datasets.nq import build_multidoc, load_nq_open
+    from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
 
     qs = load_nq_open()
     inst = build_multidoc(qs[offset:offset + n], n_docs=20, gold_position="middle", distractors="bm25", pool=qs)
@@ -144,7 +144,7 @@ async def single(backend: Any, items: list[tuple[str, str, list[str]]], trimmers
 async def ladder(backend: Any, items: list[tuple[str, str, list[str]]], trimmers: dict[str, Trimmer],
                  rates: Sequence[float], step_s: float, slo_ms: float, max_tokens: int,
                  deadline: float) -> dict[str, Any]:
-    from ragtrim.bench.gpu.worker import reset_prefix_cache
+    from ragtrim_bench.gpu.worker import reset_prefix_cache
 
     out: dict[str, Any] = {}
     for arm in ARMS:
@@ -184,7 +184,7 @@ async def ladder(backend: Any, items: list[tuple[str, str, list[str]]], trimmers
 
 
 async def serve(args: argparse.Namespace, result: dict[str, Any], deadline: float) -> None:
-    from ragtrim.bench.gpu.backends import VLLMInProcessBackend
+    from ragtrim_bench.gpu.backends import VLLMInProcessBackend
 
     engine = {"model": str(args.model), "dtype": "bfloat16", "max_model_len": 4096, "kv_cache_dtype": "auto",
               "gpu_memory_utilization": 0.8, "max_num_batched_tokens": 8192, "seed": 0, "enforce_eager": False,

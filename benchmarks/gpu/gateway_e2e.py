@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ragtrim.bench.gpu.backends import OpenAICompletionsBackend, engine_cli_args, start_vllm_server
-from ragtrim.bench.gpu.load import LoadSpec, run_load
-from ragtrim.bench.gpu.metrics import summarize_records, throughput_at_slo
-from ragtrim.bench.gpu.prompts import INSTRUCTION, format_prompt
-from ragtrim.bench.serve_load import free_port, stop_process
+from ragtrim_bench.gpu.backends import OpenAICompletionsBackend, engine_cli_args, start_vllm_server
+from ragtrim_bench.gpu.load import LoadSpec, run_load
+from ragtrim_bench.gpu.metrics import summarize_records, throughput_at_slo
+from ragtrim_bench.gpu.prompts import INSTRUCTION, format_prompt
+from ragtrim_bench.serve_load import free_port, stop_process
 
 GATEWAY_TOML = """
 [upstream]
@@ -65,7 +65,7 @@ def timed(records: list[Any], duration: float, slo_ms: float | None = None) -> d
 
 def prompts(n: int, offset: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(id, prompt) pairs: the untrimmed prompt for vLLM directly, and the same with the passages in <context>."""
-    from ragtrim.datasets.nq import build_multidoc, load_nq_open
+    from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
 
     qs = load_nq_open()
     inst = build_multidoc(qs[offset:offset + n], n_docs=20, gold_position="middle", distractors="bm25", pool=qs)

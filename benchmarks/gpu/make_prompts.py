@@ -30,9 +30,11 @@ from typing import Any
 from tqdm import tqdm
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
-from ragtrim.bench.gpu.prompts import (
+from ragtrim.tokens import HFTokenizerCounter
+from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
+from ragtrim_bench.datasets.squad import load_squad, squad_instances
+from ragtrim_bench.gpu.prompts import (
     INSTRUCTION,
     REFUSAL_INSTRUCTION,
     TRIM_RECIPES,
@@ -42,12 +44,9 @@ from ragtrim.bench.gpu.prompts import (
     cut_to_tokens,
     recipe_pipeline,
 )
-from ragtrim.bench.gpu.worker import load_prompts
-from ragtrim.bench.model_prep import build_tokenizer, find_gguf, local_reader_dir
-from ragtrim.bench.stats import mean
-from ragtrim.datasets.nq import build_multidoc, load_nq_open
-from ragtrim.datasets.squad import load_squad, squad_instances
-from ragtrim.tokens import HFTokenizerCounter
+from ragtrim_bench.gpu.worker import load_prompts
+from ragtrim_bench.model_prep import build_tokenizer, find_gguf, local_reader_dir
+from ragtrim_bench.stats import mean
 
 
 def summarize(rows: list[ArmPrompt]) -> dict[str, dict[str, float]]:

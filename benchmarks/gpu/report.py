@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
-from ragtrim.bench.gpu.report import (
+from ragtrim._table import format_table
+from ragtrim_bench.gpu.report import (
     accuracy_rows,
     arm_vs_oracle,
     capacity_rows,
@@ -35,8 +34,7 @@ from ragtrim.bench.gpu.report import (
     suite_tasks,
     write_plots,
 )
-from ragtrim.bench.gpu.worker import load_prompts
-from ragtrim.bench.table import format_table
+from ragtrim_bench.gpu.worker import load_prompts
 
 RESULTS = REPO / "benchmarks" / "results" / "gpu"
 PROMPTS = REPO / ".gpu" / "prompts" / "nq20_middle.jsonl"

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
 from ragtrim.plan import parse_vllm_kv_log
 
@@ -189,7 +188,7 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
 
 def prepare_models() -> dict[str, Any]:
     """Write the 270M HF directory (dequantized from the GGUF) and the dummy-shaped configs, once per machine."""
-    from ragtrim.bench import model_prep
+    from ragtrim_bench import model_prep
 
     info: dict[str, Any] = {}
     started = time.perf_counter()
@@ -253,7 +252,7 @@ def run_worker(spec: dict[str, Any], workdir: Path, deadline: float) -> dict[str
     with open(log_path, "wb") as log:
         # its own process group: on a timeout the engine-core and TP worker processes go too (in the 2026-11-29
         # run 2 they outlived a timed-out worker, held the GPU memory and made the next engines fail to start)
-        proc = subprocess.Popen([sys.executable, "-m", "ragtrim.bench.gpu.worker", str(spec_path), str(out_path)],
+        proc = subprocess.Popen([sys.executable, "-m", "ragtrim_bench.gpu.worker", str(spec_path), str(out_path)],
                                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
         try:
             rc: int | str = proc.wait(timeout=max(30.0, min(deadline - time.time(), spec.get("timeout_s", 1e9))))

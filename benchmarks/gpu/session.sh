@@ -30,7 +30,8 @@ if [ ! -f /tmp/site/.ragtrim-ready ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | grep -v WARNING
   touch /tmp/site/.ragtrim-ready
 fi
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site:$PWD:$PWD/benchmarks PYTHONUNBUFFERED=1 \
+  RAGTRIM_GGUF=${RAGTRIM_GGUF:-/tmp/gemma/gemma-3-270m-q4_k_m.gguf}  # where gpu-setup.sh stages it
 # One vLLM cache for all drivers: the first engines on a fresh machine spend ~100 s in a one-time kernel warm-up that
 # later engines reuse (run 3's first `knobs` command gave each driver its own cache and every engine timed out).
 drive() {  # drive GPU TAG SUITE ONLY BUDGET: one driver pinned to GPU (or "0,1"), log in $OUT

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragtrim.bench.hostile import (
+from ragtrim.stages.dedup import jaccard, line_shingles
+from ragtrim_bench.hostile import (
     CASES,
     HostileCase,
     conversation,
@@ -16,7 +17,6 @@ from ragtrim.bench.hostile import (
     quoted_prose,
     similar_stream,
 )
-from ragtrim.stages.dedup import jaccard, line_shingles
 
 
 def test_text_generators_have_the_described_shape() -> None:

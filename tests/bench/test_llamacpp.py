@@ -1,4 +1,4 @@
-"""The llama.cpp CPU benchmark's pure helpers (ragtrim.bench.llamacpp): hand-made records, no server, no model."""
+"""The llama.cpp CPU benchmark's pure helpers (ragtrim_bench.llamacpp): hand-made records, no server, no model."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from ragtrim.bench.llamacpp import (
+from ragtrim_bench.llamacpp import (
     ABRecord,
     answer_line,
     arm_order,

@@ -1,4 +1,4 @@
-"""Tests for ragtrim.bench.model_prep: a toy vocabulary for the tokenizer logic (fast), the real Gemma 3 270M
+"""Tests for ragtrim_bench.model_prep: a toy vocabulary for the tokenizer logic (fast), the real Gemma 3 270M
 GGUF for the tokenizer and the dequantized model (``@pytest.mark.model``)."""
 
 from __future__ import annotations
@@ -7,17 +7,18 @@ import argparse
 import importlib.util
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ragtrim.bench import model_prep as mp
 from ragtrim.errors import ConfigError, InputError, RagtrimError
+from ragtrim_bench import model_prep as mp
 
 needs_tokenizers = pytest.mark.skipif(
-    importlib.util.find_spec("tokenizers") is None, reason="tokenizers is not installed (pip install 'ragtrim[bench]')"
+    importlib.util.find_spec("tokenizers") is None, reason="tokenizers is not installed (pip install -e 'benchmarks[gemma]')"
 )
 
 
@@ -209,6 +210,13 @@ class TestFindGguf:
         monkeypatch.setenv(mp.GGUF_ENV_VAR, str(f))
         assert mp.find_gguf() == f
 
+    def test_nothing_found_names_the_ways_out(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """No package and no $RAGTRIM_GGUF: no fallback to a machine-specific path (it was /tmp/gemma)."""
+        monkeypatch.delenv(mp.GGUF_ENV_VAR, raising=False)
+        monkeypatch.setitem(sys.modules, mp.GGUF_MODULE, None)  # the import fails as if not installed
+        with pytest.raises(InputError, match=f"pip install {mp.GGUF_PACKAGE}, set {mp.GGUF_ENV_VAR}"):
+            mp.find_gguf()
+
     def test_errors_derive_from_ragtrim_error(self) -> None:
         assert issubclass(InputError, RagtrimError) and issubclass(ConfigError, RagtrimError)
 
@@ -223,6 +231,14 @@ class TestCli:
         args = self.parser().parse_args(["prepare-model", "--out", "/x", "--dummy", "4b,27b"])
         assert (args.out, args.gguf, args.dummy, args.dtype, args.func) == ("/x", None, "4b,27b", "bf16",
                                                                              mp.run_cli)
+
+    def test_ragtrim_bench_command(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        from ragtrim_bench.cli import main
+
+        assert main(["prepare-model", "--out", str(tmp_path), "--skip-weights"]) == 0
+        assert "nothing to do" in capsys.readouterr().out
+        assert main(["prepare-model", "--out", str(tmp_path), "--skip-weights", "--dummy", "7b"]) == 2
+        assert capsys.readouterr().err.startswith("ragtrim-bench: error: --dummy sizes must be among")
 
     def test_parse_dummy_sizes(self) -> None:
         assert mp.parse_dummy_sizes(" 4B, 12b,,4b ") == ("4b", "12b")
@@ -239,11 +255,11 @@ class TestCli:
 def _real_gguf() -> Path:
     if os.environ.get(mp.GGUF_ENV_VAR):
         return Path(os.environ[mp.GGUF_ENV_VAR])
-    if importlib.util.find_spec(mp.GGUF_MODULE) is None and not mp.GPU_STAGED_GGUF.is_file():
+    if importlib.util.find_spec(mp.GGUF_MODULE) is None:
         pytest.skip(f"the Gemma 3 270M GGUF is not available: pip install {mp.GGUF_PACKAGE}")
     for module in ("gguf", "tokenizers"):
         if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (pip install 'ragtrim[bench]')")
+            pytest.skip(f"{module} is not installed (pip install -e 'benchmarks[gemma]')")
     return mp.find_gguf()
 
 
@@ -362,9 +378,9 @@ class TestTransformersBackend:
     def test_load_run_records(self, model_dir: Path) -> None:
         import asyncio
 
-        from ragtrim.bench.gpu.backends import TransformersBackend
-        from ragtrim.bench.gpu.load import LoadSpec, run_load
-        from ragtrim.bench.gpu.metrics import summarize_records
+        from ragtrim_bench.gpu.backends import TransformersBackend
+        from ragtrim_bench.gpu.load import LoadSpec, run_load
+        from ragtrim_bench.gpu.metrics import summarize_records
 
         backend = TransformersBackend(model_dir=str(model_dir))
         prompts = [("w", "Hello"), ("p", "The capital of France is the city of"), ("g", "The chemical symbol for gold is")]

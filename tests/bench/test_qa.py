@@ -4,7 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from ragtrim.bench.qa import (
+from ragtrim.errors import ConfigError
+from ragtrim.models import Chunk
+from ragtrim.tokens import WhitespaceCounter
+from ragtrim_bench.datasets.nq import Passage, QAInstance
+from ragtrim_bench.qa import (
     Method,
     QABenchConfig,
     Tools,
@@ -22,11 +26,7 @@ from ragtrim.bench.qa import (
     top_k_for,
     write_results,
 )
-from ragtrim.bench.report import qa_report_text
-from ragtrim.datasets.nq import Passage, QAInstance
-from ragtrim.errors import ConfigError
-from ragtrim.models import Chunk
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim_bench.report import qa_report_text
 
 WS = WhitespaceCounter()
 INST = QAInstance(

@@ -5,9 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from ragtrim.bench.stats import mean, percentile, summarize_ms
-from ragtrim.bench.table import format_table
 from ragtrim.errors import InputError
+from ragtrim_bench.stats import mean, percentile, summarize_ms
 
 
 class TestPercentile:
@@ -32,19 +31,10 @@ class TestPercentile:
         assert s["p50_latency_ms"] == 2.0 and s["max_latency_ms"] == 3.0 and s["mean_latency_ms"] == 2.0
 
 
-def test_format_table() -> None:
-    out = format_table([{"m": "a", "x": 1.23456, "n": 1200}, {"m": "bb", "x": None, "n": 3}],
-                       [("m", "method"), ("x", "x"), ("n", "n")])
-    lines = out.splitlines()
-    assert lines[0].split() == ["method", "x", "n"]
-    assert lines[2].split() == ["a", "1.235", "1,200"]
-    assert lines[3].split() == ["bb", "-", "3"]
-
-
 def test_jain_index() -> None:
     import math
 
-    from ragtrim.bench.serve_load import jain_index
+    from ragtrim_bench.serve_load import jain_index
 
     assert jain_index([5, 5, 5, 5]) == 1.0
     assert jain_index([1, 0, 0, 0]) == 0.25

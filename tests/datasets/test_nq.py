@@ -1,13 +1,21 @@
 import gzip
 import json
+import math
 from pathlib import Path
 
 import pytest
 
-from ragtrim.datasets import data_dir
-from ragtrim.datasets.nq import NQQuestion, Passage, build_multidoc, gold_index, load_nq_open
 from ragtrim.errors import ConfigError, InputError
-from ragtrim.qa_metrics import answer_substring_in_text
+from ragtrim_bench.datasets import data_dir
+from ragtrim_bench.datasets.nq import (
+    NQQuestion,
+    Passage,
+    _BM25Index,
+    build_multidoc,
+    gold_index,
+    load_nq_open,
+)
+from ragtrim_bench.qa_metrics import answer_substring_in_text
 
 
 def _q(i: int, question: str, answer: str, title: str, text: str) -> NQQuestion:
@@ -97,6 +105,27 @@ class TestLoadNqOpen:
             load_nq_open(path)
 
 
+class TestBM25Index:
+    def test_scores_are_okapi_with_lucene_idf(self) -> None:
+        docs = ["rome founded romulus", "rome river tiber rome", "paris france"]
+        index = _BM25Index(docs, k1=1.5, b=0.75)
+        avgdl = (3 + 4 + 2) / 3
+
+        def weight(tf: int, df: int, length: int) -> float:
+            idf = math.log(1 + (3 - df + 0.5) / (df + 0.5))
+            return idf * tf * 2.5 / (tf + 1.5 * (1 - 0.75 + 0.75 * length / avgdl))
+
+        # "who" and "the" are stopwords, "rome" is counted once however often the query repeats it.
+        scores = index.scores("who founded the rome rome")
+        assert scores.tolist() == pytest.approx([weight(1, 2, 3) + weight(1, 1, 3), weight(2, 2, 4), 0.0], rel=1e-12)
+
+    def test_unknown_or_empty_query_scores_zero(self) -> None:
+        index = _BM25Index(["a b", "c d"])
+        assert index.scores("zzz").tolist() == [0.0, 0.0]
+        assert index.scores("").tolist() == [0.0, 0.0]
+        assert _BM25Index([]).scores("rome").tolist() == []
+
+
 @pytest.mark.data
 class TestSharedData:
     def test_full_file_builds(self) -> None:
@@ -106,3 +135,15 @@ class TestSharedData:
         assert len(pool) == 2124
         insts = build_multidoc(pool[:20], n_docs=20, gold_position="middle", pool=pool)
         assert all(len(i.passages) == 20 and i.passages[9].is_gold for i in insts)
+
+    def test_distractor_ids_are_pinned(self) -> None:
+        """The hard distractors of the first questions, as the committed QA and GPU results were built with them
+        (the same ids before and after BM25 moved onto ragtrim.scoring.bm25_okapi, for all 2,124 questions)."""
+        if not (data_dir() / "nq-multidoc").is_dir():
+            pytest.skip(f"shared data absent at {data_dir()}; set RAGTRIM_DATA")
+        pool = load_nq_open()
+        insts = build_multidoc(pool[:3], gold_position="middle", pool=pool)
+        assert [p.id for p in insts[0].passages] == [
+            "nq87", "nq343", "nq1084", "nq1570", "nq382", "nq189", "nq1287", "nq563", "nq1564", "nq0", "nq1824",
+            "nq628", "nq1422", "nq1963", "nq161", "nq1929", "nq86", "nq307", "nq862", "nq1088"]
+        assert [p.id for p in insts[2].passages][:5] == ["nq1958", "nq91", "nq101", "nq673", "nq694"]

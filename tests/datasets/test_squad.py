@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from ragtrim.datasets import data_dir
-from ragtrim.datasets.squad import load_squad, squad_instances
 from ragtrim.errors import InputError
+from ragtrim_bench.datasets import data_dir
+from ragtrim_bench.datasets.squad import load_squad, squad_instances
 
 DOC = {"version": "v2.0", "data": [{"title": "A", "paragraphs": [
     {"context": "P zero.", "qas": [{"question": "q0", "id": "i0", "is_impossible": False,

@@ -20,10 +20,10 @@ pytest.importorskip("aiohttp", reason="the serve extra is not installed: pip ins
 import httpx
 import uvicorn
 
-from ragtrim.bench.serve_load import free_port
 from ragtrim.serve.app import Gateway
 from ragtrim.serve.config import parse_config
 from ragtrim.serve.fake_upstream import FakeUpstreamConfig, create_fake_app
+from ragtrim_bench.serve_load import free_port
 
 
 class ServerThread:

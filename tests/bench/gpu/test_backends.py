@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ragtrim.bench.gpu.backends import OpenAICompletionsBackend
 from ragtrim.errors import ConfigError
+from ragtrim_bench.gpu.backends import OpenAICompletionsBackend
 
 
 async def _fake_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -76,7 +76,7 @@ def test_bad_url() -> None:
 
 
 def test_engine_cli_args_mirror_the_engine_kwargs() -> None:
-    from ragtrim.bench.gpu.backends import engine_cli_args
+    from ragtrim_bench.gpu.backends import engine_cli_args
 
     args = engine_cli_args({"model": "/m", "max_model_len": 4096, "kv_cache_dtype": "fp8", "enforce_eager": True,
                             "seed": 0, "quantization": None, "enable_prefix_caching": False,
@@ -98,7 +98,7 @@ def test_in_process_backend_builds_the_compilation_config(monkeypatch: pytest.Mo
     import sys
     import types
 
-    from ragtrim.bench.gpu.backends import VLLMInProcessBackend
+    from ragtrim_bench.gpu.backends import VLLMInProcessBackend
 
     seen: dict[str, object] = {}
 

@@ -4,8 +4,8 @@ import asyncio
 import itertools
 import statistics
 
-from ragtrim.bench.gpu.load import LoadSpec, poisson_offsets, run_load
-from ragtrim.bench.gpu.records import RequestRecord
+from ragtrim_bench.gpu.load import LoadSpec, poisson_offsets, run_load
+from ragtrim_bench.gpu.records import RequestRecord
 
 
 def test_poisson_offsets_deterministic_and_rate() -> None:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragtrim.bench.gpu.metrics import summarize_records, throughput_at_slo
-from ragtrim.bench.gpu.records import RequestRecord
+from ragtrim_bench.gpu.metrics import summarize_records, throughput_at_slo
+from ragtrim_bench.gpu.records import RequestRecord
 
 
 def rec(i: int, ttft: float, e2e: float, out: int = 5, ok: bool = True, prompt: int = 100) -> RequestRecord:

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from ragtrim.bench.gpu.prompts import INSTRUCTION, build_arm_prompts, cut_to_tokens, format_prompt
-from ragtrim.datasets.nq import Passage, QAInstance
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.tokens import WhitespaceCounter
+from ragtrim_bench.datasets.nq import Passage, QAInstance
+from ragtrim_bench.gpu.prompts import INSTRUCTION, build_arm_prompts, cut_to_tokens, format_prompt
 
 
 def test_format_prompt() -> None:
@@ -82,10 +82,10 @@ def test_cut_to_tokens_lands_at_or_below_the_length() -> None:
 
 
 def test_qlm_recipe_reranks_with_the_reader() -> None:
-    from ragtrim.bench.gpu.prompts import QLM_RERANK_K, QLM_WEIGHT, recipe_pipeline
     from ragtrim.errors import ConfigError
     from ragtrim.rerank import QueryLikelihoodScorer, RerankScorer
     from ragtrim.stages.relevance import RelevanceFilter
+    from ragtrim_bench.gpu.prompts import QLM_RERANK_K, QLM_WEIGHT, recipe_pipeline
 
     with pytest.raises(ConfigError, match="reader_model"):
         recipe_pipeline("top1_qlm", None)

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from ragtrim.bench.gpu.report import (
+from ragtrim_bench.gpu.report import (
     accuracy_rows,
     arm_vs_oracle,
     knob_rows,

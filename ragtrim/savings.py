@@ -1,25 +1,63 @@
 """The token-savings benchmark behind ``ragtrim bench``: run pipelines over requests and measure what they save.
 
-A request is ``{"id", "query", "answers": [...], "chunks": [...]}`` (the format of ``examples/corpus/requests.jsonl``).
-Measurement and aggregation live here; ``ragtrim.cli`` prints.
+A request is ``{"id", "query", "answers": [...], "chunks": [...]}`` (the format of the shipped example requests,
+``example_requests()``). Measurement and aggregation live here; ``ragtrim.cli`` prints.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
+import math
+import re
+import string
 import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ragtrim.bench.stats import mean, percentile
+import numpy as np
+
+from ragtrim._jsonl import iter_jsonl
+from ragtrim._stats import percentile
 from ragtrim.caches import clear_caches
 from ragtrim.errors import InputError
 from ragtrim.pipeline import Pipeline
-from ragtrim.qa_metrics import answer_in_text
+
+EXAMPLE_REQUESTS = "data/example_requests.jsonl"
+"""The example corpus's requests inside the package (built by ``examples/build_corpus.py``)."""
+
+
+def example_requests() -> Path:
+    """The shipped example requests file (12 requests over the example pages; ``ragtrim bench``'s default)."""
+    return Path(str(resources.files("ragtrim").joinpath(EXAMPLE_REQUESTS)))
+
+
+# -- answer matching ------------------------------------------------------------------------------------------------
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """Lower-case, strip ASCII punctuation and the articles a/an/the, collapse whitespace (SQuAD's order)."""
+    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split())
+
+
+def normalized_answers(answers: Iterable[str]) -> list[str]:
+    """The answers, normalized, without those that normalize to nothing."""
+    # An answer that normalizes to "" ("The") would match everything; it carries no signal, so skip it.
+    return [n for n in (normalize_answer(a) for a in answers) if n]
+
+
+def answer_in_text(answers: Iterable[str], text: str) -> bool:
+    """True when some normalized answer occurs in the normalized ``text`` as a run of whole words.
+
+    Whole-word matching (unlike the plain substring test of "Lost in the Middle") keeps "1" from matching "1990", so
+    a trimmed context is credited only for a real answer occurrence.
+    """
+    haystack = f" {normalize_answer(text)} "
+    return any(f" {a} " in haystack for a in normalized_answers(answers))
 
 
 @dataclass(frozen=True)
@@ -51,36 +89,12 @@ class SavingsRecord:
 
 def load_requests(path: str | Path) -> list[SavingsRequest]:
     """Read JSONL (optionally .gz) requests; each line needs ``query`` and ``chunks``."""
-    p = Path(path)
-    try:
-        exists = p.is_file()
-    except (OSError, ValueError) as exc:
-        raise InputError(f"requests file {str(p)!r} is not a usable path ({exc})") from None
-    if not exists:
-        raise InputError(f"requests file {str(p)!r} does not exist")
-    opener: Callable[..., Any] = gzip.open if p.suffix == ".gz" else open
     out: list[SavingsRequest] = []
-    try:
-        with opener(p, "rb") as fh:
-            raw: bytes = fh.read()
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"requests file {str(p)!r} is not UTF-8 JSONL ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:  # unreadable, or a broken .gz
-        raise InputError(f"requests file {str(p)!r} cannot be read: {exc}") from None
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise InputError(f"{p}:{n}: nested too deeply") from None
+    for n, obj in iter_jsonl(path, what="requests file"):
         if not isinstance(obj, dict) or not isinstance(obj.get("chunks"), list):
-            raise InputError(f"{p}:{n}: each line must be an object with a 'chunks' list (and 'query')")
+            raise InputError(f"{path}:{n}: each line must be an object with a 'chunks' list (and 'query')")
         if not isinstance(obj.get("answers", []), list):
-            raise InputError(f"{p}:{n}: 'answers' must be a list of strings")
+            raise InputError(f"{path}:{n}: 'answers' must be a list of strings")
         out.append(
             SavingsRequest(
                 id=str(obj.get("id", n)),
@@ -172,11 +186,16 @@ def aggregate(records: Sequence[SavingsRecord]) -> dict[str, Any]:
         "tokens_saved": before - after,
         "compression_ratio": before / after if after else float("inf") if before else 1.0,
         "answer_recall": sum(judged) / len(judged) if judged else None,
-        "p50_latency_ms": percentile(lat, 50),
-        "p95_latency_ms": percentile(lat, 95),
-        "p99_latency_ms": percentile(lat, 99),
-        "mean_latency_ms": mean(lat),
-        "mean_cpu_s_per_request": mean([r.cpu_s for r in ok]),
+        "p50_latency_ms": _percentile(lat, 50),
+        "p95_latency_ms": _percentile(lat, 95),
+        "p99_latency_ms": _percentile(lat, 99),
+        "mean_latency_ms": float(np.mean(lat)) if lat else math.nan,
+        "mean_cpu_s_per_request": float(np.mean([r.cpu_s for r in ok])) if ok else math.nan,
         "stage_tokens_saved": stages,
-        "stage_p50_ms": {k: percentile(v, 50) for k, v in stage_ms.items()},
+        "stage_p50_ms": {k: _percentile(v, 50) for k, v in stage_ms.items()},
     }
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """``ragtrim._stats.percentile``; no values: NaN, shown as "n/a"."""
+    return percentile(values, q) if values else math.nan

@@ -19,20 +19,19 @@ from typing import Any
 
 import numpy as np
 
-from ragtrim.bench.savings import peak_memory_mib
-from ragtrim.bench.stats import mean, summarize_ms
-from ragtrim.datasets.nq import DistractorKind, GoldPosition, QAInstance
 from ragtrim.errors import ConfigError, InputError
 from ragtrim.models import Chunk
 from ragtrim.pipeline import Pipeline
-from ragtrim.qa_metrics import answer_in_text
+from ragtrim.savings import answer_in_text, peak_memory_mib
 from ragtrim.scoring import EmbeddingScorer
 from ragtrim.stages.base import Stage
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.tokens import TiktokenCounter, TokenCounter
+from ragtrim_bench.datasets.nq import DistractorKind, GoldPosition, QAInstance
+from ragtrim_bench.stats import mean, summarize_ms
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
+RESULTS_DIR = Path("benchmarks") / "results"
+"""Default output folder, relative to the working directory (the repository root: where the results are kept)."""
 
 DATASETS = ("nq", "nq-random", "squad")
 FAMILIES = ("none", "bm25-topk", "emb-topk", "bm25-budget", "emb-budget", "ragtrim-default", "ragtrim-bm25",
@@ -99,12 +98,12 @@ class QABenchConfig:
 def load_settings(config: QABenchConfig) -> dict[str, list[QAInstance]]:
     """Setting name -> instances: ``nq20-bm25-first`` ... for NQ, ``squad-article`` for SQuAD."""
     if config.dataset == "squad":
-        from ragtrim.datasets.squad import load_squad, squad_instances
+        from ragtrim_bench.datasets.squad import load_squad, squad_instances
 
         articles = load_squad()
         per_article = math.ceil(config.limit / max(1, len(articles)))
         return {"squad-article": squad_instances(articles, limit_per_article=per_article)}
-    from ragtrim.datasets.nq import build_multidoc, load_nq_open
+    from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
 
     pool = load_nq_open()
     questions = pool[config.offset: config.offset + config.limit]
@@ -125,7 +124,8 @@ def instance_chunks(instance: QAInstance, counter: TokenCounter) -> tuple[Chunk,
 
 
 # -- scoring tools --------------------------------------------------------------------------------------------------
-CACHE_DIR = REPO_ROOT / ".cache"
+CACHE_DIR = Path(".cache")
+"""Derived files a run reuses (MiniLM embeddings, the Gemma tokenizer), relative to the working directory."""
 
 
 class CachedEmbedder:
@@ -482,13 +482,13 @@ each distinct text is encoded once per process."""
 
 
 def gemma_counter(notes: list[str], *, cache_file: Path = GEMMA_TOKENIZER_CACHE) -> TokenCounter | None:
-    """The Gemma 3 tokenizer rebuilt from the GGUF (``ragtrim.bench.model_prep``; 40-120 s), cached as a
+    """The Gemma 3 tokenizer rebuilt from the GGUF (``ragtrim_bench.model_prep``; 40-120 s), cached as a
     tokenizer.json under ``.cache/``; None with a note when it cannot be built."""
     from ragtrim.tokens import HFTokenizerCounter
 
     try:
         if not cache_file.is_file():
-            from ragtrim.bench import model_prep
+            from ragtrim_bench import model_prep
 
             tok = model_prep.build_tokenizer(model_prep.find_gguf())
             cache_file.parent.mkdir(parents=True, exist_ok=True)
@@ -728,7 +728,7 @@ def write_results(result: Mapping[str, Any], output_dir: str | Path) -> tuple[Pa
     json_path.write_text(json.dumps(_json_safe(result), indent=1, sort_keys=False) + "\n", encoding="utf-8")
     png: Path | None = out / f"qa_recall_vs_ratio_{dataset}.png"
     try:
-        from ragtrim.bench.plots import plot_recall_vs_ratio
+        from ragtrim_bench.plots import plot_recall_vs_ratio
 
         plot_recall_vs_ratio(result["rows"], png, title=f"QA savings: {dataset}")  # type: ignore[arg-type]
     except ImportError:
@@ -748,7 +748,7 @@ def _json_safe(value: Any) -> Any:
 
 # -- CLI glue -------------------------------------------------------------------------------------------------------
 def add_bench_args(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``ragtrim bench --dataset ...`` and ``benchmarks/qa_savings.py``."""
+    """Arguments of ``ragtrim-bench qa`` and ``benchmarks/qa_savings.py``."""
     parser.add_argument("--dataset", choices=DATASETS, default="nq",
                         help="nq: BM25 hard distractors; nq-random: random distractors (sanity); squad: same article")
     parser.add_argument("--n-docs", type=int, default=20, choices=(10, 20, 30), help="NQ passages per question")
@@ -796,14 +796,14 @@ def config_from_args(args: argparse.Namespace) -> QABenchConfig:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    """Entry point for ``ragtrim bench --dataset ...``: run, write JSON + PNG, print the report. Returns 0 or 1."""
-    from ragtrim.bench.report import print_qa_report
+    """Entry point for ``ragtrim-bench qa``: run, write JSON + PNG, print the report. Returns 0 or 1."""
+    from ragtrim_bench.report import print_qa_report
 
     try:
         config = config_from_args(args)
         result = run_qa_benchmark(config)
     except (ConfigError, InputError) as exc:
-        from ragtrim.bench.report import print_error
+        from ragtrim_bench.report import print_error
 
         print_error(str(exc))
         return 1

@@ -1,6 +1,7 @@
 """Loaders for the evaluation data in ``../shared/data`` (never copied into the repository).
 
-The location comes from ``RAGTRIM_DATA``, defaulting to ``../shared/data`` beside the repository root.
+The location comes from ``RAGTRIM_DATA``, defaulting to ``../shared/data`` relative to the working directory (the
+repository root, in this project's layout).
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ from pathlib import Path
 
 from ragtrim.errors import InputError
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_DATA_DIR = Path("..") / "shared" / "data"
 
 
 def data_dir() -> Path:
-    """Where the shared evaluation data lives (``$RAGTRIM_DATA`` or ``<repo>/../shared/data``)."""
+    """Where the shared evaluation data lives: ``$RAGTRIM_DATA``, else ``../shared/data`` from the working directory."""
     env = os.environ.get("RAGTRIM_DATA")
-    return Path(env) if env else (_REPO_ROOT.parent / "shared" / "data")
+    return Path(env) if env else DEFAULT_DATA_DIR
 
 
 def dataset_path(name: str) -> Path:

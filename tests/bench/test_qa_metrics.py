@@ -1,4 +1,9 @@
-from ragtrim.qa_metrics import answer_in_text, answer_substring_in_text, best_subspan_em, normalize_answer
+from ragtrim_bench.qa_metrics import (
+    answer_in_text,
+    answer_substring_in_text,
+    best_subspan_em,
+    normalize_answer,
+)
 
 
 class TestNormalizeAnswer:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragtrim.datasets import dataset_path
-from ragtrim.datasets.nq import Passage, QAInstance
 from ragtrim.errors import InputError
+from ragtrim_bench.datasets import dataset_path
+from ragtrim_bench.datasets.nq import Passage, QAInstance
 
 SQUAD_FOLDER = "squad-v2-dev-cs224n"
 SQUAD_FILE = "dev-v2.0.shared.json"

@@ -18,8 +18,8 @@ import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from ragtrim.bench.gpu.records import RequestRecord
 from ragtrim.errors import ConfigError, MissingDependencyError
+from ragtrim_bench.gpu.records import RequestRecord
 
 
 class _StreamTimer:
@@ -278,7 +278,7 @@ class TransformersBackend:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:
-            raise MissingDependencyError("transformers", "bench", "the transformers backend") from exc
+            raise MissingDependencyError("transformers", "embeddings", "the transformers backend") from exc
         self._tok = AutoTokenizer.from_pretrained(self.model_dir)
         model: Any = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch.float32)
         self._model = model.to(self.device).eval()

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ragtrim.bench.serve_load import free_port
-from ragtrim.bench.stats import mean, summarize
+from ragtrim_bench.serve_load import free_port
+from ragtrim_bench.stats import mean, summarize
 
 ARMS = ("untrimmed", "trimmed")
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from ragtrim.bench.gpu.records import RequestRecord
+from ragtrim_bench.gpu.records import RequestRecord
 
 
 class StreamingBackend(Protocol):

@@ -5,23 +5,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ragtrim.errors import InputError
+from ragtrim._stats import percentile as _percentile
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) with linear interpolation between closest ranks (numpy's default).
+    """``ragtrim._stats.percentile`` (the one implementation), except that empty input gives NaN: a report shows
+    "no data" rather than a made-up number."""
+    return _percentile(values, q) if values else _checked_nan(q)
 
-    Empty input gives NaN: a report shows "no data" rather than a made-up number.
-    """
-    if not 0 <= q <= 100:
-        raise InputError(f"percentile q must be within [0, 100], got {q}")
-    if not values:
-        return math.nan
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = math.ceil(pos)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+def _checked_nan(q: float) -> float:
+    _percentile([0.0], q)  # the same q check and message
+    return math.nan
 
 
 def mean(values: Sequence[float]) -> float:

@@ -7,9 +7,6 @@ chosen position. Deterministic for a given input, setting and seed.
 
 from __future__ import annotations
 
-import gzip
-import json
-import math
 import random
 import re
 from collections.abc import Iterable, Sequence
@@ -19,9 +16,11 @@ from typing import Literal
 
 import numpy as np
 
-from ragtrim.datasets import dataset_path
+from ragtrim._jsonl import iter_jsonl
 from ragtrim.errors import ConfigError, InputError
-from ragtrim.qa_metrics import normalize_answer, normalized_answers
+from ragtrim.savings import normalize_answer, normalized_answers
+from ragtrim.scoring import bm25_okapi
+from ragtrim_bench.datasets import dataset_path
 
 NQ_FOLDER = "nq-multidoc"
 NQ_FILE = "nq-open-oracle.shared.jsonl.gz"
@@ -84,28 +83,23 @@ def load_nq_open(path: str | Path | None = None, *, limit: int | None = None) ->
     p = nq_path(path)
     if not p.is_file():
         raise InputError(f"NQ-open file {str(p)!r} not found; set RAGTRIM_DATA or pass the path of {NQ_FILE}")
-    opener = gzip.open if p.suffix == ".gz" else open
     out: list[NQQuestion] = []
-    with opener(p, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                ctx = rec["ctxs"][0]
-                out.append(
-                    NQQuestion(
-                        index=n,
-                        question=str(rec["question"]),
-                        answers=tuple(str(a) for a in rec["answers"]),
-                        gold=Passage(id=f"nq{n}", title=str(ctx.get("title", "")), text=str(ctx["text"]),
-                                     is_gold=True),
-                    )
+    for line, rec in iter_jsonl(p, what="NQ-open file"):
+        n = line - 1  # the question's index: its 0-based line in the file
+        try:
+            ctx = rec["ctxs"][0]
+            out.append(
+                NQQuestion(
+                    index=n,
+                    question=str(rec["question"]),
+                    answers=tuple(str(a) for a in rec["answers"]),
+                    gold=Passage(id=f"nq{n}", title=str(ctx.get("title", "")), text=str(ctx["text"]), is_gold=True),
                 )
-            except (json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
-                raise InputError(f"{p}: line {n + 1} is not an NQ-open oracle record ({exc!r})") from None
-            if limit is not None and len(out) >= limit:
-                break
+            )
+        except (KeyError, IndexError, TypeError) as exc:
+            raise InputError(f"{p}: line {line} is not an NQ-open oracle record ({exc!r})") from None
+        if limit is not None and len(out) >= limit:
+            break
     return out
 
 
@@ -126,34 +120,37 @@ def bm25_tokens(text: str) -> list[str]:
 
 
 class _BM25Index:
-    """Okapi BM25 over a fixed corpus with an inverted index (rank_bm25 scans every document per query term)."""
+    """Okapi BM25 (``ragtrim.scoring.bm25_okapi``) over a fixed corpus, with an inverted index so that a query
+    touches only the postings of its own terms. Tokens are ``bm25_tokens``: the distractor sets of the committed
+    results were drawn with them."""
 
     def __init__(self, docs: Sequence[str], *, k1: float = 1.5, b: float = 0.75) -> None:
         self.n_docs = len(docs)
+        self.k1 = k1
+        self.b = b
         postings: dict[str, dict[int, int]] = {}
-        lengths = np.zeros(self.n_docs, dtype=np.float64)
+        self._lengths = np.zeros(self.n_docs, dtype=np.float64)
         for i, doc in enumerate(docs):
             toks = bm25_tokens(doc)
-            lengths[i] = len(toks)
+            self._lengths[i] = len(toks)
             for t in toks:
                 d = postings.setdefault(t, {})
                 d[i] = d.get(i, 0) + 1
-        avgdl = float(lengths.mean()) if self.n_docs else 0.0
-        norm = k1 * (1 - b + b * lengths / avgdl) if avgdl else np.full(self.n_docs, k1)
-        self._terms: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for t, d in postings.items():
-            idx = np.fromiter(d.keys(), dtype=np.int64, count=len(d))
-            tf = np.fromiter(d.values(), dtype=np.float64, count=len(d))
-            idf = math.log(1 + (self.n_docs - len(d) + 0.5) / (len(d) + 0.5))
-            self._terms[t] = (idx, idf * tf * (k1 + 1) / (tf + norm[idx]))
+        self._postings = {
+            t: (np.fromiter(d.keys(), dtype=np.int64, count=len(d)), np.fromiter(d.values(), dtype=np.float64,
+                                                                                 count=len(d)))
+            for t, d in postings.items()
+        }
 
     def scores(self, query: str) -> np.ndarray:
-        out = np.zeros(self.n_docs, dtype=np.float64)
-        for t in set(bm25_tokens(query)):
-            hit = self._terms.get(t)
-            if hit is not None:
-                out[hit[0]] += hit[1]
-        return out
+        terms = [t for t in dict.fromkeys(bm25_tokens(query)) if t in self._postings]
+        if not terms:
+            return np.zeros(self.n_docs, dtype=np.float64)
+        tf = np.zeros((len(terms), self.n_docs), dtype=np.float64)
+        for row, t in enumerate(terms):
+            docs, counts = self._postings[t]
+            tf[row, docs] = counts
+        return bm25_okapi(tf, self._lengths, k1=self.k1, b=self.b)
 
 
 def _pool(questions: Sequence[NQQuestion]) -> tuple[list[Passage], list[str], dict[int, int]]:

@@ -1,1 +1,0 @@
-"""Benchmarks: measurement, statistics and reporting kept apart (see ``stats`` and ``report``)."""
