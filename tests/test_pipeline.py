@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import pytest
 
@@ -176,12 +177,20 @@ class TestConfig:
         assert isinstance(stage_from_dict({"type": "budget", "max_tokens": 5}), TokenBudget)
 
 
+class OwnScorer:
+    """A user's scorer that is not a registered component: it has no config form."""
+
+    name = "own"
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [1.0] * len(texts)
+
+
 def test_object_params_are_shown_and_refused_not_dropped() -> None:
     from ragtrim.errors import ConfigError
-    from ragtrim.scoring import FixedScorer
     from ragtrim.stages.relevance import RelevanceFilter
 
-    scorer = FixedScorer(scores=[1.0, 0.0])
+    scorer = OwnScorer()
     config = Pipeline([RelevanceFilter(scorer=scorer, top_k=1)]).to_dict()
     stage = config["stages"][0]
     assert stage["scorer"] == {"unserializable": repr(scorer)}  # the config says what was there
