@@ -322,3 +322,32 @@ class TestConfigSafety:
         with pytest.raises(ConfigError, match="could not be loaded") as info:
             p.run(["a"])
         assert "SECRET" not in str(info.value) and str(secret) in str(info.value)
+
+
+class SlowWarmUp(Stage):
+    """Counts its warm-ups; each takes a while, so concurrent first runs overlap."""
+
+    name = "slow_warm_up_test"
+
+    def __init__(self) -> None:
+        self.warm_ups = 0
+
+    def warm_up(self) -> None:
+        import time
+
+        self.warm_ups += 1
+        time.sleep(0.05)
+
+    def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+        return StageOutput(context)
+
+
+def test_concurrent_first_runs_warm_up_once() -> None:
+    """The pipeline owns the one warm-up state (the LangChain classes kept a second, locked copy)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stage = SlowWarmUp()
+    pipeline = Pipeline([stage], tokenizer="whitespace")
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: pipeline.run([f"chunk {i}"]).text, range(8)))
+    assert results == [f"chunk {i}" for i in range(8)] and stage.warm_ups == 1
