@@ -122,12 +122,7 @@ class Options(Constraint):
         return True
 
     def problem(self, name: str, value: Any) -> str | None:
-        try:
-            if value in self.values:
-                return None
-        except TypeError:  # an unhashable value is no option either
-            pass
-        return self.type_error(name, value)
+        return None if value in self.values else self.type_error(name, value)
 
     def describe(self) -> str:
         return f"one of {sorted(self.values)}"

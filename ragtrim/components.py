@@ -146,10 +146,10 @@ def registered(kind: Kind) -> dict[str, type[Component]]:
     return dict(_REGISTRY[kind])
 
 
-def load_builtins(kind: Kind, importer: Callable[[str], Any] | None = None) -> None:
+def load_builtins(kind: Kind) -> None:
     for module in _BUILTIN_MODULES[kind]:
         try:
-            (importer or importlib.import_module)(module)
+            importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if exc.name != module:  # a module's own optional import failing must not hide its components
                 raise
@@ -179,6 +179,8 @@ AUTO_KEY = "auto"
 def from_config(kind: Kind, config: Any) -> Any:
     """Build a ``kind`` component from ``{"type": name, **params}``; nested component dicts are built by the
     parameter's constraints. Every problem is a ConfigError."""
+    if isinstance(config, Mapping) and set(config) in ({UNSERIALIZABLE}, {REDACTED}):
+        raise ConfigError(f"a {kind} here {_unwritten(config)}")
     if not isinstance(config, Mapping) or "type" not in config:
         shown = f"keys {sorted(map(str, config))[:20]}" if isinstance(config, Mapping) else type(config).__name__
         raise ConfigError(f"a {kind} config must be a dict with a 'type' key, got {shown}")
@@ -206,15 +208,15 @@ def from_config(kind: Kind, config: Any) -> Any:
 
 
 def _refuse_unwritten(kind: str, name: str, key: str, value: Any) -> None:
-    if isinstance(value, Mapping) and set(value) == {UNSERIALIZABLE}:
-        raise ConfigError(
-            f"{kind} {name!r}: parameter {key!r} held an object ({value[UNSERIALIZABLE]}) that a config cannot "
-            "recreate; build it in code, register its class (ragtrim.components.register), or use a named value "
-            "(e.g. scorer='embedding')"
-        )
-    if isinstance(value, Mapping) and set(value) == {REDACTED}:
-        raise ConfigError(f"{kind} {name!r}: parameter {key!r} was not written to the config ({value[REDACTED]}); "
-                          "build it in code")
+    if isinstance(value, Mapping) and set(value) in ({UNSERIALIZABLE}, {REDACTED}):
+        raise ConfigError(f"{kind} {name!r}: parameter {key!r} {_unwritten(value)}")
+
+
+def _unwritten(marker: Mapping[str, Any]) -> str:
+    if UNSERIALIZABLE in marker:
+        return (f"held an object ({marker[UNSERIALIZABLE]}) that a config cannot recreate; build it in code, register "
+                "its class (ragtrim.components.register), or use a named value (e.g. scorer='embedding')")
+    return f"was not written to the config ({marker[REDACTED]}); build it in code"
 
 
 def _from_config_value(value: Any, constraints: Constraints) -> Any:

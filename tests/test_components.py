@@ -206,6 +206,19 @@ class TestThePluginScheme:
         with pytest.raises(ConfigError, match="scorer type 'bm25' is already registered by BM25Scorer"):
             register("scorer", "bm25")(FixedScorer)
 
+    def test_an_unregistered_object_is_shown_and_refused_at_any_depth(self) -> None:
+        class OwnScorer:
+            name = "own"
+
+            def score(self, query: str, texts: list[str]) -> list[float]:
+                return [0.0] * len(texts)
+
+        own = OwnScorer()
+        config = RelevanceFilter(scorer=HybridScorer(scorers=("bm25", own))).to_dict()
+        assert config["scorer"]["scorers"] == ["bm25", {"unserializable": repr(own)}]
+        with pytest.raises(ConfigError, match="a scorer here held an object"):
+            RelevanceFilter.from_dict(config)
+
     def test_secrets_are_never_written_or_shown(self) -> None:
         summarizer = OpenAICompatibleSummarizer(base_url="http://localhost:8000/v1", model="m", api_key="sk-SECRET")
         assert "SECRET" not in repr(summarizer) and "SECRET" not in json.dumps(summarizer.to_dict())
