@@ -119,7 +119,7 @@ class SentenceCompressor(Stage):
     that neighbour's priority, so a kept sentence tends to keep its immediate context.
 
     Parameters:
-        scorer: ``"bm25"``, ``"embedding"``, ``"hybrid"`` or a Scorer, applied to sentences.
+        scorer: a named scorer (``ragtrim.scoring.NAMED_SCORERS``) or a Scorer, applied to sentences.
         max_tokens: a target for all non-pinned chunk text together; sentences are taken best-first over all
             chunks until it is reached (the output fits it under the pipeline's counter).
         target_ratio: alternatively, the compression ratio to reach (4.0 keeps about a quarter of the tokens).
