@@ -47,6 +47,12 @@ test-models: $(MODEL_STAMP)
 
 test-all: test test-models
 
+## API reference generated from the docstrings (pdoc, dev extra) into docs/api/ (not committed: 8 MB of generated
+## HTML; tests/test_api_docs.py builds it in `make test`, so CI fails when it stops building).
+.PHONY: docs
+docs: $(CORE_STAMP)
+	$(BIN)/python docs/build_api.py -o docs/api
+
 typecheck: $(CORE_STAMP)
 	$(BIN)/mypy --strict ragtrim
 

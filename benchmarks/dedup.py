@@ -1,7 +1,9 @@
 """Duplicate-removal benchmark: precision/recall on constructed duplicates of real passages, and throughput.
 
 Run on one core: ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 .venv/bin/python benchmarks/dedup.py``.
-Writes ``benchmarks/results/dedup.json`` (flat keys, units in names).
+Writes ``benchmarks/results/dedup.json`` (flat keys, units in names). ``--quick`` measures only the speed of the
+three candidate paths and a digest of their decisions (``benchmarks/results/dedup_quick.json``, about 10 s);
+``--datasketch`` times datasketch's MinHash + MinHashLSH against ours (``benchmarks/results/dedup_datasketch.json``).
 
 The stream (all from ``$RAGTRIM_DATA``):
 * SQuAD 2.0 dev (CS224N split): each article's paragraphs joined into one word stream and cut into windows of
@@ -32,23 +34,36 @@ the trade-off on this same data.
 
 from __future__ import annotations
 
+import argparse
 import gzip
+import hashlib
 import json
 import os
 import platform
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+import numpy as np
 
 from ragtrim.bench.stats import percentile, summarize_ms
 from ragtrim.datasets import dataset_path
+from ragtrim.dedup_engine import (
+    ExactJaccard,
+    NearDuplicate,
+    ShingleSet,
+    build_shingle_sets,
+    find_near_duplicates,
+)
+from ragtrim.minhash import lsh_bands, lsh_buckets, minhash_permutations, minhash_signatures
 from ragtrim.models import Chunk, TrimContext
 from ragtrim.pipeline import Pipeline
+from ragtrim.shingles import U64Array, nfkc_lower
 from ragtrim.stages import dedup as dedup_module
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.dedup import DuplicateFilter, jaccard, shingle_hashes
@@ -98,6 +113,14 @@ class DedupBenchConfig:
     template_min_chunks: int | None = 3
     template_max_words: int = 20
     out_path: str = "benchmarks/results/dedup.json"
+    medium_batch_chunks: int = 40
+    medium_batch_window_words: int = 3000
+    quick_repeats: int = 5
+    quick_small_batch_repeats: int = 200
+    quick_out_path: str = "benchmarks/results/dedup_quick.json"
+    datasketch_small_chunks: int = 200
+    datasketch_repeats: int = 5
+    datasketch_out_path: str = "benchmarks/results/dedup_datasketch.json"
 
 
 @dataclass(frozen=True)
@@ -328,16 +351,25 @@ def time_run(stage: DuplicateFilter, chunks: tuple[Chunk, ...], repeats: int) ->
     return wall, cpu
 
 
-def small_batch(cfg: DedupBenchConfig, articles: list[list[str]]) -> tuple[tuple[Chunk, ...], list[str]]:
-    rng = random.Random(cfg.seed + 1)
+def window_batch(articles: list[list[str]], *, seed: int, chunks: int, window_words: int,
+                 duplicates: int) -> list[str]:
+    """``chunks`` texts: random windows of ``window_words`` words of the articles, the first ``duplicates`` of them
+    again with an "Advertisement" header line; shuffled."""
+    rng = random.Random(seed)
     words = [w for art in articles for w in art]
     texts = []
-    for _ in range(cfg.small_batch_chunks - cfg.small_batch_duplicates):
-        s = rng.randrange(0, len(words) - cfg.small_batch_window_words)
-        texts.append(" ".join(words[s : s + cfg.small_batch_window_words]))
-    for i in range(cfg.small_batch_duplicates):
+    for _ in range(chunks - duplicates):
+        s = rng.randrange(0, len(words) - window_words)
+        texts.append(" ".join(words[s : s + window_words]))
+    for i in range(duplicates):
         texts.append("Advertisement\n" + texts[i])
     rng.shuffle(texts)
+    return texts
+
+
+def small_batch(cfg: DedupBenchConfig, articles: list[list[str]]) -> tuple[tuple[Chunk, ...], list[str]]:
+    texts = window_batch(articles, seed=cfg.seed + 1, chunks=cfg.small_batch_chunks,
+                         window_words=cfg.small_batch_window_words, duplicates=cfg.small_batch_duplicates)
     return tuple(Chunk(t, str(i), score=1.0 - i / 100) for i, t in enumerate(texts)), texts
 
 
@@ -481,13 +513,214 @@ def report(result: dict[str, Any]) -> None:
         print("changed-line stream false positive:", fp)
 
 
+def removals_digest(stage: DuplicateFilter, chunks: tuple[Chunk, ...]) -> str:
+    """SHA-256 of the stage's removals and trace info: equal digests mean identical decisions and trace."""
+    out = stage.run(TrimContext(chunks=chunks), counter=WhitespaceCounter())
+    record = [r.to_dict() for r in out.removals]
+    payload = json.dumps({"removals": record, "info": out.info}, sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def medium_batch(cfg: DedupBenchConfig, articles: list[list[str]]) -> tuple[Chunk, ...]:
+    """Under ``PAIRWISE_MAX_CHUNKS`` chunks but over ``PYTHON_PATH_MAX_CHARS`` characters: the inverted-index path."""
+    texts = window_batch(articles, seed=cfg.seed + 3, chunks=cfg.medium_batch_chunks,
+                         window_words=cfg.medium_batch_window_words, duplicates=cfg.small_batch_duplicates)
+    return tuple(Chunk(t, str(i)) for i, t in enumerate(texts))
+
+
+def run_quick(cfg: DedupBenchConfig) -> dict[str, Any]:
+    """Speed of the three candidate paths (LSH on the full stream, the pure-Python prefix filter on a small batch,
+    the inverted index on a medium batch) and a digest of each path's decisions; no quality sweeps."""
+    started = time.perf_counter()
+    items = build_corpus(cfg).items
+    stage = make_stage(cfg)
+    chunks = tuple(Chunk(it.text, f"c{i}") for i, it in enumerate(items))
+    articles = load_squad_articles()
+    small_chunks, _ = small_batch(cfg, articles)
+    medium_chunks = medium_batch(cfg, articles)
+    wall, cpu = time_run(stage, chunks, cfg.quick_repeats)
+    small_wall, small_cpu = time_run(DuplicateFilter(), small_chunks, cfg.quick_small_batch_repeats)
+    medium_wall, medium_cpu = time_run(DuplicateFilter(), medium_chunks, cfg.quick_repeats)
+    methods = {name: DuplicateFilter().run(TrimContext(chunks=c), counter=WhitespaceCounter()).info["near_method"]
+               for name, c in (("stream", chunks), ("small_batch", small_chunks), ("medium_batch", medium_chunks))}
+    return {
+        "config": asdict(cfg),
+        "mode": "quick",
+        "chunks": len(chunks),
+        "medium_batch_chars": sum(len(c.text) for c in medium_chunks),
+        **{f"{name}_near_method": m for name, m in methods.items()},
+        "stream_chunks_per_s_median": len(chunks) / percentile(wall, 50),
+        "stream_chunks_per_cpu_s_median": len(chunks) / percentile(cpu, 50),
+        **summarize_ms([x * 1000 for x in cpu], prefix="stream_stage_cpu_time"),
+        **summarize_ms([x * 1000 for x in small_cpu], prefix="small_batch_stage_cpu_time"),
+        **summarize_ms([x * 1000 for x in small_wall], prefix="small_batch_stage_latency"),
+        **summarize_ms([x * 1000 for x in medium_cpu], prefix="medium_batch_stage_cpu_time"),
+        **summarize_ms([x * 1000 for x in medium_wall], prefix="medium_batch_stage_latency"),
+        "stream_removals_sha256": removals_digest(stage, chunks),
+        "small_batch_removals_sha256": removals_digest(DuplicateFilter(), small_chunks),
+        "medium_batch_removals_sha256": removals_digest(DuplicateFilter(), medium_chunks),
+        "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "python": platform.python_version(),
+        "benchmark_wall_s": time.perf_counter() - started,
+    }
+
+
+def report_quick(result: dict[str, Any]) -> None:
+    for k, v in result.items():
+        if k != "config" and not k.startswith(("mean_", "p90_", "p95_", "p99_", "max_")):
+            print(f"{k:55s} {v:.4f}" if isinstance(v, float) else f"{k:55s} {v}")
+
+
+# -- datasketch's MinHash + MinHashLSH against ours ----------------------------------------------------------------
+def near_duplicate_inputs(chunks: Sequence[Chunk], cfg: DedupBenchConfig) -> tuple[dict[int, ShingleSet], list[int]]:
+    """The shingle sets and visit order the stage's LSH path works on (keep="first", nothing pinned): exact copies
+    removed, template lines left out, 64-bit hash arrays."""
+    folded = [nfkc_lower(c.text) for c in chunks]
+    first: dict[str, int] = {}
+    for i, f in enumerate(folded):
+        first.setdefault(" ".join(f.split()), i)
+    order = sorted(first.values())
+    sets = build_shingle_sets(folded, order, order, shingle_words=cfg.shingle_words,
+                              template_min_chunks=cfg.template_min_chunks,
+                              template_max_words=cfg.template_max_words, python_sets=False).sets
+    return sets, order
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def datasketch_signatures(sets: Mapping[int, ShingleSet], order: Sequence[int], cfg: DedupBenchConfig) -> list[Any]:
+    """``datasketch.MinHash.bulk`` (one permutation set, copied per text) over the low 32 bits of the shingle hashes:
+    the same values as ``ragtrim.minhash.minhash_signatures`` (tests/stages/test_dedup.py pins this)."""
+    from datasketch import MinHash
+
+    return MinHash.bulk((np.asarray(sets[i]).astype(np.uint32) for i in order), num_perm=cfg.num_perm, seed=1,
+                        hashfunc=_identity)
+
+
+def ours_signatures_and_buckets(arrays: Sequence[U64Array], cfg: DedupBenchConfig) -> list[list[int]]:
+    bands, rows = lsh_bands(cfg.threshold, cfg.num_perm)
+    return lsh_buckets(minhash_signatures(arrays, cfg.num_perm, 1), bands, rows, 1)
+
+
+def datasketch_from_our_signatures(sets: Mapping[int, ShingleSet], order: Sequence[int],
+                                   cfg: DedupBenchConfig) -> list[Any]:
+    """datasketch ``MinHash`` objects holding our signatures (to time ``MinHashLSH`` alone)."""
+    from datasketch import MinHash
+
+    sig = minhash_signatures([cast(U64Array, sets[i]) for i in order], cfg.num_perm, 1)
+    perms = np.array(minhash_permutations(cfg.num_perm, 1))
+    return [MinHash(hashvalues=row, permutations=perms, scheme="affine32") for row in sig]
+
+
+def datasketch_near_duplicates(sets: Mapping[int, ShingleSet], order: Sequence[int], cfg: DedupBenchConfig, *,
+                               our_signatures: bool = False) -> list[NearDuplicate]:
+    """The engine's greedy search with datasketch doing MinHash and LSH: ``MinHashLSH`` with our band shape, queried
+    then inserted in visit order, every candidate confirmed with the same exact Jaccard (no candidate caps).
+    ``our_signatures``: datasketch does only the LSH index, over signatures from ``ragtrim.minhash``."""
+    from datasketch import MinHashLSH
+
+    minhashes = (datasketch_from_our_signatures if our_signatures else datasketch_signatures)(sets, order, cfg)
+    lsh = MinHashLSH(threshold=cfg.threshold, num_perm=cfg.num_perm, params=lsh_bands(cfg.threshold, cfg.num_perm))
+    similarity = ExactJaccard(sets, cfg.threshold)
+    rank = {i: r for r, i in enumerate(order)}
+    found: list[NearDuplicate] = []
+    for i, m in zip(order, minhashes, strict=True):
+        if not len(sets[i]):
+            continue
+        best_j, best_sim = -1, -1.0
+        for j in lsh.query(m):
+            sim = similarity(i, j)
+            if sim >= cfg.threshold and (sim > best_sim or (sim == best_sim and rank[j] < rank[best_j])):
+                best_j, best_sim = j, sim
+        if best_j >= 0:
+            found.append(NearDuplicate(i, best_j, best_sim))
+            continue
+        lsh.insert(i, m, check_duplication=False)
+    return found
+
+
+def _cpu_ms(fn: Callable[[], Any]) -> tuple[float, Any]:
+    c0 = time.process_time()
+    out = fn()
+    return (time.process_time() - c0) * 1000, out
+
+
+def run_datasketch(cfg: DedupBenchConfig) -> dict[str, Any]:
+    """CPU time of MinHash + LSH near-duplicate search, ours against datasketch's, on the benchmark stream's shingle
+    sets (the whole stream and its first ``datasketch_small_chunks`` chunks); runs interleaved, medians reported."""
+    started = time.perf_counter()
+    items = build_corpus(cfg).items
+    chunks = [Chunk(it.text, f"c{i}") for i, it in enumerate(items)]
+    result: dict[str, Any] = {"config": asdict(cfg), "mode": "datasketch"}
+    import datasketch
+
+    result["datasketch_version"] = datasketch.__version__
+    for name, subset in (("stream", chunks), ("small", chunks[: cfg.datasketch_small_chunks])):
+        sets, order = near_duplicate_inputs(subset, cfg)
+        arrays = [cast(U64Array, sets[i]) for i in order]
+        steps: dict[str, Callable[[], Any]] = {
+            "ours_sig": partial(ours_signatures_and_buckets, arrays, cfg),
+            "ds_sig": partial(datasketch_signatures, sets, order, cfg),
+            "ours_search": partial(find_near_duplicates, sets, order, threshold=cfg.threshold,
+                                   strategy="minhash_lsh", num_perm=cfg.num_perm, seed=1),
+            "ds_search": partial(datasketch_near_duplicates, sets, order, cfg),
+            "ds_lsh_search": partial(datasketch_near_duplicates, sets, order, cfg, our_signatures=True),
+        }
+        times: dict[str, list[float]] = {k: [] for k in steps}
+        outputs: dict[str, Any] = {}
+        for _ in range(cfg.datasketch_repeats):
+            for key, step in steps.items():
+                ms, outputs[key] = _cpu_ms(step)
+                times[key].append(ms)
+        ours, theirs, lsh_only = outputs["ours_search"], outputs["ds_search"], outputs["ds_lsh_search"]
+        med = {k: percentile(v, 50) for k, v in times.items()}
+        result.update({
+            f"{name}_chunks": len(subset),
+            f"{name}_texts_compared": len(order),
+            f"{name}_shingles": sum(len(a) for a in arrays),
+            f"{name}_ours_signatures_and_buckets_cpu_ms": med["ours_sig"],
+            f"{name}_datasketch_signatures_cpu_ms": med["ds_sig"],
+            f"{name}_ours_near_duplicate_search_cpu_ms": med["ours_search"],
+            f"{name}_datasketch_near_duplicate_search_cpu_ms": med["ds_search"],
+            f"{name}_datasketch_over_ours_signatures": med["ds_sig"] / med["ours_sig"],
+            f"{name}_datasketch_over_ours_search": med["ds_search"] / med["ours_search"],
+            f"{name}_datasketch_lsh_our_signatures_search_cpu_ms": med["ds_lsh_search"],
+            f"{name}_datasketch_lsh_our_signatures_over_ours_search": med["ds_lsh_search"] / med["ours_search"],
+            f"{name}_near_duplicates_ours": len(ours.duplicates),
+            f"{name}_near_duplicates_datasketch": len(theirs),
+            f"{name}_same_near_duplicates": list(ours.duplicates) == theirs == lsh_only,
+            f"{name}_ours_candidates_capped": ours.capped,
+        })
+    result["load_average_1min"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    result["python"] = platform.python_version()
+    result["benchmark_wall_s"] = time.perf_counter() - started
+    return result
+
+
 def main(argv: Sequence[str] = ()) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks/dedup.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="speed of the three candidate paths and digests of their decisions only (~10 s)")
+    parser.add_argument("--datasketch", action="store_true",
+                        help="datasketch's MinHash + MinHashLSH against ours on the same shingle sets (~1 min)")
+    parser.add_argument("--out", default=None, help="JSON path (default: the config's *out_path for the mode)")
+    args = parser.parse_args(list(argv))
     cfg = DedupBenchConfig()
-    result = run_benchmark(cfg)
-    out = Path(cfg.out_path)
+    if args.quick:
+        result, default_out = run_quick(cfg), cfg.quick_out_path
+    elif args.datasketch:
+        result, default_out = run_datasketch(cfg), cfg.datasketch_out_path
+    else:
+        result, default_out = run_benchmark(cfg), cfg.out_path
+    out = Path(args.out or default_out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    report(result)
+    if args.quick or args.datasketch:
+        report_quick(result)
+    else:
+        report(result)
     return 0
 
 

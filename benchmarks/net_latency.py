@@ -10,6 +10,8 @@ Per request and candidate: wall time and CPU seconds of ``trim()`` at 1/4 of the
 kept at 1/4 and 1/8 (the 1/8 pass reuses the 1/4 pass's caches, so it is not timed).
 
 Usage: python benchmarks/net_latency.py [--split heldout|dev] [--limit N] [--candidates a,b,...]
+A candidate named ``<name>-nopf`` runs with ``Pipeline(prefetch=False)``: stages strictly in turn, the model pass
+not overlapped with the CPU stages.
 Writes benchmarks/results/net_latency_<split>.json.
 """
 
@@ -36,9 +38,10 @@ RESULTS = Path("benchmarks/results")
 def _scorer(name: str) -> Any:
     """The relevance scorer of a candidate (built inside the worker)."""
     from ragtrim.cascade import CascadeScorer
-    from ragtrim.fast import fast_scorer
+    from ragtrim.fast import FAST_BM25_WEIGHT, FAST_CANDIDATES, FAST_PREFIX_TOKENS, fast_scorer
     from ragtrim.onnx_embed import OnnxEmbeddingScorer
     from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, BM25Scorer, EmbeddingScorer, HybridScorer
+    from ragtrim.torch_embed import TorchEmbeddingScorer
 
     table: dict[str, Callable[[], Any]] = {
         "bm25": BM25Scorer,
@@ -58,6 +61,14 @@ def _scorer(name: str) -> Any:
         w = float(weight)
         return HybridScorer(scorers=(BM25Scorer(), OnnxEmbeddingScorer(max_seq_length=int(seq), threads=int(threads))),
                             method="mix", weights=(w, 1 - w))
+    if name in ("fast-cuda-st", "fast-cuda-eager"):  # MiniLM on CUDA through sentence-transformers (before run 7)
+        model = os.environ.get("RAGTRIM_MINILM", DEFAULT_EMBEDDING_MODEL)  # or called directly, without CUDA graphs
+        prefix = (EmbeddingScorer(model=model, device="cuda", max_seq_length=FAST_PREFIX_TOKENS) if name.endswith("st")
+                  else TorchEmbeddingScorer(model=model, device="cuda", max_seq_length=FAST_PREFIX_TOKENS,
+                                            cuda_graphs=False))
+        mixed = HybridScorer(scorers=(BM25Scorer(), prefix), method="mix",
+                             weights=(FAST_BM25_WEIGHT, 1 - FAST_BM25_WEIGHT))
+        return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
     if name.startswith("fast-"):  # fast-<onnx|cuda|torchcpu>[-t<threads>]: the fast path on a forced backend
         parts = name.split("-")
         backend = {"onnx": "onnxruntime-int8-cpu", "cuda": "torch-cuda", "torchcpu": "torch-cpu"}[parts[1]]
@@ -69,18 +80,19 @@ def _scorer(name: str) -> Any:
 
 
 def _worker(name: str, conn: Any) -> None:
-    from ragtrim.api import default_pipeline, default_stages
+    from ragtrim.api import default_stages
     from ragtrim.pipeline import Pipeline
     from ragtrim.stages.relevance import RelevanceFilter
 
-    scorer = _scorer(name)
+    prefetch = not name.endswith("-nopf")  # "<candidate>-nopf": stages strictly in turn, no background model pass
+    scorer = _scorer(name.removesuffix("-nopf"))
 
     def pipeline(budget: int) -> Any:
         if scorer is None:
-            return default_pipeline(budget=budget)
+            return Pipeline(default_stages(budget=budget), prefetch=prefetch)
         stages = [RelevanceFilter(scorer=scorer, top_k=None) if isinstance(s, RelevanceFilter) else s
                   for s in default_stages(budget=budget, scorer="bm25")]
-        return Pipeline(stages)
+        return Pipeline(stages, prefetch=prefetch)
 
     from ragtrim.tokens import get_counter
 

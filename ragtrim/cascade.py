@@ -14,7 +14,7 @@ from typing import ClassVar
 from ragtrim._validate import Constraints, Interval
 from ragtrim.components import Component, component, register
 from ragtrim.ranking import best_first, check_score_inputs
-from ragtrim.scoring import Scorer, get_scorer, scorer_param, warm_up_scorers
+from ragtrim.scoring import Scorer, get_scorer, prefetch_scores, scorer_param, warm_up_scorers
 
 
 @register("scorer", "cascade")
@@ -45,6 +45,18 @@ class CascadeScorer(Component):
 
     def warm_up(self) -> None:
         warm_up_scorers([get_scorer(self.first), get_scorer(self.second)])
+
+    def prefetch(self, query: str, texts: Sequence[str]) -> None:
+        """Start the second stage on the texts it will rescore (all of them when they are few enough; else the
+        first stage ranks them now, which a later ``score`` repeats from its caches)."""
+        n = len(texts)
+        if n == 0 or not isinstance(query, str):
+            return
+        top: Sequence[str] = texts
+        if self.rescored(n) < n:
+            first = get_scorer(self.first).score(query, texts)
+            top = [texts[i] for i in best_first(first)[: self.rescored(n)]]
+        prefetch_scores([get_scorer(self.second)], query, top)
 
     def rescored(self, n: int) -> int:
         """How many of ``n`` texts the second stage reads."""

@@ -32,7 +32,7 @@ REDACTED = "redacted"
 _BUILTIN_MODULES: dict[Kind, tuple[str, ...]] = {
     "stage": ("ragtrim.stages.html", "ragtrim.stages.dedup", "ragtrim.stages.budget", "ragtrim.stages.relevance",
               "ragtrim.stages.compress", "ragtrim.stages.order", "ragtrim.stages.history"),
-    "scorer": ("ragtrim.scoring", "ragtrim.cascade", "ragtrim.onnx_embed", "ragtrim.rerank"),
+    "scorer": ("ragtrim.scoring", "ragtrim.cascade", "ragtrim.onnx_embed", "ragtrim.torch_embed", "ragtrim.rerank"),
     "counter": ("ragtrim.tokens",),
     "summarizer": ("ragtrim.history",),
 }

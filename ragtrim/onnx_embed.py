@@ -16,7 +16,7 @@ import os
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -232,6 +232,25 @@ def _encode_prefix(tokenizer: Any, text: str, max_tokens: int) -> Any:
     return tokenizer.encode(text)
 
 
+def padded_batches(tokenizer: Any, texts: Sequence[str], max_tokens: int,
+                   batch_size: int) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+    """The texts' word pieces (at most ``max_tokens`` each, see ``_encode_prefix``) in length-sorted batches of
+    ``batch_size``: ``(positions in texts, input ids, attention mask)``, int64 and right-padded to the batch's
+    longest text, so padding costs little."""
+    encodings = [_encode_prefix(tokenizer, t, max_tokens) for t in texts]
+    order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+    for start in range(0, len(order), batch_size):
+        batch = order[start:start + batch_size]
+        width = max(len(encodings[i].ids) for i in batch)
+        ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, i in enumerate(batch):
+            n = len(encodings[i].ids)
+            ids[row, :n] = encodings[i].ids
+            mask[row, :n] = 1
+        yield batch, ids, mask
+
+
 @register("scorer", "onnx_embedding")
 @component
 class OnnxEmbeddingScorer(CachedEmbedder):
@@ -273,25 +292,27 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         self._run(session, tokenizer, ["warm up"])
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self._prepare(texts)()
+
+    def _prepare(self, texts: Sequence[str]) -> Callable[[], np.ndarray]:
         session, tokenizer = self._parts()
-        return self._run(session, tokenizer, texts)
+        return self._model_pass(session, tokenizer, texts)
 
     def _run(self, session: Any, tokenizer: Any, texts: Sequence[str]) -> np.ndarray:
-        encodings = [_encode_prefix(tokenizer, t, self.max_seq_length) for t in texts]
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        out = np.zeros((len(texts), 0), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start:start + self.batch_size]
-            width = max(len(encodings[i].ids) for i in batch)
-            ids = np.zeros((len(batch), width), dtype=np.int64)
-            mask = np.zeros((len(batch), width), dtype=np.int64)
-            for row, i in enumerate(batch):
-                n = len(encodings[i].ids)
-                ids[row, :n] = encodings[i].ids
-                mask[row, :n] = 1
-            vectors = session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                         "token_type_ids": np.zeros_like(ids)})[0]
-            if out.shape[1] == 0:
-                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
-            out[batch] = vectors
-        return out
+        return self._model_pass(session, tokenizer, texts)()
+
+    def _model_pass(self, session: Any, tokenizer: Any, texts: Sequence[str]) -> Callable[[], np.ndarray]:
+        """Tokenize now; the returned call runs the session (which releases the GIL) and assembles the rows."""
+        batches = list(padded_batches(tokenizer, texts, self.max_seq_length, self.batch_size))
+
+        def run() -> np.ndarray:
+            out = np.zeros((len(texts), 0), dtype=np.float32)
+            for batch, ids, mask in batches:
+                vectors = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                             "token_type_ids": np.zeros_like(ids)})[0]
+                if out.shape[1] == 0:
+                    out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+                out[batch] = vectors
+            return out
+
+        return run

@@ -31,7 +31,14 @@ class Pipeline:
     3
     """
 
-    def __init__(self, stages: Sequence[Stage] = (), *, tokenizer: str | TokenCounter | None = None) -> None:
+    def __init__(
+        self, stages: Sequence[Stage] = (), *, tokenizer: str | TokenCounter | None = None, prefetch: bool = True
+    ) -> None:
+        """``prefetch``: before the stages run, let each start what it will need (``Stage.prefetch``): the relevance
+        stage's model pass then runs on ragtrim's background thread while the CPU stages work, and the result is
+        the same. ``False`` runs everything in the caller's thread, one stage after another."""
+        if not isinstance(prefetch, bool):
+            raise ConfigError(f"prefetch must be True or False, got {prefetch!r}")
         stages = list(stages)
         for i, stage in enumerate(stages):
             if not isinstance(stage, Stage):
@@ -42,12 +49,16 @@ class Pipeline:
         self.stages = tuple(stages)
         self.tokenizer = tokenizer
         self.counter = get_counter(tokenizer)
+        self.prefetch = prefetch
         self._warm = False
         self._warm_lock = threading.Lock()
 
     # -- config -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"tokenizer": counter_config(self.counter), "stages": [s.to_dict() for s in self.stages]}
+        out: dict[str, Any] = {"tokenizer": counter_config(self.counter), "stages": [s.to_dict() for s in self.stages]}
+        if not self.prefetch:
+            out["prefetch"] = False
+        return out
 
     @classmethod
     def from_dict(
@@ -65,14 +76,16 @@ class Pipeline:
     def _from_dict(cls, config: Mapping[str, Any], tokenizer_dirs: Sequence[str | os.PathLike[str]]) -> Pipeline:
         if not isinstance(config, Mapping):
             raise ConfigError(f"pipeline config must be a dict, got {type(config).__name__}")
-        unknown = set(config) - {"tokenizer", "stages"}
+        unknown = set(config) - {"tokenizer", "stages", "prefetch"}
         if unknown:
-            raise ConfigError(f"unknown pipeline config keys {sorted(unknown)}; allowed: 'tokenizer', 'stages'")
+            raise ConfigError(f"unknown pipeline config keys {sorted(unknown)}; allowed: 'tokenizer', 'stages', "
+                              "'prefetch'")
         stages = config.get("stages", [])
         if not isinstance(stages, (list, tuple)):
             raise ConfigError(f"'stages' must be a list of stage dicts, got {type(stages).__name__}")
         built = [stage_from_dict(s) for s in stages]
-        return cls(built, tokenizer=counter_from_config(config.get("tokenizer"), allowed_dirs=tokenizer_dirs))
+        return cls(built, tokenizer=counter_from_config(config.get("tokenizer"), allowed_dirs=tokenizer_dirs),
+                   prefetch=config.get("prefetch", True))
 
     def __repr__(self) -> str:
         return f"Pipeline(stages={list(self.stages)!r}, tokenizer={self.counter.name!r})"
@@ -117,6 +130,15 @@ class Pipeline:
         known: dict[str, tuple[str, int]] = {}
         context = context.with_chunks(_verified_counts(context.chunks, counter, known))
         tokens_before = context.total_tokens
+        if self.prefetch and context.chunks and context.query.strip():
+            for stage in self.stages:
+                try:
+                    stage.prefetch(context, counter=counter)
+                except RagtrimError as exc:
+                    exc.add_note(f"raised in stage {stage.name!r} (prefetch)")
+                    raise
+                except Exception as exc:
+                    raise StageError(stage.name, f"prefetch: {type(exc).__name__}: {exc}") from exc
         reports: list[StageReport] = []
         for stage in self.stages:
             started = time.perf_counter()

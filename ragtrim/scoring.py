@@ -15,6 +15,7 @@ import threading
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
@@ -48,7 +49,7 @@ NAMED_SCORERS: dict[str, Callable[[], Scorer]] = {
 """The one list of scorer names: what ``get_scorer``, a stage's ``scorer`` parameter, the CLI's ``--scorer`` and the
 gateway's ``trim.scorer`` accept (``"auto"``, resolved per host by ``ragtrim.fast.choose``, is a stage-level name).
 ``hybrid`` is BM25 + MiniLM, min-max mixed with weights 0.15 / 0.85 (tuned on NQ dev questions); ``fast`` is BM25 +
-MiniLM over each passage's first 16 word pieces on the cheapest backend of the host (``ragtrim.fast``)."""
+MiniLM over each passage's first 10 word pieces on the cheapest backend of the host (``ragtrim.fast``)."""
 SCORER_NAMES: tuple[str, ...] = tuple(NAMED_SCORERS)
 
 
@@ -254,14 +255,56 @@ class CachedEmbedder(Component):
     cache_size: int = 16384
     _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _pending: tuple[Future[None], frozenset[str]] | None = field(default=None, init=False)  # the prefetch in flight
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
+
+    def _prepare(self, texts: Sequence[str]) -> Callable[[], np.ndarray]:
+        """Split an encode into what needs the GIL (done here, in the caller's thread) and the model pass it
+        returns (run by ``prefetch`` on the background thread). A subclass whose model runs in native code
+        tokenizes here: a background thread that held the GIL for tokenization would stall the caller's CPU work
+        by the interpreter's switch interval each time. The default does everything in the model pass."""
+        return lambda: self._encode(texts)
+
+    def prefetch(self, query: str, texts: Sequence[str]) -> None:
+        """Start embedding ``query`` and ``texts`` on ragtrim's background thread, so that a later ``score`` of them
+        finds them cached while the caller did other work meanwhile (``Pipeline.run`` overlaps the model pass with
+        its CPU stages this way). The model runs in native code that releases the GIL. At most one prefetch is in
+        flight per scorer (a concurrent request's prefetch is skipped, and it encodes in its own thread as usual);
+        ``embed`` waits for it only when it asks for a text the prefetch holds. A failed prefetch is logged at
+        debug level and forgotten: ``score`` then encodes as usual and raises whatever the model raises."""
+        pending = self._pending
+        if self.cache_size == 0 or (pending is not None and not pending[0].done()):
+            return
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in (query, *texts) if t not in self._cache))
+        if missing:
+            self._pending = (background().submit(self._fill, missing, self._prepare(missing)), frozenset(missing))
+
+    def _fill(self, texts: list[str], model_pass: Callable[[], np.ndarray]) -> None:
+        vectors = model_pass()
+        with self._lock:
+            lru_put(self._cache, ((t, np.asarray(v, dtype=np.float32)) for t, v in zip(texts, vectors)),
+                    self.cache_size)
+
+    def _drain(self, texts: Sequence[str] = ()) -> None:
+        """Wait for the prefetch in flight if it holds any of ``texts`` (or, without texts, in any case)."""
+        pending = self._pending
+        if pending is None or (texts and pending[1].isdisjoint(texts)):
+            return
+        if self._pending is pending:
+            self._pending = None
+        try:
+            pending[0].result()
+        except Exception as exc:  # noqa: BLE001  # score() encodes again and raises it in the caller's thread
+            logger.debug("embedding prefetch failed: %s: %s", type(exc).__name__, exc)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-normalized embeddings, one row per text (cached per text)."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        self._drain(texts)
         with self._lock:
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         fresh: dict[str, np.ndarray] = {}
@@ -293,7 +336,9 @@ class CachedEmbedder(Component):
             return list(self._cache.items())
 
     def clear_cache(self) -> None:
-        """Forget every cached embedding (the model stays loaded)."""
+        """Forget every cached embedding (the model stays loaded); a prefetch in flight is waited for first, so that
+        it cannot refill the cache afterwards."""
+        self._drain()
         with self._lock:
             self._cache.clear()
 
@@ -411,6 +456,9 @@ class HybridScorer(Component):
     def warm_up(self) -> None:
         warm_up_scorers(self.parts())
 
+    def prefetch(self, query: str, texts: Sequence[str]) -> None:
+        prefetch_scores(self.parts(), query, texts)
+
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         _check_inputs(query, texts)
         if not texts:
@@ -423,6 +471,30 @@ class HybridScorer(Component):
             s = np.asarray(scorer.score(query, texts), dtype=np.float64)
             total += w * (rrf_contribution(s, self.rrf_k) if self.method == "rrf" else min_max(s))
         return [float(x) / sum(weights) for x in total]
+
+
+def prefetch_scores(scorers: Sequence[Scorer], query: str, texts: Sequence[str]) -> None:
+    """Let those ``scorers`` that have a ``prefetch`` start on ``query`` and ``texts`` in the background (see
+    ``CachedEmbedder.prefetch``); the others are left alone."""
+    for scorer in scorers:
+        start = getattr(scorer, "prefetch", None)
+        if callable(start):
+            start(query, texts)
+
+
+_BACKGROUND: ThreadPoolExecutor | None = None
+
+
+def background() -> ThreadPoolExecutor:
+    """ragtrim's one background thread (made on first use): model passes that overlap the pipeline's CPU work."""
+    global _BACKGROUND
+    with _STATE_LOCK:
+        if _BACKGROUND is None:
+            _BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragtrim-prefetch")
+        return _BACKGROUND
+
+
+_STATE_LOCK = threading.Lock()
 
 
 def warm_up_scorers(scorers: Sequence[Scorer]) -> None:

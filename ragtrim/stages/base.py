@@ -36,6 +36,14 @@ class Stage(Component, ABC):
     def warm_up(self) -> None:
         """Load heavy resources (models, indexes). Called once by the pipeline before the first run."""
 
+    def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
+        """Optional: start work that ``run`` will need, on the request as it arrives, before any stage runs.
+
+        ``Pipeline.run`` calls every stage's ``prefetch`` in order, then runs the stages. A stage may start a model
+        pass in the background (the relevance stage) or fill caches keyed by text (sentence splits, token counts),
+        so that the model pass and the CPU stages overlap. Whatever it does must only warm caches: ``run`` must
+        give the same result whether or not ``prefetch`` ran (earlier stages may change or drop the chunks)."""
+
     @classmethod
     def type_name(cls) -> str:
         return cls.name

@@ -18,7 +18,7 @@ from ragtrim._validate import Constraints, Interval, Text
 from ragtrim.components import component
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.scoring import Scorer, get_scorer, min_max, scorer_param, warm_up_scorers
+from ragtrim.scoring import BM25Scorer, Scorer, get_scorer, min_max, scorer_param, tokenize, warm_up_scorers
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
 from ragtrim.text import normalize_text, sentence_spans
 from ragtrim.tokens import TokenCounter
@@ -168,6 +168,17 @@ class SentenceCompressor(Stage):
 
     def warm_up(self) -> None:
         warm_up_scorers([get_scorer(self.scorer)])
+
+    def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
+        """Split and count the sentences of the chunks as they arrive, and tokenize them for BM25, while the
+        relevance stage's model pass runs in the background: ``run`` then finds all three in their caches. Texts
+        with a ``<`` (maybe HTML, which the HTML stage would change) are left out."""
+        plain = tuple(c for c in context.chunks if "<" not in c.text)
+        sentences = self._split(plain, counter)
+        scorer = get_scorer(self.scorer)
+        if isinstance(scorer, BM25Scorer):
+            for s in sentences:
+                tokenize(s.text, stopwords=scorer.stopwords)
 
     # -- scoring ------------------------------------------------------------------------------------------------
     def _split(self, chunks: tuple[Chunk, ...], counter: TokenCounter) -> list[_Sentence]:

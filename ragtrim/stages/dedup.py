@@ -3,6 +3,11 @@
 Near-duplicate candidates come from seeded MinHash signatures with LSH banding; every candidate is confirmed with
 the exact Jaccard of the two shingle sets, so a chunk is only ever dropped for a measured similarity.
 
+This module is the stage: visit order, exact duplicates, which candidate strategy a batch takes, and the trace. The
+engine lives apart, as ``ragtrim.html_extract`` does for ``HtmlCleaner``: ``ragtrim.shingles`` (words, shingles,
+hashes, Jaccard), ``ragtrim.minhash`` (MinHash signatures, LSH banding) and ``ragtrim.dedup_engine`` (shingle sets
+with template lines left out, one class per candidate strategy, the greedy search).
+
 How duplicates are decided:
 
 * Chunks are visited best-first: pinned chunks, then by score (descending, unscored last), ties by input position
@@ -36,26 +41,58 @@ How duplicates are decided:
 
 from __future__ import annotations
 
-import math
-import re
-import unicodedata
-from collections import Counter
-from collections.abc import Iterable, Sequence
-from functools import lru_cache
-from itertools import chain
-from typing import ClassVar, Literal, cast, get_args
-
-import numpy as np
-import numpy.typing as npt
+from typing import ClassVar, Literal, get_args
 
 from ragtrim._validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
+from ragtrim.dedup_engine import (
+    LSH_MAX_BUCKET_CHUNKS,
+    LSH_MAX_CANDIDATES,
+    CandidateStrategy,
+    build_shingle_sets,
+    find_near_duplicates,
+)
 from ragtrim.errors import ConfigError
+from ragtrim.minhash import LSH_MIN_RECALL_AT_THRESHOLD, lsh_bands, minhash_signatures
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
+from ragtrim.shingles import (
+    batch_shingle_hashes,
+    jaccard,
+    line_shingles,
+    line_words,
+    nfkc_lower,
+    normalize,
+    shingle_hashes,
+    template_lines,
+    word_text,
+    words_of,
+)
 from ragtrim.stages.base import Stage, register_stage
 from ragtrim.stages.budget import priority_order
-from ragtrim.text import normalize_text
 from ragtrim.tokens import TokenCounter
+
+# The stage, its switches, and the engine functions that callers imported from here before the engine moved out
+# (ragtrim.shingles, ragtrim.minhash, ragtrim.dedup_engine).
+__all__ = [
+    "LSH_MAX_BUCKET_CHUNKS",
+    "LSH_MAX_CANDIDATES",
+    "LSH_MIN_RECALL_AT_THRESHOLD",
+    "PAIRWISE_MAX_CHUNKS",
+    "PYTHON_PATH_MAX_CHARS",
+    "DuplicateFilter",
+    "KeepPolicy",
+    "batch_shingle_hashes",
+    "jaccard",
+    "line_shingles",
+    "line_words",
+    "lsh_bands",
+    "minhash_signatures",
+    "normalize",
+    "shingle_hashes",
+    "template_lines",
+    "word_text",
+    "words_of",
+]
 
 KeepPolicy = Literal["best", "first"]
 
@@ -65,305 +102,6 @@ PAIRWISE_MAX_CHUNKS = 48
 PYTHON_PATH_MAX_CHARS = 500_000
 """Up to this many characters in a small batch, shingles are Python sets built without numpy (no array set-up cost);
 above it, the vectorized 64-bit hashing keeps memory bounded."""
-
-LSH_MIN_RECALL_AT_THRESHOLD = 0.995
-"""Band shape is chosen so that a pair exactly at the threshold becomes a candidate at least this often."""
-
-LSH_MAX_BUCKET_CHUNKS = 32
-"""An LSH bucket remembers at most this many kept chunks (the first ones visited). Similar but distinct chunks (one
-text with a few words changed, thousands of times) share buckets, and without a cap every chunk met every kept one:
-4,000 such chunks took 34 s, 8,000 took 139 s."""
-
-LSH_MAX_CANDIDATES = 32
-"""At most this many kept chunks per chunk get the exact Jaccard check: those sharing the most LSH bands with it
-(an estimate of similarity; ties by visit order). A chunk is dropped only for a measured Jaccard, so the caps can
-miss a near duplicate on such streams, never drop a chunk wrongly. ``info["near_candidates_capped"]`` counts the
-chunks whose comparisons a cap cut short."""
-
-_WORD = re.compile(r"\w+")
-_U64 = np.uint64
-_FNV_PRIME = _U64(0x100000001B3)
-_FNV_OFFSET = _U64(0xCBF29CE484222325)
-_POLY_BASE = _U64(0x9E3779B97F4A7C15)  # odd, so invertible modulo 2**64
-
-_BLOCK_ROWS = 4096  # shingles per MinHash block: rows * num_perm * 4 bytes stays cache-sized (2 MB)
-_MAX32 = np.uint32(0xFFFFFFFF)
-_MAX_SET_SHINGLES = 50_000  # above this, Jaccard runs on sorted numpy arrays instead of Python sets (memory)
-
-U32Array = npt.NDArray[np.uint32]
-U64Array = npt.NDArray[np.uint64]
-
-
-# -- shingling and hashing ----------------------------------------------------------------------------------------
-def normalize(text: str) -> str:
-    """``ragtrim.text.normalize_text``: NFKC, lower case, whitespace runs -> one space, stripped."""
-    return normalize_text(text)
-
-
-def _nfkc_lower(text: str) -> str:
-    """NFKC and lower case: ``" ".join(_nfkc_lower(t).split()) == normalize_text(t)``; its lines are the lines."""
-    return unicodedata.normalize("NFKC", text).lower()
-
-
-# Every ASCII character that is neither a word character (``\w``) nor whitespace becomes a space, so that
-# ``translate(...).split()`` equals ``_WORD.findall`` on ASCII text at a fraction of the cost.
-_ASCII_NON_WORD = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalnum() or c == "_")})
-
-
-def word_text(normalized: str) -> str:
-    """Normalized text with every non-word character turned into a space: its ``split()`` is the ``\\w+`` words."""
-    if normalized.isascii():
-        return normalized.translate(_ASCII_NON_WORD)
-    return " ".join(_WORD.findall(normalized))
-
-
-def words_of(normalized: str) -> list[str]:
-    """The words near-duplicate detection compares: the ``\\w+`` runs of normalized text."""
-    if normalized.isascii():
-        return normalized.translate(_ASCII_NON_WORD).split()
-    return _WORD.findall(normalized)
-
-
-def line_words(text: str) -> list[list[str]]:
-    """The words of each line of ``text`` (NFKC, lower-cased) that has any: shingles never cross these lines."""
-    return [w for w in map(words_of, _nfkc_lower(text).splitlines()) if w]
-
-
-def _line_shingles(words: list[str], shingle_words: int) -> Iterable[tuple[str, ...]]:
-    if len(words) < shingle_words:
-        return (tuple(words),)
-    return zip(*(words[j:] for j in range(shingle_words)))
-
-
-def line_shingles(text: str, shingle_words: int) -> set[tuple[str, ...]]:
-    """The word shingles of ``text`` as near-duplicate detection forms them (no template discounting): each line
-    shingled on its own, a line shorter than ``shingle_words`` giving one shingle of all its words."""
-    return {sh for words in line_words(text) for sh in _line_shingles(words, shingle_words)}
-
-
-def template_lines(chunk_lines: Iterable[Sequence[Sequence[str]]], *, min_chunks: int,
-                   max_words: int) -> frozenset[tuple[str, ...]]:
-    """Lines (word tuples) of at most ``max_words`` words found in at least ``min_chunks`` of the given chunks
-    (each chunk's lines as word lists; a line counts once per chunk)."""
-    counts: Counter[tuple[str, ...]] = Counter()
-    for lines in chunk_lines:
-        counts.update({tuple(w) for w in lines if len(w) <= max_words})
-    return frozenset(line for line, n in counts.items() if n >= min_chunks)
-
-
-def _fmix64(h: U64Array) -> U64Array:
-    h = h ^ (h >> _U64(33))
-    h = h * _U64(0xFF51AFD7ED558CCD)
-    h = h ^ (h >> _U64(33))
-    h = h * _U64(0xC4CEB9FE1A85EC53)
-    return h ^ (h >> _U64(33))
-
-
-_POWERS: U64Array = np.ones(1, dtype=np.uint64)
-_POWERS_CACHE_MAX = 1 << 16
-_GROUP_BYTES = 1 << 17
-
-
-def _powers(n: int) -> U64Array:
-    """``P**t`` modulo 2**64 for ``t < n``; cached (words are short, so n rarely exceeds a few dozen)."""
-    global _POWERS
-    cached = _POWERS
-    if len(cached) >= n:
-        return cached
-    size = max(n, 2 * len(cached), 64)
-    table = np.full(size, _POLY_BASE, dtype=np.uint64)
-    table[0] = 1
-    table = np.cumprod(table, dtype=np.uint64)
-    if size <= _POWERS_CACHE_MAX:
-        _POWERS = table  # one assignment: other threads see the old or the new table, both valid
-    return table
-
-
-def batch_shingle_hashes(word_texts: Sequence[str], shingle_words: int) -> list[U64Array]:
-    """64-bit hashes of the word shingles of each text (``word_text`` output), in shingle order, not deduplicated.
-
-    Texts are hashed in groups of about ``_GROUP_BYTES`` so temporary arrays stay cache-sized; see
-    ``_shingle_hashes_group`` for the hashing itself.
-    """
-    out: list[U64Array] = []
-    group: list[str] = []
-    size = 0
-    for text in word_texts:
-        if group and size + len(text) > _GROUP_BYTES:
-            out.extend(_shingle_hashes_group(group, shingle_words))
-            group, size = [], 0
-        group.append(text)
-        size += len(text) + 1
-    if group:
-        out.extend(_shingle_hashes_group(group, shingle_words))
-    return out
-
-
-def _shingle_hashes_group(word_texts: Sequence[str], shingle_words: int) -> list[U64Array]:
-    """Shingle hashes of each text, computed in one vectorized pass.
-
-    All texts are hashed in one vectorized pass: a word's hash is a polynomial hash of its UTF-8 bytes (a segmented
-    sum, O(bytes) whatever the word lengths) and its length, finalized with MurmurHash3's fmix64; a shingle's hash
-    is an FNV-style fold of its word hashes. A text with fewer than ``shingle_words`` words (but at least one) has
-    a single shingle of all its words; a text without words has none.
-    """
-    parts = [t.encode("utf-8") for t in word_texts]
-    data = np.frombuffer(b" ".join(parts), dtype=np.uint8)
-    is_word = np.concatenate(([False], data != 0x20, [False]))
-    edges = np.flatnonzero(is_word[1:] != is_word[:-1])
-    starts, ends = edges[0::2], edges[1::2]
-    lengths = ends - starts
-    word_hashes = np.empty(0, dtype=np.uint64)
-    if len(lengths):
-        word_bytes = data[is_word[1:-1]].astype(np.uint64)
-        offsets = np.cumsum(lengths) - lengths
-        position = np.arange(len(word_bytes)) - np.repeat(offsets, lengths)  # byte position inside its word
-        terms = word_bytes * _powers(int(lengths.max()))[position]
-        summed: U64Array = np.add.reduceat(terms, offsets)
-        word_hashes = _fmix64(summed ^ lengths.astype(np.uint64))
-    text_starts = np.cumsum([0] + [len(p) + 1 for p in parts])
-    first_word = np.searchsorted(starts, text_starts).tolist()
-
-    n_words = len(word_hashes)
-    k = shingle_words
-    m = n_words - k + 1
-    full = np.empty(0, dtype=np.uint64)
-    if m > 0:
-        h = np.full(m, _FNV_OFFSET, dtype=np.uint64)
-        for j in range(k):
-            h = (h ^ word_hashes[j : j + m]) * _FNV_PRIME
-        full = _fmix64(h)
-    out: list[U64Array] = []
-    for c in range(len(parts)):
-        lo, hi = first_word[c], first_word[c + 1]
-        if hi - lo >= k:
-            out.append(full[lo : hi - k + 1])
-        elif hi > lo:  # fewer words than a shingle: one shingle of them all
-            h1 = np.full(1, _FNV_OFFSET, dtype=np.uint64)
-            for j in range(lo, hi):
-                h1 = (h1 ^ word_hashes[j : j + 1]) * _FNV_PRIME
-            out.append(_fmix64(h1))
-        else:
-            out.append(np.empty(0, dtype=np.uint64))
-    return out
-
-
-def shingle_hashes(text: str, shingle_words: int) -> U64Array:
-    """Sorted unique shingle hashes of one chunk's text (normalized here), as near-duplicate detection sees it."""
-    return np.unique(batch_shingle_hashes([word_text(normalize(text))], shingle_words)[0])
-
-
-def jaccard(a: frozenset[int] | set[int], b: frozenset[int] | set[int]) -> float:
-    """|a & b| / |a | b| (0.0 when both are empty)."""
-    if not a and not b:
-        return 0.0
-    inter = len(a & b)
-    return inter / (len(a) + len(b) - inter)
-
-
-def sorted_jaccard(a: U64Array, b: U64Array) -> float:
-    """Jaccard of two sorted unique arrays (for big sets, where Python sets would cost too much memory)."""
-    if not len(a) and not len(b):
-        return 0.0
-    inter = len(np.intersect1d(a, b, assume_unique=True))
-    return inter / (len(a) + len(b) - inter)
-
-
-# -- MinHash and LSH ----------------------------------------------------------------------------------------------
-@lru_cache(maxsize=16)
-def minhash_permutations(num_perm: int, seed: int) -> tuple[U32Array, U32Array]:
-    """datasketch's ``affine32`` permutation parameters ``(a, b)`` for ``MinHash(num_perm, seed)``."""
-    gen = np.random.RandomState(seed)
-    a = gen.randint(0, 1 << 31, num_perm, dtype=np.uint32) * np.uint32(2) + np.uint32(1)
-    b = gen.randint(0, 1 << 32, num_perm, dtype=np.uint32)
-    a.setflags(write=False)
-    b.setflags(write=False)
-    return a, b
-
-
-def _fmix32(h: U32Array) -> U32Array:
-    h = h ^ (h >> np.uint32(16))
-    h = h * np.uint32(0x85EBCA6B)
-    h = h ^ (h >> np.uint32(13))
-    h = h * np.uint32(0xC2B2AE35)
-    return h ^ (h >> np.uint32(16))
-
-
-def minhash_signatures(hash_sets: Sequence[U64Array], num_perm: int, seed: int) -> U32Array:
-    """One MinHash signature per hash set, shape ``(len(hash_sets), num_perm)``.
-
-    Each 64-bit shingle hash is cut to its low 32 bits and fed to datasketch's ``affine32`` scheme, so a row equals
-    ``MinHash(num_perm, seed, hashfunc=identity)`` updated with those 32-bit values. Empty sets keep the all-max
-    signature. Work runs in blocks of at most ``_BLOCK_ROWS`` shingles laid out permutation-major (each chunk's
-    minimum is a contiguous reduction), so memory stays bounded even for a 10 MB chunk.
-    """
-    a, b = minhash_permutations(num_perm, seed)
-    a_col, b_col = a[:, None], b[:, None]
-    n = len(hash_sets)
-    sig = np.full((n, num_perm), _MAX32, dtype=np.uint32)
-    total = sum(len(h) for h in hash_sets)
-    buf = np.empty((num_perm, min(total, _BLOCK_ROWS)), dtype=np.uint32)
-
-    def permute(h64: U64Array) -> U32Array:
-        view = buf[:, : len(h64)]
-        np.multiply(a_col, _fmix32(h64.astype(np.uint32)), out=view)
-        np.add(view, b_col, out=view)
-        return view
-
-    i = 0
-    while i < n:
-        if len(hash_sets[i]) > _BLOCK_ROWS:  # one big chunk: running minimum over sub-blocks
-            for s in range(0, len(hash_sets[i]), _BLOCK_ROWS):
-                np.minimum(sig[i], permute(hash_sets[i][s : s + _BLOCK_ROWS]).min(axis=1), out=sig[i])
-            i += 1
-            continue
-        rows = 0
-        j = i
-        while j < n and rows + len(hash_sets[j]) <= _BLOCK_ROWS:
-            rows += len(hash_sets[j])
-            j += 1
-        members = [t for t in range(i, j) if len(hash_sets[t])]
-        if members:
-            starts = np.cumsum([0] + [len(hash_sets[t]) for t in members[:-1]])
-            block = permute(np.concatenate([hash_sets[t] for t in members]))
-            sig[members] = np.minimum.reduceat(block, starts, axis=1).T
-        i = j
-    return sig
-
-
-@lru_cache(maxsize=64)
-def lsh_bands(threshold: float, num_perm: int) -> tuple[int, int]:
-    """``(bands, rows)``: the most rows per band (fewest false candidates) whose candidate probability at
-    ``threshold`` is still >= ``LSH_MIN_RECALL_AT_THRESHOLD``; ``bands * rows <= num_perm``."""
-    best = (num_perm, 1)
-    for rows in range(1, num_perm + 1):
-        bands = num_perm // rows
-        if 1.0 - (1.0 - threshold**rows) ** bands >= LSH_MIN_RECALL_AT_THRESHOLD:
-            best = (bands, rows)
-    return best
-
-
-def lsh_buckets(signatures: U32Array, bands: int, rows: int, seed: int) -> list[list[int]]:
-    """For each signature, the ids of the LSH buckets it shares with at least one other signature."""
-    n = signatures.shape[0]
-    if n == 0:
-        return []
-    gen = np.random.RandomState(seed)
-    mult = gen.randint(1, 1 << 62, rows, dtype=np.uint64) * _U64(2) + _U64(1)
-    ids = np.empty((n, bands), dtype=np.int64)
-    offset = 0
-    for band in range(bands):
-        block = signatures[:, band * rows : (band + 1) * rows].astype(np.uint64)
-        keys = _fmix64((block * mult).sum(axis=1, dtype=np.uint64))
-        _, inverse = np.unique(keys, return_inverse=True)
-        ids[:, band] = inverse.reshape(-1) + offset
-        offset += int(inverse.max()) + 1
-    shared = np.bincount(ids.reshape(-1), minlength=offset)[ids] > 1
-    return [ids[i][shared[i]].tolist() for i in range(n)]
-
-
-# -- the stage ----------------------------------------------------------------------------------------------------
-ShingleSet = frozenset[int] | set[int] | U64Array
 
 
 @register_stage
@@ -430,7 +168,7 @@ class DuplicateFilter(Stage):
         dropped: dict[int, Removal] = {}
 
         # Exact duplicates first: they need no shingles. NFKC + lower once per chunk; lines come from the same form.
-        folded = [_nfkc_lower(c.text) for c in chunks]
+        folded = [nfkc_lower(c.text) for c in chunks]
         norms = [" ".join(f.split()) for f in folded]
         exact_kept: dict[str, int] = {}
         survivors: list[int] = []  # visit order, exact duplicates removed
@@ -462,178 +200,32 @@ class DuplicateFilter(Stage):
                   "near_candidates_capped": capped},
         )
 
-    def _shingle_sets(self, folded: list[str], survivors: list[int], distinct: list[int],
-                      small_batch: bool) -> tuple[dict[int, ShingleSet], dict[int, int], int]:
-        """Per survivor: its near-duplicate shingles (template lines left out), how many template lines it had,
-        and the number of distinct template lines in the batch."""
-        k = self.shingle_words
-        max_words = self.template_max_words
-        use_template = self.template_min_chunks is not None and len(distinct) >= self.template_min_chunks
-
-        def split_lines(text: str) -> list[tuple[str, tuple[str, ...] | None]]:
-            # (words joined by spaces, the word tuple when the line is short enough to be a template line)
-            out: list[tuple[str, tuple[str, ...] | None]] = []
-            for line in text.splitlines():
-                wt = word_text(line)
-                if not use_template:
-                    if wt and not wt.isspace():
-                        out.append((wt, None))
-                    continue
-                head = wt.split(maxsplit=max_words)  # never splits a long line beyond its first words
-                if head:
-                    out.append((wt, tuple(head) if len(head) <= max_words else None))
-            return out
-
-        lines = {i: split_lines(folded[i]) for i in survivors}
-        template: frozenset[tuple[str, ...]] = frozenset()
-        if use_template:
-            # Counted over distinct normalized texts: exact copies (even pinned ones) do not add evidence.
-            template = template_lines(([key for _, key in lines[i] if key] for i in distinct if i in lines),
-                                      min_chunks=cast(int, self.template_min_chunks), max_words=max_words)
-        ignored: dict[int, int] = {}
-        content: dict[int, list[str]] = {}
-        for i, own in lines.items():
-            kept = [wt for wt, key in own if key is None or key not in template] if template else []
-            if kept and len(kept) < len(own):
-                content[i], ignored[i] = kept, len(own) - len(kept)
-            else:  # nothing left out, or only template lines: the full set
-                content[i], ignored[i] = [wt for wt, _ in own], 0
-
-        sets: dict[int, ShingleSet] = {}
-        if small_batch and sum(len(folded[i]) for i in survivors) <= PYTHON_PATH_MAX_CHARS:
-            # No numpy for small inputs: array set-up costs more than hashing a few thousand word tuples.
-            for i, texts in content.items():
-                sets[i] = set(map(hash, chain.from_iterable(_line_shingles(t.split(), k) for t in texts)))
-            return sets, ignored, len(template)
-        line_texts: list[str] = []
-        bounds: dict[int, tuple[int, int]] = {}
-        for i in survivors:
-            start = len(line_texts)
-            line_texts.extend(content[i])
-            bounds[i] = (start, len(line_texts))
-        per_line = batch_shingle_hashes(line_texts, k)
-        empty = np.empty(0, dtype=np.uint64)
-        for i, (a, b) in bounds.items():
-            sets[i] = per_line[a] if b - a == 1 else (np.concatenate(per_line[a:b]) if b > a else empty)
-        return sets, ignored, len(template)
+    def _strategy(self, folded: list[str], survivors: list[int]) -> CandidateStrategy:
+        # Read at call time, so a benchmark or test can move the switches.
+        if len(survivors) > PAIRWISE_MAX_CHUNKS:
+            return "minhash_lsh"
+        if sum(len(folded[i]) for i in survivors) <= PYTHON_PATH_MAX_CHARS:
+            return "prefix_filter"  # no numpy: array set-up costs more than hashing a few thousand word tuples
+        return "inverted_index"
 
     def _near(self, chunks: tuple[Chunk, ...], folded: list[str], survivors: list[int], distinct: list[int],
               dropped: dict[int, Removal]) -> tuple[str, int, int]:
-        small_batch = len(survivors) <= PAIRWISE_MAX_CHUNKS
-        raw, ignored, n_template = self._shingle_sets(folded, survivors, distinct, small_batch)
-        exact_sets: dict[int, ShingleSet] = {}
-
-        def shingles(t: int) -> ShingleSet:
-            got = exact_sets.get(t)
-            if got is None:
-                h = raw[t]
-                if isinstance(h, (set, frozenset)):
-                    got = h
-                else:  # Python sets are fastest to intersect; sorted arrays keep a 10 MB chunk's set small.
-                    got = np.unique(h) if len(h) > _MAX_SET_SHINGLES else frozenset(h.tolist())
-                exact_sets[t] = got
-            return got
-
-        def similarity(i: int, j: int) -> float:
-            a, b = shingles(i), shingles(j)
-            small, large = sorted((len(a), len(b)))
-            if small < self.threshold * large:  # Jaccard <= small/large: cannot reach the threshold
-                return 0.0
-            if not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
-                return jaccard(a, b)
-            return sorted_jaccard(np.unique(np.fromiter(a, np.uint64)) if not isinstance(a, np.ndarray) else a,
-                                  np.unique(np.fromiter(b, np.uint64)) if not isinstance(b, np.ndarray) else b)
-
-        pure_python = isinstance(raw[survivors[0]], set)
-        prefix_index: dict[int, list[int]] = {}
-        prefixes: dict[int, list[int]] = {}
-
-        def prefix(t: int) -> list[int]:
-            # Prefix filtering (Chaudhuri et al. 2006; Bayardo et al.'s All-Pairs): with every set sorted in one
-            # global order, J(a, b) >= threshold implies |a & b| >= ceil(threshold * |a|), so the first
-            # |a| - ceil(threshold * |a|) + 1 elements of a and of b share one. Exact: no pair above it is missed.
-            got = prefixes.get(t)
-            if got is None:
-                h = raw[t]
-                need = math.ceil(self.threshold * len(h) - 1e-9)  # rounding can only lengthen the prefix
-                got = prefixes[t] = sorted(cast(set[int], h))[: len(h) - need + 1]
-            return got
-
-        rank = {i: r for r, i in enumerate(survivors)}
-        # Candidate sources. Tiny batches (pure Python path): every kept chunk. Small batches: an inverted index shingle -> kept chunks gives every kept chunk that
-        # shares a shingle, with the exact intersection size (all pairs, no MinHash). Big batches: LSH buckets.
-        index: dict[int, list[int]] = {}
-        giants: list[int] = []  # kept chunks too big for the index; compared directly (size bound prunes most)
-        buckets: dict[int, list[int]] = {}
-        bucket_ids: dict[int, list[int]] = {}
-        if not small_batch:
-            bands, rows = lsh_bands(self.threshold, self.num_perm)
-            arrays = [cast(U64Array, raw[i]) for i in survivors]  # big batches always take the numpy path
-            sig = minhash_signatures(arrays, self.num_perm, self.seed)
-            bucket_ids = dict(zip(survivors, lsh_buckets(sig, bands, rows, self.seed), strict=True))
-
-        capped = [0]  # chunks compared with fewer kept chunks than their buckets held, because of a cap
-        overflow: set[int] = set()  # buckets that were full when a kept chunk should have joined them
-
-        def candidates(i: int) -> list[tuple[int, float]]:
-            if pure_python:  # prefix filter: only kept chunks sharing a prefix shingle can reach the threshold
-                found_p: set[int] = set()
-                for sh in prefix(i):
-                    found_p.update(prefix_index.get(sh, ()))
-                return [(j, similarity(i, j)) for j in found_p]
-            if not small_batch:
-                shared_bands = Counter(chain.from_iterable(filter(None, map(buckets.get, bucket_ids[i]))))
-                found = list(shared_bands)
-                if len(found) > LSH_MAX_CANDIDATES:
-                    found.sort(key=lambda j: (-shared_bands[j], rank[j]))
-                    found = found[:LSH_MAX_CANDIDATES]
-                    capped[0] += 1
-                elif overflow and any(bid in overflow for bid in bucket_ids[i]):
-                    capped[0] += 1
-                return [(j, similarity(i, j)) for j in found]
-            own = shingles(i)
-            if isinstance(own, np.ndarray):  # a giant chunk: compare with every kept chunk
-                return [(j, similarity(i, j)) for j in kept]
-            shared = Counter(chain.from_iterable(filter(None, map(index.get, own))))
-            out = [(j, c / (len(own) + len(shingles(j)) - c)) for j, c in shared.items()]
-            return out + [(j, similarity(i, j)) for j in giants]
-
-        kept: list[int] = []
-        for i in survivors:
-            if not len(raw[i]):
-                kept.append(i)
-                continue
-            best_j, best_sim = -1, -1.0
-            for j, sim in candidates(i):
-                # Ties go to the earliest-visited kept chunk.
-                if sim >= self.threshold and (sim > best_sim or (sim == best_sim and rank[j] < rank[best_j])):
-                    best_j, best_sim = j, sim
-            if best_j >= 0 and not chunks[i].pinned:
-                kept_chunk = chunks[best_j]
-                detail = f"jaccard {best_sim:.2f} with chunk {kept_chunk.id}"
-                n_ignored = ignored[i] + ignored[best_j]
-                if n_ignored:
-                    detail += f", {n_ignored} template line{'s' if n_ignored > 1 else ''} not compared"
-                dropped[i] = Removal(chunks[i].id, self.name, "near_duplicate", chunks[i].token_count or 0,
-                                     detail, kept_id=kept_chunk.id)
-                continue
-            kept.append(i)
-            if not small_batch:
-                for bid in bucket_ids[i]:
-                    members = buckets.setdefault(bid, [])
-                    if len(members) < LSH_MAX_BUCKET_CHUNKS:
-                        members.append(i)
-                    else:
-                        overflow.add(bid)
-                continue
-            if pure_python:
-                for sh in prefix(i):
-                    prefix_index.setdefault(sh, []).append(i)
-                continue
-            own = shingles(i)
-            if isinstance(own, np.ndarray):
-                giants.append(i)
-            else:
-                for sh in own:
-                    index.setdefault(sh, []).append(i)
-        return ("exact_pairwise" if small_batch else "minhash_lsh"), n_template, capped[0]
+        strategy = self._strategy(folded, survivors)
+        shingles = build_shingle_sets(folded, survivors, distinct, shingle_words=self.shingle_words,
+                                      template_min_chunks=self.template_min_chunks,
+                                      template_max_words=self.template_max_words,
+                                      python_sets=strategy == "prefix_filter")
+        search = find_near_duplicates(shingles.sets, survivors, threshold=self.threshold, strategy=strategy,
+                                      num_perm=self.num_perm, seed=self.seed,
+                                      protected={i for i in survivors if chunks[i].pinned})
+        ignored = shingles.ignored_lines
+        for match in search.duplicates:
+            i, kept_chunk = match.index, chunks[match.kept]
+            detail = f"jaccard {match.jaccard:.2f} with chunk {kept_chunk.id}"
+            n_ignored = ignored[i] + ignored[match.kept]
+            if n_ignored:
+                detail += f", {n_ignored} template line{'s' if n_ignored > 1 else ''} not compared"
+            dropped[i] = Removal(chunks[i].id, self.name, "near_duplicate", chunks[i].token_count or 0,
+                                 detail, kept_id=kept_chunk.id)
+        method = "minhash_lsh" if strategy == "minhash_lsh" else "exact_pairwise"
+        return method, shingles.template_lines, search.capped

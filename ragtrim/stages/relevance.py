@@ -12,7 +12,7 @@ from ragtrim.components import component
 from ragtrim.fast import choose
 from ragtrim.models import Removal, StageOutput, TrimContext
 from ragtrim.ranking import best_first
-from ragtrim.scoring import Scorer, get_scorer, scorer_param, warm_up_scorers
+from ragtrim.scoring import Scorer, get_scorer, prefetch_scores, scorer_param, warm_up_scorers
 from ragtrim.stages.base import AUTO_KEY, Stage, register_stage
 from ragtrim.tokens import TokenCounter
 
@@ -97,6 +97,13 @@ class RelevanceFilter(Stage):
 
     def warm_up(self) -> None:
         warm_up_scorers([self._scorer()])
+
+    def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
+        """Start the scorer's model pass (if it has one, see ``CachedEmbedder.prefetch``) on the chunks as they
+        arrive; texts with a ``<`` (maybe HTML, which the HTML stage would change) are left out."""
+        texts = [c.text for c in context.chunks if "<" not in c.text]
+        if texts:
+            prefetch_scores([self._scorer()], context.query, texts)
 
     def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
         chunks = context.chunks

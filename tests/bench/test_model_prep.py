@@ -153,6 +153,26 @@ class TestDummyShapes:
             assert rope["full_attention"]["factor"] == 8.0
             assert rope["sliding_attention"]["rope_theta"] == 10_000.0
 
+    @pytest.mark.parametrize("size", ["4b", "12b", "27b"])
+    def test_shape_is_the_planners_model_spec(self, size: mp.DummySize) -> None:
+        # One model-config type: the written config.json reads back (ragtrim.plan) to the same ModelSpec numbers,
+        # and the planner takes a shape as it is.
+        from ragtrim.plan import ModelSpec, PlanRequest, Workload, plan
+
+        shape = mp.GEMMA3_SHAPES[size]
+        read_back = ModelSpec.from_config_dict(shape.to_config(), name=shape.name)
+        as_spec = {f: getattr(shape, f) for f in ModelSpec.__dataclass_fields__}
+        assert ModelSpec(**as_spec) == read_back and read_back.notes == ()
+        assert read_back.param_count().total == shape.num_parameters()
+        work = Workload.from_percentiles(name="w", input_p50_tokens=800, input_p95_tokens=2300, output_p95_tokens=64)
+        request = PlanRequest(gpu_mem_gib=141, kv_dtype="fp8", weight_dtype="fp8")
+        assert plan(shape, request, work) == plan(read_back, request, work)
+
+    @pytest.mark.parametrize(("dtype", "torch_name"), [("bf16", "bfloat16"), ("fp16", "float16"), ("fp32", "float32")])
+    def test_one_dtype_spelling(self, dtype: mp.FloatDtype, torch_name: str) -> None:
+        # The planner's spelling in, the torch / transformers name in config.json.
+        assert mp.GEMMA3_SHAPES["4b"].to_config(dtype)["torch_dtype"] == torch_name
+
     def test_write_with_tokenizer_dir(self, tmp_path: Path) -> None:
         src = tmp_path / "src"
         src.mkdir()
@@ -201,7 +221,7 @@ class TestCli:
 
     def test_arguments(self) -> None:
         args = self.parser().parse_args(["prepare-model", "--out", "/x", "--dummy", "4b,27b"])
-        assert (args.out, args.gguf, args.dummy, args.dtype, args.func) == ("/x", None, "4b,27b", "bfloat16",
+        assert (args.out, args.gguf, args.dummy, args.dtype, args.func) == ("/x", None, "4b,27b", "bf16",
                                                                              mp.run_cli)
 
     def test_parse_dummy_sizes(self) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ragtrim import dedup_engine, minhash, shingles
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, TrimContext, TrimResult
 from ragtrim.pipeline import Pipeline
@@ -160,7 +161,7 @@ class TestDuplicateFilter:
 
     def test_ascii_fast_path_matches_regex(self) -> None:
         sample = "a_b c-d e.f (g) h's 12,5 x\ty__ z! [q] {r} ~s`"
-        assert word_text(sample).split() == dedup_module._WORD.findall(sample)
+        assert word_text(sample).split() == shingles._WORD.findall(sample)
 
     def test_trace_and_no_input_mutation(self) -> None:
         chunks = [Chunk(BASE, "a", score=0.5), Chunk(BASE + " too", "b", score=0.4), Chunk(BASE, "c")]
@@ -191,7 +192,7 @@ class TestMinHashLsh:
         rng = np.random.default_rng(0)
         sets = [rng.integers(0, 2**63, size=n, dtype=np.uint64) for n in (5, 0, 300, 1, 70)]
         full = minhash_signatures(sets, 32, 1)
-        monkeypatch.setattr(dedup_module, "_BLOCK_ROWS", 64)
+        monkeypatch.setattr(minhash, "_BLOCK_ROWS", 64)
         assert np.array_equal(minhash_signatures(sets, 32, 1), full)
 
     def test_batch_hashes_equal_single(self) -> None:
@@ -346,7 +347,7 @@ class TestCandidateCaps:
             calls[0] += 1
             return real(a, b)
 
-        monkeypatch.setattr(dedup_module, "jaccard", counting)
+        monkeypatch.setattr(dedup_engine, "jaccard", counting)
         run(DuplicateFilter(), similar_stream(150))
         small = calls[0]
         calls[0] = 0
