@@ -68,7 +68,7 @@ class Component:
     over the network is written by ``to_dict`` but only ever built in code."""
 
     def __post_init__(self) -> None:
-        constraints = _CONSTRAINTS.get(type(self)) or self.parameter_constraints()
+        constraints = self.parameter_constraints()
         validate_params(constraints, {name: getattr(self, name) for name in constraints})
         self._check_params()
 
