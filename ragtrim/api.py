@@ -13,6 +13,7 @@ from ragtrim.stages.base import Stage
 from ragtrim.tokens import TokenCounter
 
 ScorerChoice = Literal["auto", "bm25", "embedding", "hybrid", "fast"]
+"""``"auto"`` or a named scorer (``ragtrim.scoring.NAMED_SCORERS``; a test keeps the two equal)."""
 
 
 def embeddings_available() -> bool:
@@ -81,7 +82,8 @@ def trim(
     separators included; ``budget=0`` is valid and keeps nothing (every chunk gets an ``over_budget`` record), the
     same in the LangChain classes. Tokens are counted with tiktoken ``cl100k_base`` unless ``tokenizer`` names another counter
     (e.g. ``"hf:/models/gemma-3/tokenizer.json"``). ``scorer`` ranks chunks: ``auto`` (MiniLM when the
-    ``embeddings`` extra is installed, else BM25), ``bm25``, ``embedding`` or ``hybrid``. Pass ``pipeline`` to use
+    ``embeddings`` extra is installed, else BM25) or a named scorer (``bm25``, ``embedding``, ``hybrid``, ``fast``:
+    ``ragtrim.scoring.NAMED_SCORERS``). Pass ``pipeline`` to use
     your own stages.
     """
     if pipeline is None:

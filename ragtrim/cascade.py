@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import ClassVar
 
-from ragtrim._validate import check_float, check_int
-from ragtrim.errors import ConfigError
-from ragtrim.scoring import Scorer, _check_inputs, get_scorer, prefetch_scores, warm_up_scorers
+from ragtrim._validate import Constraints, Interval
+from ragtrim.components import Component, component, register
+from ragtrim.ranking import best_first, check_score_inputs
+from ragtrim.scoring import Scorer, get_scorer, prefetch_scores, scorer_param, warm_up_scorers
 
 
-class CascadeScorer:
+@register("scorer", "cascade")
+@component
+class CascadeScorer(Component):
     """Rank all texts with ``first``; rescore the top ``candidates`` with ``second``.
 
     The number rescored is ``max(candidates, ceil(candidate_share x n))`` (capped at n). Rescored texts keep
@@ -24,24 +27,17 @@ class CascadeScorer:
     ``1e-6`` so that min-max scaling downstream still spans the rescored texts' range.
     """
 
-    def __init__(
-        self,
-        *,
-        first: Scorer | str = "bm25",
-        second: Scorer | str = "embedding",
-        candidates: int = 8,
-        candidate_share: float = 0.0,
-    ) -> None:
-        for label, spec in (("first", first), ("second", second)):
-            if not isinstance(spec, str) and not isinstance(spec, Scorer):
-                raise ConfigError(f"{label} must be a scorer name or an object with name and score(query, texts), "
-                                  f"got {spec!r}")
-        check_int("candidates", candidates, minimum=1)
-        check_float("candidate_share", candidate_share, minimum=0.0, maximum=1.0)
-        self.first = first
-        self.second = second
-        self.candidates = candidates
-        self.candidate_share = candidate_share
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "first": [scorer_param()],
+        "second": [scorer_param()],
+        "candidates": [Interval(int, 1, None)],
+        "candidate_share": [Interval(float, 0.0, 1.0)],
+    }
+
+    first: Scorer | str = "bm25"
+    second: Scorer | str = "embedding"
+    candidates: int = 8
+    candidate_share: float = 0.0
 
     @property
     def name(self) -> str:
@@ -59,7 +55,7 @@ class CascadeScorer:
         top: Sequence[str] = texts
         if self.rescored(n) < n:
             first = get_scorer(self.first).score(query, texts)
-            top = [texts[i] for i in sorted(range(n), key=lambda i: (-first[i], i))[: self.rescored(n)]]
+            top = [texts[i] for i in best_first(first)[: self.rescored(n)]]
         prefetch_scores([get_scorer(self.second)], query, top)
 
     def rescored(self, n: int) -> int:
@@ -67,12 +63,12 @@ class CascadeScorer:
         return min(n, max(self.candidates, math.ceil(self.candidate_share * n)))
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        _check_inputs(query, texts)
+        check_score_inputs(query, texts)
         n = len(texts)
         if n == 0:
             return []
         first = get_scorer(self.first).score(query, texts)
-        order = sorted(range(n), key=lambda i: (-first[i], i))
+        order = best_first(first)
         top = order[: self.rescored(n)]
         second = get_scorer(self.second).score(query, [texts[i] for i in top])
         out: list[float] = [0.0] * n
@@ -82,11 +78,3 @@ class CascadeScorer:
         for rank, i in enumerate(order[len(top):], start=1):
             out[i] = floor - 1e-6 * rank
         return out
-
-    def describe(self) -> dict[str, Any]:
-        return {"first": get_scorer(self.first).name, "second": get_scorer(self.second).name,
-                "candidates": self.candidates, "candidate_share": self.candidate_share}
-
-    def __repr__(self) -> str:
-        return (f"CascadeScorer(first={self.first!r}, second={self.second!r}, candidates={self.candidates}, "
-                f"candidate_share={self.candidate_share})")

@@ -15,13 +15,15 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, get_args, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Protocol, get_args, runtime_checkable
 
-from ragtrim._validate import check_float, check_int
+from ragtrim._validate import Constraints, InstanceOf, Interval, Satisfies, Text, validate_params
+from ragtrim.components import Component, Plugin, component, register
 from ragtrim.errors import ConfigError, InputError, RagtrimError
 from ragtrim.inputs import coerce_history
 from ragtrim.models import Message
+from ragtrim.stopwords import CONVERSATION_STOPWORDS
 from ragtrim.text import normalize_text, split_sentences
 from ragtrim.tokens import TokenCounter, get_counter
 
@@ -252,9 +254,6 @@ class Summarizer(Protocol):
     def extract(self, turns: Sequence[Message]) -> list[StateItem]: ...
 
 
-_STOPWORDS = frozenset(
-    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "im", "ive", "id", "ill", "its", "thats", "dont", "doesnt", "didnt", "cant", "wont", "isnt", "arent", "wasnt", "youre", "youve", "really", "also", "got", "get", "getting", "like", "lot", "lots", "much", "many", "thing", "things", "stuff", "yeah", "yes", "oh", "wow", "well", "gonna", "wanna", "kinda", "sorta", "pretty", "super", "totally", "definitely"]
-)
 
 _GREETING = re.compile(
     r"^(hi+|hey+|hello|hiya|yo|howdy|good (morning|afternoon|evening|night)|(good)?bye|see (you|ya)|talk (to you )?"
@@ -332,7 +331,7 @@ def content_words(text: str) -> list[str]:
     for w in _WORD.findall(text):
         lw = w.lower().replace("’", "'").strip("'-")
         norm = lw.replace("'", "")
-        if lw[:1].isdigit() or (len(norm) >= 3 and norm not in _STOPWORDS):
+        if lw[:1].isdigit() or (len(norm) >= 3 and norm not in CONVERSATION_STOPWORDS):
             out.append(lw)
     return out
 
@@ -367,7 +366,9 @@ def _is_small_talk(sentence: str) -> bool:
     return bool(_JOKE.search(s)) and len(content_words(s)) <= 5
 
 
-class RuleBasedSummarizer:
+@register("summarizer", "rule_based")
+@component
+class RuleBasedSummarizer(Component):
     """The offline default: keeps clauses with named facts, preferences, constraints, goals, decisions and open
     questions; drops greetings, thanks, jokes and reactions. Deterministic and per-turn, so increments equal a
     from-scratch run.
@@ -381,14 +382,13 @@ class RuleBasedSummarizer:
     ``score`` = (named facts + kind bonus + 0.5 for first person) / (1 + content words / 10).
     """
 
-    def __init__(self, *, min_content_words: int = 3, max_item_words: int = 40) -> None:
-        check_int("min_content_words", min_content_words, minimum=0)
-        check_int("max_item_words", max_item_words, minimum=3)
-        self.min_content_words = min_content_words
-        self.max_item_words = max_item_words
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "min_content_words": [Interval(int, 0, None)],
+        "max_item_words": [Interval(int, 3, None)],
+    }
 
-    def __repr__(self) -> str:
-        return f"RuleBasedSummarizer(min_content_words={self.min_content_words}, max_item_words={self.max_item_words})"
+    min_content_words: int = 3
+    max_item_words: int = 40
 
     def extract(self, turns: Sequence[Message]) -> list[StateItem]:
         items: list[StateItem] = []
@@ -442,24 +442,29 @@ class RuleBasedSummarizer:
         return StateItem(text=text, kind=kind, turn_ids=(turn.turn_id,), role=turn.role, score=round(score, 4))
 
 
-class ScriptedSummarizer:
+@register("summarizer", "scripted")
+@component
+class ScriptedSummarizer(Component):
     """A fake for tests and demos: returns the items scripted for each turn id, and records every call.
 
     ``script`` maps a turn id to ``(kind, text)`` pairs; turns not in it give nothing. ``calls`` lists the turn ids
     of every batch it was asked about, so a test can check that nothing was folded twice.
     """
 
-    def __init__(self, *, script: Mapping[str, Sequence[tuple[str, str]]]) -> None:
-        if not isinstance(script, Mapping):
-            raise ConfigError(f"script must be a dict of turn id -> [(kind, text)], got {type(script).__name__}")
-        for turn_id, pairs in script.items():
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "script": [InstanceOf(Mapping, "a dict of turn id -> [(kind, text)]")],
+    }
+
+    script: Mapping[str, Sequence[tuple[str, str]]]
+    calls: list[tuple[str, ...]] = field(default_factory=list, init=False)
+
+    def _check_params(self) -> None:
+        for turn_id, pairs in self.script.items():
             for pair in pairs:
                 if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and pair[0] in STATE_KINDS):
                     raise ConfigError(
                         f"script[{turn_id!r}] entries must be (kind, text) with kind in {STATE_KINDS}, got {pair!r}"
                     )
-        self.script = script
-        self.calls: list[tuple[str, ...]] = []
 
     def extract(self, turns: Sequence[Message]) -> list[StateItem]:
         self.calls.append(tuple(t.turn_id for t in turns))
@@ -490,42 +495,37 @@ def _urllib_post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: f
         return data
 
 
-class OpenAICompatibleSummarizer:
+@register("summarizer", "openai_compatible")
+@component
+class OpenAICompatibleSummarizer(Component):
     """An LLM extractor that calls an OpenAI-compatible ``/chat/completions`` endpoint (vLLM, llama.cpp server,
     OpenAI) with the standard library only. One request per batch of folded turns.
 
     Increments equal a from-scratch run only if the model is deterministic and batches are the same; the state
-    text is never sent, so the model never summarizes its own summary.
+    text is never sent, so the model never summarizes its own summary. ``to_dict`` describes it (without the API
+    key), but a config never builds it: a config is data, and this would send conversation text to a URL.
     """
 
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        timeout_s: float = 60.0,
-        max_output_tokens: int = 1024,
-        temperature: float = 0.0,
-        post: PostFn | None = None,
-    ) -> None:
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"base_url must be an http(s) URL like 'http://localhost:8000/v1', got {base_url!r}")
-        if not isinstance(model, str) or not model:
-            raise ConfigError(f"model must be a non-empty str (the served model name), got {model!r}")
-        check_float("timeout_s", timeout_s, minimum=0.0, min_exclusive=True)
-        check_int("max_output_tokens", max_output_tokens, minimum=1)
-        check_float("temperature", temperature, minimum=0.0)
-        self.base_url = base_url
-        self.model = model
-        self.api_key = api_key
-        self.timeout_s = timeout_s
-        self.max_output_tokens = max_output_tokens
-        self.temperature = temperature
-        self.post = post
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "base_url": [Satisfies(lambda v: isinstance(v, str) and v.startswith(("http://", "https://")),
+                               "an http(s) URL like 'http://localhost:8000/v1'", invalid="localhost:8000")],
+        "model": [Text("a non-empty str (the served model name)")],
+        "api_key": [Text("a str", allow_empty=True), None],
+        "timeout_s": [Interval(float, 0.0, None, closed="right")],
+        "max_output_tokens": [Interval(int, 1, None)],
+        "temperature": [Interval(float, 0.0, None)],
+        "post": [Satisfies(callable, "a function post(url, body, headers, timeout_s) -> bytes", invalid=5), None],
+    }
+    _secret_params: ClassVar[frozenset[str]] = frozenset({"api_key"})
+    _not_from_config: ClassVar[str] = "it sends conversation text to the URL it names"
 
-    def __repr__(self) -> str:
-        return f"OpenAICompatibleSummarizer(base_url={self.base_url!r}, model={self.model!r})"
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout_s: float = 60.0
+    max_output_tokens: int = 1024
+    temperature: float = 0.0
+    post: PostFn | None = None
 
     def request_body(self, turns: Sequence[Message]) -> dict[str, Any]:
         lines = "\n".join(f"[{m.turn_id}] {m.role}: {m.content}" for m in turns)
@@ -737,17 +737,15 @@ def _fitting_prefix(n: int, fits: Callable[[int], bool]) -> int:
     return lo
 
 
-def check_history_params(*, keep_last_turns: int, keep_last_tokens: int | None, max_tokens: int | None,
-                         recency_weight: float, summarizer: Any) -> None:
-    """The checks ``compress_history`` and the history stage share (typed errors naming the bad value)."""
-    check_int("keep_last_turns", keep_last_turns, minimum=0)
-    check_int("keep_last_tokens", keep_last_tokens, minimum=0, allow_none=True)
-    check_int("max_tokens", max_tokens, minimum=0, allow_none=True)
-    check_float("recency_weight", recency_weight, minimum=0.0)
-    if summarizer is not None and not isinstance(summarizer, Summarizer):
-        raise ConfigError(
-            f"summarizer must have an extract(turns) -> list[StateItem] method, got {type(summarizer).__name__}"
-        )
+HISTORY_CONSTRAINTS: dict[str, Constraints] = {
+    "keep_last_turns": [Interval(int, 0, None)],
+    "keep_last_tokens": [Interval(int, 0, None), None],
+    "max_tokens": [Interval(int, 0, None), None],
+    "summarizer": [Plugin("summarizer", Summarizer, describe="an object with an extract(turns) method",
+                          rule="have an extract(turns) -> list[StateItem] method"), None],
+    "recency_weight": [Interval(float, 0.0, None)],
+}
+"""The parameters ``compress_history`` and the history stage share, with their constraints."""
 
 
 def compress_history(
@@ -777,8 +775,9 @@ def compress_history(
         summarizer: the extractor (default ``RuleBasedSummarizer()``). It only ever sees the turns being folded.
         recency_weight: how much later items are favoured when the budget forces a choice.
     """
-    check_history_params(keep_last_turns=keep_last_turns, keep_last_tokens=keep_last_tokens, max_tokens=max_tokens,
-                         recency_weight=recency_weight, summarizer=summarizer)
+    validate_params(HISTORY_CONSTRAINTS, {"keep_last_turns": keep_last_turns, "keep_last_tokens": keep_last_tokens,
+                                          "max_tokens": max_tokens, "summarizer": summarizer,
+                                          "recency_weight": recency_weight})
     if summarizer is None:
         summarizer = RuleBasedSummarizer()
     tok = get_counter(counter) if not isinstance(counter, TokenCounter) else counter

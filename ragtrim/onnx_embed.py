@@ -18,11 +18,12 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ragtrim._validate import check_bool, check_int
+from ragtrim._validate import Boolean, Constraints, Interval, Text
+from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
 from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
 
@@ -250,6 +251,8 @@ def padded_batches(tokenizer: Any, texts: Sequence[str], max_tokens: int,
         yield batch, ids, mask
 
 
+@register("scorer", "onnx_embedding")
+@component
 class OnnxEmbeddingScorer(CachedEmbedder):
     """Cosine similarity of MiniLM embeddings computed by ONNX Runtime (int8 weights by default), without torch.
 
@@ -259,29 +262,19 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     ``EmbeddingScorer``'s.
     """
 
-    def __init__(
-        self,
-        *,
-        model: str = DEFAULT_EMBEDDING_MODEL,
-        quantized: bool = True,
-        max_seq_length: int = 256,
-        threads: int | None = None,
-        batch_size: int = 32,
-        cache_size: int = 16384,
-    ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ConfigError(f"model must be a model name or local path, got {model!r}")
-        check_bool("quantized", quantized)
-        check_int("max_seq_length", max_seq_length, minimum=8)
-        check_int("threads", threads, minimum=1, allow_none=True)
-        check_int("batch_size", batch_size, minimum=1)
-        check_int("cache_size", cache_size, minimum=0)
-        super().__init__(cache_size=cache_size)
-        self.model = model
-        self.quantized = quantized
-        self.max_seq_length = max_seq_length
-        self.threads = threads
-        self.batch_size = batch_size
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "model": [Text("a model name or local path")],
+        "quantized": [Boolean()],
+        "max_seq_length": [Interval(int, 8, None)],
+        "threads": [Interval(int, 1, None), None],
+        "batch_size": [Interval(int, 1, None)],
+    }
+
+    model: str = DEFAULT_EMBEDDING_MODEL
+    quantized: bool = True
+    max_seq_length: int = 256
+    threads: int | None = None
+    batch_size: int = 32
 
     @property
     def name(self) -> str:
@@ -323,7 +316,3 @@ class OnnxEmbeddingScorer(CachedEmbedder):
             return out
 
         return run
-
-    def __repr__(self) -> str:
-        return (f"OnnxEmbeddingScorer(model={self.model!r}, quantized={self.quantized}, "
-                f"max_seq_length={self.max_seq_length}, threads={self.threads})")

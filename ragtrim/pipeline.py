@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -18,7 +19,7 @@ from ragtrim.errors import ConfigError, ContractError, RagtrimError, StageError
 from ragtrim.inputs import coerce_chunks, coerce_history
 from ragtrim.models import Chunk, Removal, StageOutput, StageReport, TrimContext, TrimResult
 from ragtrim.stages.base import Stage, stage_from_dict
-from ragtrim.tokens import TokenCounter, counter_spec, get_counter
+from ragtrim.tokens import TokenCounter, counter_config, counter_from_config, get_counter
 
 
 class Pipeline:
@@ -50,10 +51,11 @@ class Pipeline:
         self.counter = get_counter(tokenizer)
         self.prefetch = prefetch
         self._warm = False
+        self._warm_lock = threading.Lock()
 
     # -- config -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"tokenizer": counter_spec(self.counter), "stages": [s.to_dict() for s in self.stages]}
+        out: dict[str, Any] = {"tokenizer": counter_config(self.counter), "stages": [s.to_dict() for s in self.stages]}
         if not self.prefetch:
             out["prefetch"] = False
         return out
@@ -82,10 +84,7 @@ class Pipeline:
         if not isinstance(stages, (list, tuple)):
             raise ConfigError(f"'stages' must be a list of stage dicts, got {type(stages).__name__}")
         built = [stage_from_dict(s) for s in stages]
-        tokenizer = config.get("tokenizer")
-        if tokenizer is not None and not isinstance(tokenizer, str):
-            raise ConfigError(f"'tokenizer' must be a tokenizer name or path (str), got {type(tokenizer).__name__}")
-        return cls(built, tokenizer=get_counter(tokenizer, allowed_dirs=tokenizer_dirs),
+        return cls(built, tokenizer=counter_from_config(config.get("tokenizer"), allowed_dirs=tokenizer_dirs),
                    prefetch=config.get("prefetch", True))
 
     def __repr__(self) -> str:
@@ -93,10 +92,15 @@ class Pipeline:
 
     # -- running ------------------------------------------------------------------------------------------------
     def warm_up(self) -> None:
-        if not self._warm:
-            for stage in self.stages:
-                stage.warm_up()
-            self._warm = True
+        """Load every stage's heavy resources, once: ``run`` calls it, and concurrent first runs (a LangChain
+        retriever under a thread pool) wait for one load instead of loading the models twice."""
+        if self._warm:
+            return
+        with self._warm_lock:
+            if not self._warm:
+                for stage in self.stages:
+                    stage.warm_up()
+                self._warm = True
 
     def run(
         self,

@@ -14,20 +14,20 @@ only (no model hub).
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ragtrim._lru import lru_get, lru_put
-from ragtrim._validate import check_float, check_int
+from ragtrim._lru import SizedLRU
+from ragtrim._validate import Constraints, Interval, Options, Satisfies, Text
+from ragtrim.components import Component, Plugin, component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
-from ragtrim.scoring import Scorer, _check_inputs, get_scorer, warm_up_scorers
-from ragtrim.stages.relevance import ranking
+from ragtrim.ranking import best_first, check_score_inputs
+from ragtrim.scoring import Scorer, get_scorer, scorer_param, warm_up_scorers
 
 DEFAULT_QUESTION_TEMPLATE = "Passage: {text}\nPlease write a question based on this passage.\nQuestion:"
 """The prefix the query is scored after; ``{text}`` is the passage (cut to ``max_text_tokens``)."""
@@ -57,7 +57,9 @@ def _load_causal_lm(path: str, device: str, dtype: str) -> tuple[Any, Any]:
     return tok, model.to(device).eval()
 
 
-class QueryLikelihoodScorer:
+@register("scorer", "query_likelihood")
+@component
+class QueryLikelihoodScorer(Component):
     """Mean log-probability per query token of the query given each text, under a local causal LM.
 
     Parameters:
@@ -67,69 +69,69 @@ class QueryLikelihoodScorer:
         batch_size: passages per forward pass.
         max_text_tokens: each passage is cut to this many model tokens before scoring (bounds the cost).
         device, dtype: torch device and dtype name (``"float32"`` on CPU; ``"bfloat16"`` on a GPU).
-        cache_size: (query, text) scores kept in an LRU, so repeated pipeline runs (budget searches) cost nothing.
+        cache_size: (query, text) scores kept in an LRU (``ragtrim._lru.SizedLRU``, also bounded in bytes), so
+            repeated pipeline runs (budget searches) cost nothing.
 
     Scores are <= 0 and comparable within one call (one query); higher means the passage makes the question likelier.
     """
 
-    def __init__(
-        self,
-        model: str | Path,
-        *,
-        template: str = DEFAULT_QUESTION_TEMPLATE,
-        batch_size: int = 8,
-        max_text_tokens: int = 384,
-        device: str = "cpu",
-        dtype: str = "float32",
-        cache_size: int = 4096,
-    ) -> None:
-        if not isinstance(model, (str, Path)) or not str(model):
-            raise ConfigError(f"model must be a local causal-LM directory, got {model!r}")
-        if not isinstance(template, str) or "{text}" not in template:
-            raise ConfigError(f"template must be a string containing '{{text}}', got {template!r}")
-        check_int("batch_size", batch_size, minimum=1)
-        check_int("max_text_tokens", max_text_tokens, minimum=1)
-        check_int("cache_size", cache_size, minimum=0)
-        if dtype not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"dtype must be 'float32', 'bfloat16' or 'float16', got {dtype!r}")
-        self.model = str(model)
-        self.template = template
-        self.batch_size = batch_size
-        self.max_text_tokens = max_text_tokens
-        self.device = device
-        self.dtype = dtype
-        self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
-        self._lock = threading.Lock()
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "model": [Satisfies(lambda v: isinstance(v, (str, Path)) and bool(str(v)), "a local causal-LM directory",
+                            invalid="")],
+        "template": [Satisfies(lambda v: isinstance(v, str) and "{text}" in v, "a string containing '{text}'",
+                               invalid="no placeholder")],
+        "batch_size": [Interval(int, 1, None)],
+        "max_text_tokens": [Interval(int, 1, None)],
+        "device": [Text("a torch device string such as 'cpu'")],
+        "dtype": [Options(("float32", "bfloat16", "float16"))],
+        "cache_size": [Interval(int, 0, None)],
+    }
+
+    model: str | Path = field(kw_only=False)
+    template: str = DEFAULT_QUESTION_TEMPLATE
+    batch_size: int = 8
+    max_text_tokens: int = 384
+    device: str = "cpu"
+    dtype: str = "float32"
+    cache_size: int = 4096
+    _cache: SizedLRU[tuple[str, str], float] = field(init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.model = str(self.model)
+        self._cache = SizedLRU(max_entries=self.cache_size)
 
     @property
     def name(self) -> str:
         return f"query-likelihood:{Path(self.model).name}"
 
     def warm_up(self) -> None:
-        _load_causal_lm(self.model, self.device, self.dtype)
+        _load_causal_lm(str(self.model), self.device, self.dtype)
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        _check_inputs(query, texts)
+        check_score_inputs(query, texts)
         if not texts:
             return []
         question = as_question(query)
         if not question:
             return [0.0] * len(texts)
-        with self._lock:
-            cached = {t: v for (_, t), v in lru_get(self._cache, ((question, t) for t in texts)).items()}
+        cached: dict[str, float] = {}
+        for t in texts:
+            hit = self._cache.get((question, t))
+            if hit is not None:
+                cached[t] = hit
         todo = list(dict.fromkeys(t for t in texts if t not in cached))
         if todo:
             fresh = self._score_uncached(question, todo)
             cached.update(fresh)
-            with self._lock:
-                lru_put(self._cache, (((question, t), v) for t, v in fresh.items()), self.cache_size)
+            for t, v in fresh.items():
+                self._cache.put((question, t), v)
         return [cached[t] for t in texts]
 
     def _score_uncached(self, question: str, texts: list[str]) -> dict[str, float]:
         import torch
 
-        tok, model = _load_causal_lm(self.model, self.device, self.dtype)
+        tok, model = _load_causal_lm(str(self.model), self.device, self.dtype)
         q_ids = tok(" " + question, add_special_tokens=False)["input_ids"]
         pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
         out: dict[str, float] = {}
@@ -156,11 +158,10 @@ class QueryLikelihoodScorer:
             out.update(zip(batch, (float(x) for x in mean_lp.cpu())))
         return out
 
-    def __repr__(self) -> str:
-        return f"QueryLikelihoodScorer(model={self.model!r}, batch_size={self.batch_size})"
 
-
-class RerankScorer:
+@register("scorer", "rerank")
+@component
+class RerankScorer(Component):
     """Rescore the ``top_k`` best texts of ``first`` as ``first + weight * second``; the rest keep ``first``'s score.
 
     The reranked texts stay ahead of all others (their scores are shifted up when needed), so reranking only
@@ -168,18 +169,19 @@ class RerankScorer:
     modes note that the shift changes the score gaps at the head's boundary.
     """
 
-    def __init__(self, first: Scorer | str, second: Scorer, *, top_k: int = 2, weight: float = 0.2) -> None:
-        if not isinstance(first, str) and not isinstance(first, Scorer):
-            raise ConfigError(f"first must be a scorer or a scorer name, got {first!r}")
-        if not isinstance(second, Scorer):
-            raise ConfigError(f"second must implement score(query, texts) and name, got {second!r}")
-        check_int("top_k", top_k, minimum=1)
-        check_float("weight", weight, minimum=0.0)
-        self.first = first
-        self.second = second
-        self.top_k = top_k
-        self.weight = weight
-        self._first: Scorer | None = None
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "first": [scorer_param()],
+        "second": [Plugin("scorer", Scorer, describe="an object with name and score(query, texts)",
+                          rule="implement score(query, texts) and name")],
+        "top_k": [Interval(int, 1, None)],
+        "weight": [Interval(float, 0.0, None)],
+    }
+
+    first: Scorer | str = field(kw_only=False)
+    second: Scorer = field(kw_only=False)
+    top_k: int = 2
+    weight: float = 0.2
+    _first: Scorer | None = field(default=None, init=False)
 
     @property
     def name(self) -> str:
@@ -194,11 +196,11 @@ class RerankScorer:
         warm_up_scorers((self._first_scorer(), self.second))
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        _check_inputs(query, texts)
+        check_score_inputs(query, texts)
         if not texts:
             return []
         base = np.asarray(self._first_scorer().score(query, texts), dtype=np.float64)
-        head = ranking(base.tolist())[: self.top_k]
+        head = best_first(base.tolist())[: self.top_k]
         second = np.asarray(self.second.score(query, [texts[i] for i in head]), dtype=np.float64)
         combined = base[head] + self.weight * second
         rest = np.delete(base, head)
@@ -207,6 +209,3 @@ class RerankScorer:
         out = base.copy()
         out[head] = combined
         return [float(x) for x in out]
-
-    def __repr__(self) -> str:
-        return f"RerankScorer(first={self.first!r}, second={self.second!r}, top_k={self.top_k}, weight={self.weight})"

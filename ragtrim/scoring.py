@@ -1,7 +1,8 @@
 """Relevance scorers behind one protocol: ``score(query, texts) -> list[float]``, higher is more relevant.
 
-BM25 (rank-bm25), dense embeddings (sentence-transformers, MiniLM by default, loaded offline and cached per text),
-a cross-encoder by model path, hybrid fusion (reciprocal rank or normalized mixing), and a fixed-score fake.
+BM25 (rank-bm25's weights), dense embeddings (sentence-transformers, MiniLM by default, loaded offline and cached per
+text), hybrid fusion (reciprocal rank or normalized mixing), a fixed-score fake, and the named scorers
+(``NAMED_SCORERS``: the one list of the names a stage's ``scorer`` parameter accepts).
 """
 
 from __future__ import annotations
@@ -15,15 +16,19 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, get_args, runtime_checkable
 
 import numpy as np
 
 from ragtrim._lru import bounded_cache, lru_get, lru_put
-from ragtrim._validate import check_bool, check_choice, check_float, check_int
+from ragtrim._validate import Boolean, Constraints, Interval, ListOf, MappingOf, Options, Text
+from ragtrim.components import Component, Plugin, component, register
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
+from ragtrim.ranking import check_score_inputs as _check_inputs
+from ragtrim.stopwords import STOPWORDS as _STOPWORDS
 
 logger = logging.getLogger("ragtrim")
 T = TypeVar("T")
@@ -33,8 +38,19 @@ DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 
 FusionMethod = Literal["rrf", "mix"]
 ScorerName = Literal["bm25", "embedding", "hybrid", "fast"]
-SCORER_NAMES: tuple[str, ...] = ("bm25", "embedding", "hybrid", "fast")
-"""The named scorers ``get_scorer`` knows (``"auto"``, resolved by ``ragtrim.fast.choose``, is a stage-level name)."""
+"""The named scorers, for type checkers (a test keeps it equal to ``SCORER_NAMES``)."""
+
+NAMED_SCORERS: dict[str, Callable[[], Scorer]] = {
+    "bm25": lambda: BM25Scorer(),
+    "embedding": lambda: EmbeddingScorer(device="auto"),
+    "hybrid": lambda: HybridScorer(scorers=("bm25", "embedding"), method="mix", weights=(0.15, 0.85)),
+    "fast": lambda: _fast_scorer(),
+}
+"""The one list of scorer names: what ``get_scorer``, a stage's ``scorer`` parameter, the CLI's ``--scorer`` and the
+gateway's ``trim.scorer`` accept (``"auto"``, resolved per host by ``ragtrim.fast.choose``, is a stage-level name).
+``hybrid`` is BM25 + MiniLM, min-max mixed with weights 0.15 / 0.85 (tuned on NQ dev questions); ``fast`` is BM25 +
+MiniLM over each passage's first 10 word pieces on the cheapest backend of the host (``ragtrim.fast``)."""
+SCORER_NAMES: tuple[str, ...] = tuple(NAMED_SCORERS)
 
 
 @runtime_checkable
@@ -47,17 +63,14 @@ class Scorer(Protocol):
     def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
 
 
-# -- tokenization for BM25 ------------------------------------------------------------------------------------------
-_STOPWORDS = frozenset({
-    "a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "but", "nor",
-    "is", "are", "was", "were", "be", "been", "being", "am", "who", "whom", "whose", "what", "when",
-    "where", "which", "why", "how", "that", "this", "these", "those", "it", "its", "as", "did", "do",
-    "does", "done", "has", "have", "had", "having", "i", "you", "he", "she", "we", "they", "me", "him",
-    "her", "us", "them", "my", "your", "his", "our", "their", "there", "here", "than", "then", "so", "if",
-    "into", "onto", "about", "over", "under", "not", "no", "can", "could", "will", "would", "shall",
-    "should", "may", "might", "must", "also", "just", "only", "very", "s", "t",
-})
+def scorer_param(*, allow_auto: bool = False) -> Plugin:
+    """The constraint of a ``scorer`` parameter: a named scorer (``"auto"`` too where a stage resolves it), a
+    ``Scorer`` object, or in a config a scorer's ``to_dict()``. Checked at construction; no model is loaded."""
+    names = ("auto", *SCORER_NAMES) if allow_auto else SCORER_NAMES
+    return Plugin("scorer", Scorer, names=names, describe="an object with name and score(query, texts)")
 
+
+# -- tokenization for BM25 ------------------------------------------------------------------------------------------
 # Numbers keep their inner separators ("1,000" -> "1000", "3.5" stays "3.5"); words are runs of letters, so
 # "obama's" gives "obama" + "s" (a stopword) and "covid19" gives "covid" + "19".
 _WORD = re.compile(r"\d+(?:[.,:]\d+)*|[^\W\d_]+", re.UNICODE)
@@ -86,7 +99,9 @@ def tokenize(text: str, *, stopwords: bool = True) -> list[str]:
     return list(_tokens(text, stopwords))
 
 
-class BM25Scorer:
+@register("scorer", "bm25")
+@component
+class BM25Scorer(Component):
     """Okapi BM25 (rank-bm25's term weights with Lucene's IDF, see ``bm25_okapi``) with the texts of one call as
     the corpus: IDF comes from those texts alone.
 
@@ -94,13 +109,15 @@ class BM25Scorer:
     an all-empty corpus).
     """
 
-    def __init__(self, *, k1: float = 1.2, b: float = 0.75, stopwords: bool = True) -> None:
-        check_float("k1", k1, minimum=0.0)
-        check_float("b", b, minimum=0.0, maximum=1.0)
-        check_bool("stopwords", stopwords)
-        self.k1 = k1
-        self.b = b
-        self.stopwords = stopwords
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "k1": [Interval(float, 0.0, None)],
+        "b": [Interval(float, 0.0, 1.0)],
+        "stopwords": [Boolean()],
+    }
+
+    k1: float = 1.2
+    b: float = 0.75
+    stopwords: bool = True
 
     @property
     def name(self) -> str:
@@ -127,9 +144,6 @@ class BM25Scorer:
                 if i is not None:
                     tf[i, j] += 1
         return [float(x) for x in bm25_okapi(tf, lengths, k1=self.k1, b=self.b)]
-
-    def __repr__(self) -> str:
-        return f"BM25Scorer(k1={self.k1}, b={self.b}, stopwords={self.stopwords})"
 
 
 def bm25_okapi(tf: np.ndarray, lengths: np.ndarray, *, k1: float, b: float) -> np.ndarray:
@@ -206,20 +220,6 @@ def quietly(load: Callable[[], T]) -> T:
             hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
-@lru_cache(maxsize=2)
-def _load_cross_encoder(path: str, device: str) -> Any:
-    try:
-        from sentence_transformers import CrossEncoder
-    except ImportError as exc:
-        raise MissingDependencyError("sentence-transformers", "embeddings", "cross-encoder scoring") from exc
-    try:
-        return quietly(lambda: CrossEncoder(path, device=device, local_files_only=True))
-    except OSError as exc:
-        raise ConfigError(
-            f"cross-encoder {path!r} could not be loaded offline ({exc}); pass a local cross-encoder directory"
-        ) from exc
-
-
 def cuda_available() -> bool:
     """True when torch is installed and sees a CUDA device; checked without importing torch where there is no
     NVIDIA driver, so CPU-only hosts pay nothing."""
@@ -242,17 +242,20 @@ def resolve_device(device: str) -> str:
     return ("cuda" if cuda_available() else "cpu") if device == "auto" else device
 
 
-class CachedEmbedder:
-    """Unit-normalized text embeddings cached per text in an LRU; subclasses implement ``_encode``.
+@component
+class CachedEmbedder(Component):
+    """Unit-normalized text embeddings cached per text in an LRU of ``cache_size`` entries; subclasses implement
+    ``_encode``.
 
     All uncached texts of a call, the query included, are encoded in one ``_encode`` call.
     """
 
-    def __init__(self, *, cache_size: int) -> None:
-        self.cache_size = cache_size
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-        self._pending: tuple[Future[None], frozenset[str]] | None = None  # the prefetch in flight, its texts
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {"cache_size": [Interval(int, 0, None)]}
+
+    cache_size: int = 16384
+    _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _pending: tuple[Future[None], frozenset[str]] | None = field(default=None, init=False)  # the prefetch in flight
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
@@ -347,6 +350,8 @@ class CachedEmbedder:
         return [float(x) for x in matrix[1:] @ matrix[0]]
 
 
+@register("scorer", "embedding")
+@component
 class EmbeddingScorer(CachedEmbedder):
     """Cosine similarity of sentence-transformers embeddings (default: all-MiniLM-L6-v2, bundled, offline).
 
@@ -356,30 +361,19 @@ class EmbeddingScorer(CachedEmbedder):
     one thread on a busy host). Embeddings are cached per text in an LRU of ``cache_size`` entries.
     """
 
-    def __init__(
-        self,
-        *,
-        model: str = DEFAULT_EMBEDDING_MODEL,
-        batch_size: int = 64,
-        device: str = "cpu",
-        cache_size: int = 16384,
-        max_seq_length: int | None = 256,
-        threads: int | None = None,
-    ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ConfigError(f"model must be a model name or local path, got {model!r}")
-        check_int("batch_size", batch_size, minimum=1)
-        if not isinstance(device, str) or not device:
-            raise ConfigError(f"device must be 'auto' or a torch device string such as 'cpu', got {device!r}")
-        check_int("cache_size", cache_size, minimum=0)
-        check_int("max_seq_length", max_seq_length, minimum=8, allow_none=True)
-        check_int("threads", threads, minimum=1, allow_none=True)
-        super().__init__(cache_size=cache_size)
-        self.model = model
-        self.batch_size = batch_size
-        self.device = device
-        self.max_seq_length = max_seq_length
-        self.threads = threads
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "model": [Text("a model name or local path")],
+        "batch_size": [Interval(int, 1, None)],
+        "device": [Text("'auto' or a torch device string such as 'cpu'")],
+        "max_seq_length": [Interval(int, 8, None), None],
+        "threads": [Interval(int, 1, None), None],
+    }
+
+    model: str = DEFAULT_EMBEDDING_MODEL
+    batch_size: int = 64
+    device: str = "cpu"
+    max_seq_length: int | None = 256
+    threads: int | None = None
 
     @property
     def name(self) -> str:
@@ -412,38 +406,10 @@ class EmbeddingScorer(CachedEmbedder):
         finally:
             torch.set_num_threads(before)
 
-    def __repr__(self) -> str:
-        return f"EmbeddingScorer(model={self.model!r}, batch_size={self.batch_size}, device={self.device!r})"
 
-
-class CrossEncoderScorer:
-    """A sentence-transformers cross-encoder from a local path (none ships offline here; bring your own)."""
-
-    def __init__(self, *, model_path: str, batch_size: int = 32, device: str = "cpu") -> None:
-        if not isinstance(model_path, str) or not model_path:
-            raise ConfigError(f"model_path must be a local cross-encoder directory, got {model_path!r}")
-        check_int("batch_size", batch_size, minimum=1)
-        self.model_path = model_path
-        self.batch_size = batch_size
-        self.device = device
-
-    @property
-    def name(self) -> str:
-        return f"cross-encoder:{Path(self.model_path).name}"
-
-    def warm_up(self) -> None:
-        _load_cross_encoder(self.model_path, self.device)
-
-    def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        _check_inputs(query, texts)
-        if not texts:
-            return []
-        model = _load_cross_encoder(self.model_path, self.device)
-        out = model.predict([(query, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False)
-        return [float(x) for x in np.asarray(out).reshape(len(texts), -1)[:, -1]]
-
-
-class HybridScorer:
+@register("scorer", "hybrid")
+@component
+class HybridScorer(Component):
     """Fuses several scorers: reciprocal rank fusion (``rrf``) or a weighted sum of min-max normalized scores
     (``mix``).
 
@@ -451,38 +417,32 @@ class HybridScorer:
     scales entirely; ``mix`` keeps how far apart the scores are, which the adaptive cut-offs can use.
     """
 
-    def __init__(
-        self,
-        *,
-        scorers: Sequence[Scorer | str] = ("bm25", "embedding"),
-        method: FusionMethod = "mix",
-        weights: Sequence[float] | None = None,
-        rrf_k: int = 60,
-    ) -> None:
-        if isinstance(scorers, (str, bytes)) or not isinstance(scorers, Sequence) or len(scorers) == 0:
-            raise ConfigError(f"scorers must be a non-empty list of scorers or scorer names, got {scorers!r}")
-        for s in scorers:
-            if isinstance(s, str):
-                if s not in ("bm25", "embedding"):
-                    raise ConfigError(f"hybrid scorer names must be 'bm25' or 'embedding', got {s!r}")
-            elif not isinstance(s, Scorer):
-                raise ConfigError(f"each scorer must implement score(query, texts) and name, got {s!r}")
-        check_choice("method", method, ("rrf", "mix"))
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "scorers": [ListOf(scorer_param(), "a non-empty list of scorers or scorer names", nonempty=True)],
+        "method": [Options(get_args(FusionMethod))],
+        "weights": [ListOf(Interval(float, 0.0, None), "a list of numbers >= 0"), None],
+        "rrf_k": [Interval(int, 0, None)],
+    }
+
+    scorers: Sequence[Scorer | str] = ("bm25", "embedding")
+    method: FusionMethod = "mix"
+    weights: Sequence[float] | None = None
+    rrf_k: int = 60
+    _resolved: tuple[Scorer, ...] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.scorers = tuple(self.scorers)  # the caller's list may change; the fused parts must not
+        self.weights = tuple(self.weights) if self.weights is not None else None
+
+    def _check_params(self) -> None:
+        weights = self.weights
         if weights is not None:
-            if len(weights) != len(scorers):
-                raise ConfigError(
-                    f"weights must have one entry per scorer ({len(scorers)}), got {len(weights)}: {list(weights)!r}"
-                )
-            for w in weights:
-                check_float("weights[i]", w, minimum=0.0)
+            if len(weights) != len(self.scorers):
+                raise ConfigError(f"weights must have one entry per scorer ({len(self.scorers)}), got {len(weights)}: "
+                                  f"{list(weights)!r}")
             if sum(weights) <= 0:
                 raise ConfigError(f"weights must not all be 0, got {list(weights)!r}")
-        check_int("rrf_k", rrf_k, minimum=0)
-        self.scorers = tuple(scorers)
-        self.method = method
-        self.weights = tuple(weights) if weights is not None else None
-        self.rrf_k = rrf_k
-        self._resolved: tuple[Scorer, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -561,23 +521,19 @@ def rrf_contribution(scores: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-class FixedScorer:
+@register("scorer", "fixed")
+@component
+class FixedScorer(Component):
     """A fake for tests and for callers who already have scores: a score per text (mapping) or per position."""
 
-    def __init__(self, *, scores: Mapping[str, float] | Sequence[float], default: float = 0.0) -> None:
-        if isinstance(scores, Mapping):
-            for k, v in scores.items():
-                if not isinstance(k, str):
-                    raise ConfigError(f"scores keys must be texts (str), got {k!r}")
-                check_float(f"scores[{k!r}]", v)
-        elif isinstance(scores, Sequence) and not isinstance(scores, (str, bytes)):
-            for i, v in enumerate(scores):
-                check_float(f"scores[{i}]", v)
-        else:
-            raise ConfigError(f"scores must be a dict text -> score or a list of scores, got {scores!r}")
-        check_float("default", default)
-        self.scores = scores
-        self.default = default
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "scores": [MappingOf(Interval(float, None, None), "a dict text -> score"),
+                   ListOf(Interval(float, None, None), "a list of scores")],
+        "default": [Interval(float, None, None)],
+    }
+
+    scores: Mapping[str, float] | Sequence[float]
+    default: float = 0.0
 
     @property
     def name(self) -> str:
@@ -605,16 +561,18 @@ def shared_scorers() -> list[Scorer]:
 
 
 def get_scorer(spec: Scorer | str) -> Scorer:
-    """A scorer from a name (``bm25``, ``embedding``, ``hybrid``, ``fast``) or the scorer itself.
+    """A scorer from a name (``NAMED_SCORERS``: ``bm25``, ``embedding``, ``hybrid``, ``fast``) or the scorer itself.
 
     Named scorers are shared per process, so every stage that says ``"embedding"`` uses one model and one cache.
-    ``hybrid`` is BM25 + MiniLM, min-max mixed with weights 0.15 / 0.85 (tuned on NQ dev questions); ``fast`` is
-    BM25 + MiniLM over each passage's first 10 word pieces on the cheapest backend of the host (``ragtrim.fast``).
     """
     if isinstance(spec, str):
         with _SHARED_LOCK:
             if spec not in _SHARED:
-                _SHARED[spec] = _named(spec)
+                make = NAMED_SCORERS.get(spec)
+                if make is None:
+                    raise ConfigError(f"unknown scorer {spec!r}; use one of {list(SCORER_NAMES)} or pass a Scorer "
+                                      "object")
+                _SHARED[spec] = make()
             return _SHARED[spec]
     if isinstance(spec, Scorer):
         return spec
@@ -624,33 +582,8 @@ def get_scorer(spec: Scorer | str) -> Scorer:
 _SHARED_LOCK = threading.RLock()
 
 
-def _named(spec: str) -> Scorer:
-    if spec == "bm25":
-        return BM25Scorer()
-    if spec == "embedding":
-        return EmbeddingScorer(device="auto")
-    if spec == "hybrid":
-        return HybridScorer(scorers=("bm25", "embedding"), method="mix", weights=(0.15, 0.85))
-    if spec == "fast":
-        from ragtrim.fast import fast_scorer
+def _fast_scorer() -> Scorer:
+    from ragtrim.fast import fast_scorer
 
-        return fast_scorer()
-    raise ConfigError(f"unknown scorer {spec!r}; use one of {list(SCORER_NAMES)} or pass a Scorer object")
+    return fast_scorer()
 
-
-def check_scorer(name: str, spec: Any, *, allow_auto: bool = False) -> None:
-    """Constructor-time check for a ``scorer`` parameter (no model is loaded)."""
-    names = ("auto", *SCORER_NAMES) if allow_auto else SCORER_NAMES
-    if isinstance(spec, str):
-        check_choice(name, spec, names)
-    elif not isinstance(spec, Scorer):
-        raise ConfigError(
-            f"{name} must be one of {list(names)} or an object with name and score(query, texts), got {spec!r}"
-        )
-
-
-def _check_inputs(query: str, texts: Sequence[str]) -> None:
-    if not isinstance(query, str):
-        raise InputError(f"query must be str, got {type(query).__name__}")
-    if isinstance(texts, str):
-        raise InputError("texts must be a sequence of str, got a single str; wrap it in a list")

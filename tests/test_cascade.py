@@ -58,7 +58,7 @@ class TestCascadeScorer:
     @pytest.mark.parametrize(("kwargs", "message"), [
         ({"candidates": 0}, "candidates must be >= 1"),
         ({"candidate_share": 1.5}, "candidate_share must be <= 1"),
-        ({"first": 3}, "first must be a scorer name"),
+        ({"first": 3}, r"first must be one of \[.*\] or an object with name and score"),
     ])
     def test_invalid(self, kwargs: dict[str, object], message: str) -> None:
         with pytest.raises(ConfigError, match=message):

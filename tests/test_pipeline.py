@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import pytest
 
@@ -176,12 +177,20 @@ class TestConfig:
         assert isinstance(stage_from_dict({"type": "budget", "max_tokens": 5}), TokenBudget)
 
 
+class OwnScorer:
+    """A user's scorer that is not a registered component: it has no config form."""
+
+    name = "own"
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [1.0] * len(texts)
+
+
 def test_object_params_are_shown_and_refused_not_dropped() -> None:
     from ragtrim.errors import ConfigError
-    from ragtrim.scoring import FixedScorer
     from ragtrim.stages.relevance import RelevanceFilter
 
-    scorer = FixedScorer(scores=[1.0, 0.0])
+    scorer = OwnScorer()
     config = Pipeline([RelevanceFilter(scorer=scorer, top_k=1)]).to_dict()
     stage = config["stages"][0]
     assert stage["scorer"] == {"unserializable": repr(scorer)}  # the config says what was there
@@ -313,3 +322,32 @@ class TestConfigSafety:
         with pytest.raises(ConfigError, match="could not be loaded") as info:
             p.run(["a"])
         assert "SECRET" not in str(info.value) and str(secret) in str(info.value)
+
+
+class SlowWarmUp(Stage):
+    """Counts its warm-ups; each takes a while, so concurrent first runs overlap."""
+
+    name = "slow_warm_up_test"
+
+    def __init__(self) -> None:
+        self.warm_ups = 0
+
+    def warm_up(self) -> None:
+        import time
+
+        self.warm_ups += 1
+        time.sleep(0.05)
+
+    def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+        return StageOutput(context)
+
+
+def test_concurrent_first_runs_warm_up_once() -> None:
+    """The pipeline owns the one warm-up state (the LangChain classes kept a second, locked copy)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stage = SlowWarmUp()
+    pipeline = Pipeline([stage], tokenizer="whitespace")
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: pipeline.run([f"chunk {i}"]).text, range(8)))
+    assert results == [f"chunk {i}" for i in range(8)] and stage.warm_ups == 1

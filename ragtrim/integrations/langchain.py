@@ -8,7 +8,6 @@ LangSmith-style tracers and ``astream_events`` consumers both see it.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +23,7 @@ try:
     )
     from langchain_core.documents import BaseDocumentCompressor, Document
     from langchain_core.retrievers import BaseRetriever
-    from pydantic import ConfigDict, PrivateAttr
+    from pydantic import BaseModel, ConfigDict, PrivateAttr
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("langchain-core", "langchain", "ragtrim.integrations.langchain") from exc
 
@@ -169,20 +168,14 @@ def _build_pipeline(pipeline: Pipeline | None, budget: int | None, tokenizer: An
 
 
 class _Trimmer:
-    """The pipeline plus what both LangChain classes share: one-time warm-up, conversion, tracing."""
+    """The pipeline plus what both LangChain classes share: conversion and tracing (the pipeline warms up once,
+    on its first run)."""
 
     def __init__(self, pipeline: Pipeline, score_key: str | None) -> None:
         self.pipeline = pipeline
         self.score_key = score_key
-        self._warm = False
-        self._lock = threading.Lock()
 
     def trim(self, documents: Sequence[Document], query: str) -> tuple[list[Document], TrimResult]:
-        if not self._warm:  # concurrent first calls must not load models twice
-            with self._lock:
-                if not self._warm:
-                    self.pipeline.warm_up()
-                    self._warm = True
         result = self.pipeline.run(documents_to_chunks(documents, score_key=self.score_key), query=query)
         return chunks_to_documents(result, documents), result
 
@@ -218,8 +211,44 @@ def _note_base_error(exc: BaseException, base: BaseRetriever) -> None:
     exc.add_note(f"raised by the base retriever {type(base).__name__} wrapped in RagtrimRetriever")
 
 
+class _RagtrimFields(BaseModel):
+    """The parameters, checks and trimmer both LangChain classes share (checked before pydantic sees them, so a bad
+    value is a ragtrim ConfigError naming the parameter)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    pipeline: Pipeline | None = None
+    budget: int | None = None
+    tokenizer: Any = None
+    score_key: str | None = None
+
+    _trimmer: _Trimmer = PrivateAttr()
+
+    def __init__(
+        self,
+        *,
+        pipeline: Pipeline | None = None,
+        budget: int | None = None,
+        tokenizer: Any = None,
+        score_key: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        _check_config(pipeline, budget, tokenizer, score_key)
+        super().__init__(pipeline=pipeline, budget=budget, tokenizer=tokenizer, score_key=score_key, **kwargs)
+        self._trimmer = _Trimmer(_build_pipeline(pipeline, budget, tokenizer), score_key)
+
+    @property
+    def trim_pipeline(self) -> Pipeline:
+        """The pipeline actually run (``pipeline`` or the default one built from ``budget``/``tokenizer``)."""
+        return self._trimmer.pipeline
+
+    def trim_documents(self, documents: Sequence[Document], query: str) -> tuple[list[Document], TrimResult]:
+        """Trim already-retrieved documents: the Documents to return and the full TrimResult (no callbacks)."""
+        return self._trimmer.trim(documents, query)
+
+
 # -- the retriever --------------------------------------------------------------------------------------------------
-class RagtrimRetriever(BaseRetriever):
+class RagtrimRetriever(_RagtrimFields, BaseRetriever):
     """A retriever that fetches from ``base_retriever`` and trims the result with a ragtrim pipeline.
 
     Parameters:
@@ -238,45 +267,15 @@ class RagtrimRetriever(BaseRetriever):
     ``trim_documents`` returns the full ``TrimResult`` for direct use.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     base_retriever: BaseRetriever
-    pipeline: Pipeline | None = None
-    budget: int | None = None
-    tokenizer: Any = None
-    score_key: str | None = None
 
-    _trimmer: _Trimmer = PrivateAttr()
-
-    def __init__(
-        self,
-        *,
-        base_retriever: BaseRetriever,
-        pipeline: Pipeline | None = None,
-        budget: int | None = None,
-        tokenizer: Any = None,
-        score_key: str | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, base_retriever: BaseRetriever, **kwargs: Any) -> None:
         if not isinstance(base_retriever, BaseRetriever):
             raise ConfigError(
                 f"base_retriever must be a LangChain BaseRetriever, got {type(base_retriever).__name__}; "
                 "wrap a vector store with vectorstore.as_retriever()"
             )
-        _check_config(pipeline, budget, tokenizer, score_key)
-        fields: dict[str, Any] = {"base_retriever": base_retriever, "pipeline": pipeline, "budget": budget,
-                                  "tokenizer": tokenizer, "score_key": score_key}
-        super().__init__(**fields, **kwargs)
-        self._trimmer = _Trimmer(_build_pipeline(pipeline, budget, tokenizer), score_key)
-
-    @property
-    def trim_pipeline(self) -> Pipeline:
-        """The pipeline actually run (``pipeline`` or the default one built from ``budget``/``tokenizer``)."""
-        return self._trimmer.pipeline
-
-    def trim_documents(self, documents: Sequence[Document], query: str) -> tuple[list[Document], TrimResult]:
-        """Trim already-retrieved documents: the Documents to return and the full TrimResult (no callbacks)."""
-        return self._trimmer.trim(documents, query)
+        super().__init__(base_retriever=base_retriever, **kwargs)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
@@ -300,43 +299,12 @@ class RagtrimRetriever(BaseRetriever):
 
 
 # -- the compressor -------------------------------------------------------------------------------------------------
-class RagtrimCompressor(BaseDocumentCompressor):
+class RagtrimCompressor(_RagtrimFields, BaseDocumentCompressor):
     """A ``BaseDocumentCompressor`` running a ragtrim pipeline (e.g. inside ``ContextualCompressionRetriever``).
 
     Parameters are those of ``RagtrimRetriever`` without ``base_retriever``. Output Documents carry the same
     ``ragtrim_*`` metadata; the trace goes to the callbacks passed in (run ``ragtrim``, event ``ragtrim_trim``).
     """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    pipeline: Pipeline | None = None
-    budget: int | None = None
-    tokenizer: Any = None
-    score_key: str | None = None
-
-    _trimmer: _Trimmer = PrivateAttr()
-
-    def __init__(
-        self,
-        *,
-        pipeline: Pipeline | None = None,
-        budget: int | None = None,
-        tokenizer: Any = None,
-        score_key: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        _check_config(pipeline, budget, tokenizer, score_key)
-        fields: dict[str, Any] = {"pipeline": pipeline, "budget": budget, "tokenizer": tokenizer, "score_key": score_key}
-        super().__init__(**fields, **kwargs)
-        self._trimmer = _Trimmer(_build_pipeline(pipeline, budget, tokenizer), score_key)
-
-    @property
-    def trim_pipeline(self) -> Pipeline:
-        return self._trimmer.pipeline
-
-    def trim_documents(self, documents: Sequence[Document], query: str) -> tuple[list[Document], TrimResult]:
-        """Trim documents: the Documents to return and the full TrimResult (no callbacks)."""
-        return self._trimmer.trim(documents, query)
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None

@@ -10,11 +10,12 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from ragtrim.api import ScorerChoice
 from ragtrim.errors import ConfigError
 
-ScorerName = Literal["bm25", "embedding", "hybrid", "auto"]
+ScorerName = ScorerChoice
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,8 +155,11 @@ def _trim(t: Mapping[str, Any]) -> TrimConfig:
     if budget is not None:
         budget = _budget("trim.budget", budget)
     scorer = t.get("scorer", "bm25")
-    if scorer not in ("bm25", "embedding", "hybrid", "auto"):
-        raise ConfigError(f"trim.scorer must be one of 'bm25', 'embedding', 'hybrid', 'auto', got {scorer!r}")
+    from ragtrim.scoring import SCORER_NAMES  # numpy: imported when a config is read, not with the module
+
+    if scorer not in ("auto", *SCORER_NAMES):
+        raise ConfigError(f"trim.scorer must be one of {', '.join(map(repr, ('auto', *SCORER_NAMES)))}, got "
+                          f"{scorer!r}")
     tag = _str("trim.context_tag", t.get("context_tag", "context"))
     if not tag or not tag.replace("-", "").replace("_", "").isalnum():
         raise ConfigError(f"trim.context_tag must be a plain tag name such as 'context', got {tag!r}")

@@ -9,9 +9,10 @@ the exact joined count and is also the pipeline's final guard, after any later s
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import ClassVar, Literal, get_args
 
-from ragtrim._validate import check_bool, check_choice, check_int
+from ragtrim._validate import Boolean, Constraints, Interval, Options
+from ragtrim.components import component
 from ragtrim.errors import BudgetError
 from ragtrim.models import CHUNK_SEPARATOR, Chunk, Removal, StageOutput, TrimContext
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage, score_order
@@ -88,6 +89,7 @@ def fit_joined(
 
 
 @register_stage
+@component
 class TokenBudget(Stage):
     """Keep chunks until ``max_tokens`` is reached.
 
@@ -106,26 +108,19 @@ class TokenBudget(Stage):
     """
 
     name = "budget"
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "max_tokens": [Interval(int, 0, None)],
+        "policy": [Options(get_args(BudgetPolicy))],
+        "truncate": [Boolean()],
+        "min_truncated_tokens": [Interval(int, 1, None)],
+        "per_chunk_overhead_tokens": [Interval(int, 0, None)],
+    }
 
-    def __init__(
-        self,
-        *,
-        max_tokens: int,
-        policy: BudgetPolicy = "score",
-        truncate: bool = True,
-        min_truncated_tokens: int = 16,
-        per_chunk_overhead_tokens: int = 0,
-    ) -> None:
-        check_int("max_tokens", max_tokens, minimum=0)
-        check_choice("policy", policy, ("score", "position"))
-        check_bool("truncate", truncate)
-        check_int("min_truncated_tokens", min_truncated_tokens, minimum=1)
-        check_int("per_chunk_overhead_tokens", per_chunk_overhead_tokens, minimum=0)
-        self.max_tokens = max_tokens
-        self.policy = policy
-        self.truncate = truncate
-        self.min_truncated_tokens = min_truncated_tokens
-        self.per_chunk_overhead_tokens = per_chunk_overhead_tokens
+    max_tokens: int
+    policy: BudgetPolicy = "score"
+    truncate: bool = True
+    min_truncated_tokens: int = 16
+    per_chunk_overhead_tokens: int = 0
 
     def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
         chunks = context.chunks

@@ -10,14 +10,15 @@ import math
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ragtrim._validate import check_float, check_int
+from ragtrim._validate import Constraints, Interval, Text
+from ragtrim.components import component
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.scoring import BM25Scorer, Scorer, check_scorer, get_scorer, min_max, tokenize
+from ragtrim.scoring import BM25Scorer, Scorer, get_scorer, min_max, scorer_param, tokenize, warm_up_scorers
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
 from ragtrim.text import normalize_text, sentence_spans
 from ragtrim.tokens import TokenCounter
@@ -106,6 +107,7 @@ def _neighbour_max(vals: list[float], width: int) -> list[float | None]:
 
 
 @register_stage
+@component
 class SentenceCompressor(Stage):
     """Shorten chunks to their query-relevant sentences (extractive: kept text is copied verbatim, in order).
 
@@ -117,7 +119,7 @@ class SentenceCompressor(Stage):
     that neighbour's priority, so a kept sentence tends to keep its immediate context.
 
     Parameters:
-        scorer: ``"bm25"``, ``"embedding"``, ``"hybrid"`` or a Scorer, applied to sentences.
+        scorer: a named scorer (``ragtrim.scoring.NAMED_SCORERS``) or a Scorer, applied to sentences.
         max_tokens: a target for all non-pinned chunk text together; sentences are taken best-first over all
             chunks until it is reached (the output fits it under the pipeline's counter).
         target_ratio: alternatively, the compression ratio to reach (4.0 keeps about a quarter of the tokens).
@@ -135,48 +137,37 @@ class SentenceCompressor(Stage):
 
     name = "compress"
 
-    def __init__(
-        self,
-        *,
-        scorer: Scorer | str = "bm25",
-        max_tokens: int | None = None,
-        target_ratio: float | None = None,
-        sentences_per_chunk: int = 2,
-        context_sentences: int = 1,
-        context_weight: float = 0.5,
-        chunk_weight: float = 0.7,
-        answer_hint_weight: float = 0.3,
-        separator: str = " ",
-    ) -> None:
-        check_scorer("scorer", scorer)
-        check_int("max_tokens", max_tokens, minimum=0, allow_none=True)
-        check_float("target_ratio", target_ratio, minimum=1.0, allow_none=True)
-        if max_tokens is not None and target_ratio is not None:
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "scorer": [scorer_param()],
+        "max_tokens": [Interval(int, 0, None), None],
+        "target_ratio": [Interval(float, 1.0, None), None],
+        "sentences_per_chunk": [Interval(int, 1, None)],
+        "context_sentences": [Interval(int, 0, None)],
+        "context_weight": [Interval(float, 0.0, 1.0)],
+        "chunk_weight": [Interval(float, 0.0, 1.0)],
+        "answer_hint_weight": [Interval(float, 0.0, None)],
+        "separator": [Text("a str", allow_empty=True)],
+    }
+
+    scorer: Scorer | str = "bm25"
+    max_tokens: int | None = None
+    target_ratio: float | None = None
+    sentences_per_chunk: int = 2
+    context_sentences: int = 1
+    context_weight: float = 0.5
+    chunk_weight: float = 0.7
+    answer_hint_weight: float = 0.3
+    separator: str = " "
+
+    def _check_params(self) -> None:
+        if self.max_tokens is not None and self.target_ratio is not None:
             raise ConfigError(
-                f"give max_tokens or target_ratio, not both (got max_tokens={max_tokens}, "
-                f"target_ratio={target_ratio})"
+                f"give max_tokens or target_ratio, not both (got max_tokens={self.max_tokens}, "
+                f"target_ratio={self.target_ratio})"
             )
-        check_int("sentences_per_chunk", sentences_per_chunk, minimum=1)
-        check_int("context_sentences", context_sentences, minimum=0)
-        check_float("context_weight", context_weight, minimum=0.0, maximum=1.0)
-        check_float("chunk_weight", chunk_weight, minimum=0.0, maximum=1.0)
-        check_float("answer_hint_weight", answer_hint_weight, minimum=0.0)
-        if not isinstance(separator, str):
-            raise ConfigError(f"separator must be a str, got {separator!r}")
-        self.scorer = scorer
-        self.max_tokens = max_tokens
-        self.target_ratio = target_ratio
-        self.sentences_per_chunk = sentences_per_chunk
-        self.context_sentences = context_sentences
-        self.context_weight = context_weight
-        self.chunk_weight = chunk_weight
-        self.answer_hint_weight = answer_hint_weight
-        self.separator = separator
 
     def warm_up(self) -> None:
-        warm = getattr(get_scorer(self.scorer), "warm_up", None)
-        if callable(warm):
-            warm()
+        warm_up_scorers([get_scorer(self.scorer)])
 
     def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
         """Split and count the sentences of the chunks as they arrive, and tokenize them for BM25, while the

@@ -41,9 +41,10 @@ How duplicates are decided:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal, get_args
 
-from ragtrim._validate import check_bool, check_choice, check_float, check_int
+from ragtrim._validate import Boolean, Constraints, Interval, Options
+from ragtrim.components import component
 from ragtrim.dedup_engine import (
     LSH_MAX_BUCKET_CHUNKS,
     LSH_MAX_CANDIDATES,
@@ -104,6 +105,7 @@ above it, the vectorized 64-bit hashing keeps memory bounded."""
 
 
 @register_stage
+@component
 class DuplicateFilter(Stage):
     """Drop exact and near-duplicate chunks, keeping the best-scored (or first) copy.
 
@@ -127,41 +129,33 @@ class DuplicateFilter(Stage):
 
     name = "dedup"
 
-    def __init__(
-        self,
-        *,
-        threshold: float = 0.8,
-        num_perm: int = 128,
-        shingle_words: int = 3,
-        seed: int = 1,
-        exact: bool = True,
-        near: bool = True,
-        keep: KeepPolicy = "best",
-        template_min_chunks: int | None = 3,
-        template_max_words: int = 20,
-    ) -> None:
-        check_float("threshold", threshold, minimum=0.0, maximum=1.0, min_exclusive=True)
-        check_int("num_perm", num_perm, minimum=8, maximum=4096)
-        check_int("shingle_words", shingle_words, minimum=1, maximum=32)
-        check_int("seed", seed, minimum=0, maximum=2**32 - 1)
-        check_bool("exact", exact)
-        check_bool("near", near)
-        check_choice("keep", keep, ("best", "first"))
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "threshold": [Interval(float, 0.0, 1.0, closed="right")],
+        "num_perm": [Interval(int, 8, 4096)],
+        "shingle_words": [Interval(int, 1, 32)],
+        "seed": [Interval(int, 0, 2**32 - 1)],
+        "exact": [Boolean()],
+        "near": [Boolean()],
+        "keep": [Options(get_args(KeepPolicy))],
         # 2 would call any line shared by a pair of chunks "template": exactly the evidence near-duplicate
         # detection needs, so the smallest useful value is 3.
-        check_int("template_min_chunks", template_min_chunks, minimum=3, allow_none=True)
-        check_int("template_max_words", template_max_words, minimum=1)
-        if not exact and not near:
+        "template_min_chunks": [Interval(int, 3, None), None],
+        "template_max_words": [Interval(int, 1, None)],
+    }
+
+    threshold: float = 0.8
+    num_perm: int = 128
+    shingle_words: int = 3
+    seed: int = 1
+    exact: bool = True
+    near: bool = True
+    keep: KeepPolicy = "best"
+    template_min_chunks: int | None = 3
+    template_max_words: int = 20
+
+    def _check_params(self) -> None:
+        if not self.exact and not self.near:
             raise ConfigError("exact and near are both False, so the stage would do nothing; set one of them True")
-        self.threshold = threshold
-        self.num_perm = num_perm
-        self.shingle_words = shingle_words
-        self.seed = seed
-        self.exact = exact
-        self.near = near
-        self.keep = keep
-        self.template_min_chunks = template_min_chunks
-        self.template_max_words = template_max_words
 
     def _visit_order(self, chunks: tuple[Chunk, ...]) -> list[int]:
         order = priority_order(chunks, "score" if self.keep == "best" else "position")

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import ClassVar
 
+from ragtrim._validate import Constraints
+from ragtrim.components import component
 from ragtrim.errors import InputError
-from ragtrim.history import HistoryState, Summarizer, check_history_params, compress_history
+from ragtrim.history import HISTORY_CONSTRAINTS, HistoryState, Summarizer, compress_history
 from ragtrim.models import StageOutput, TrimContext
 from ragtrim.stages.base import Stage, register_stage
 from ragtrim.tokens import TokenCounter
 
 
 @register_stage
+@component
 class HistoryCompressor(Stage):
     """Replace the history with its last turns and put the folded turns into a ``HistoryState``.
 
@@ -23,7 +27,7 @@ class HistoryCompressor(Stage):
         keep_last_turns: how many of the last turns stay verbatim in ``context.history``.
         keep_last_tokens: optionally, keep only as many of those as fit this many tokens.
         max_tokens: budget for state text + kept turns (``None``: no budget for history).
-        summarizer: the extractor (default ``RuleBasedSummarizer()``); not part of ``to_dict``.
+        summarizer: the extractor (default ``RuleBasedSummarizer()``); ``to_dict`` writes it as a nested config.
         recency_weight: how much later state items are favoured when the budget forces a choice.
 
     Output: ``context.history`` = the verbatim recent turns, ``context.state`` = the new ``HistoryState`` (pass it
@@ -33,23 +37,13 @@ class HistoryCompressor(Stage):
     """
 
     name = "history"
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = HISTORY_CONSTRAINTS
 
-    def __init__(
-        self,
-        *,
-        keep_last_turns: int = 4,
-        keep_last_tokens: int | None = None,
-        max_tokens: int | None = None,
-        summarizer: Summarizer | None = None,
-        recency_weight: float = 1.0,
-    ) -> None:
-        check_history_params(keep_last_turns=keep_last_turns, keep_last_tokens=keep_last_tokens,
-                             max_tokens=max_tokens, recency_weight=recency_weight, summarizer=summarizer)
-        self.keep_last_turns = keep_last_turns
-        self.keep_last_tokens = keep_last_tokens
-        self.max_tokens = max_tokens
-        self.summarizer = summarizer
-        self.recency_weight = recency_weight
+    keep_last_turns: int = 4
+    keep_last_tokens: int | None = None
+    max_tokens: int | None = None
+    summarizer: Summarizer | None = None
+    recency_weight: float = 1.0
 
     def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
         state = context.state

@@ -6,9 +6,10 @@ tag stripping; a cheap regex decides whether a chunk is HTML at all before anyth
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, get_args
 
-from ragtrim._validate import check_bool, check_choice, check_int
+from ragtrim._validate import Boolean, Constraints, Interval, Options
+from ragtrim.components import component
 from ragtrim.errors import MissingDependencyError
 from ragtrim.html_extract import (
     Extraction,
@@ -28,6 +29,7 @@ HtmlExtractor = Literal["ragtrim", "trafilatura"]
 
 
 @register_stage
+@component
 class HtmlCleaner(Stage):
     """Turn HTML chunks into text without navigation, ads, banners, forms and other boilerplate.
 
@@ -52,26 +54,19 @@ class HtmlCleaner(Stage):
     """
 
     name = "html"
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "mode": [Options(get_args(HtmlMode))],
+        "extractor": [Options(get_args(HtmlExtractor))],
+        "min_text_chars": [Interval(int, 0, None)],
+        "keep_tables": [Boolean()],
+        "page_min_chars": [Interval(int, 1, None)],
+    }
 
-    def __init__(
-        self,
-        *,
-        mode: HtmlMode = "auto",
-        extractor: HtmlExtractor = "ragtrim",
-        min_text_chars: int = 0,
-        keep_tables: bool = True,
-        page_min_chars: int = 20_000,
-    ) -> None:
-        check_choice("mode", mode, ("auto", "page", "fragment"))
-        check_choice("extractor", extractor, ("ragtrim", "trafilatura"))
-        check_int("min_text_chars", min_text_chars, minimum=0)
-        check_bool("keep_tables", keep_tables)
-        check_int("page_min_chars", page_min_chars, minimum=1)
-        self.mode = mode
-        self.extractor = extractor
-        self.min_text_chars = min_text_chars
-        self.keep_tables = keep_tables
-        self.page_min_chars = page_min_chars
+    mode: HtmlMode = "auto"
+    extractor: HtmlExtractor = "ragtrim"
+    min_text_chars: int = 0
+    keep_tables: bool = True
+    page_min_chars: int = 20_000
 
     def warm_up(self) -> None:
         if self.extractor == "trafilatura":

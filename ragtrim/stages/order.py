@@ -4,10 +4,10 @@ source/id order that lets a serving engine reuse the prompt's cached token prefi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, get_args
 
-from ragtrim._validate import check_choice
-from ragtrim.errors import ConfigError
+from ragtrim._validate import Constraints, Options, Text
+from ragtrim.components import component
 from ragtrim.models import Chunk, StageOutput, TrimContext
 from ragtrim.stages.base import Stage, register_stage, score_order
 from ragtrim.tokens import TokenCounter
@@ -37,6 +37,7 @@ def prefix_cache_order(chunks: Sequence[Chunk], source_key: str) -> list[int]:
 
 
 @register_stage
+@component
 class Reorder(Stage):
     """Put the kept chunks in the order the reader should see them. Drops nothing, changes no text.
 
@@ -53,13 +54,13 @@ class Reorder(Stage):
     """
 
     name = "order"
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "strategy": [Options(get_args(OrderStrategy))],
+        "source_key": [Text("a non-empty metadata key")],
+    }
 
-    def __init__(self, *, strategy: OrderStrategy = "original", source_key: str = "source") -> None:
-        check_choice("strategy", strategy, ("original", "score", "lost_in_the_middle", "prefix_cache"))
-        if not isinstance(source_key, str) or not source_key:
-            raise ConfigError(f"source_key must be a non-empty metadata key, got {source_key!r}")
-        self.strategy = strategy
-        self.source_key = source_key
+    strategy: OrderStrategy = "original"
+    source_key: str = "source"
 
     def order(self, chunks: Sequence[Chunk]) -> list[int]:
         """The permutation of ``range(len(chunks))`` this strategy produces."""

@@ -5,21 +5,18 @@ The adaptive modes stop where the score curve drops: below a fraction of the bes
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, get_args
 
-from ragtrim._validate import check_bool, check_choice, check_float, check_int
+from ragtrim._validate import Boolean, Constraints, Interval, Options
+from ragtrim.components import component
 from ragtrim.fast import choose
 from ragtrim.models import Removal, StageOutput, TrimContext
-from ragtrim.scoring import Scorer, check_scorer, get_scorer, prefetch_scores
+from ragtrim.ranking import best_first
+from ragtrim.scoring import Scorer, get_scorer, prefetch_scores, scorer_param, warm_up_scorers
 from ragtrim.stages.base import AUTO_KEY, Stage, register_stage
 from ragtrim.tokens import TokenCounter
 
 RelevanceMode = Literal["top_k", "relative", "gap"]
-
-
-def ranking(scores: list[float]) -> list[int]:
-    """Indices best-first; ties keep the original order (stable)."""
-    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
 
 
 def adaptive_keep_count(
@@ -47,6 +44,7 @@ def adaptive_keep_count(
 
 
 @register_stage
+@component
 class RelevanceFilter(Stage):
     """Score chunks against the query (sets ``Chunk.score``) and keep the best ones, in input order.
 
@@ -70,32 +68,23 @@ class RelevanceFilter(Stage):
     """
 
     name = "relevance"
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "scorer": [scorer_param(allow_auto=True)],
+        "mode": [Options(get_args(RelevanceMode))],
+        "top_k": [Interval(int, 1, None), None],
+        "min_keep": [Interval(int, 0, None)],
+        "relative_threshold": [Interval(float, 0.0, 1.0)],
+        "gap_threshold": [Interval(float, 0.0, 1.0, closed="right")],
+        "keep_scores": [Boolean()],
+    }
 
-    def __init__(
-        self,
-        *,
-        scorer: Scorer | str = "bm25",
-        mode: RelevanceMode = "top_k",
-        top_k: int | None = 5,
-        min_keep: int = 1,
-        relative_threshold: float = 0.5,
-        gap_threshold: float = 0.25,
-        keep_scores: bool = True,
-    ) -> None:
-        check_scorer("scorer", scorer, allow_auto=True)
-        check_choice("mode", mode, ("top_k", "relative", "gap"))
-        check_int("top_k", top_k, minimum=1, allow_none=True)
-        check_int("min_keep", min_keep, minimum=0)
-        check_float("relative_threshold", relative_threshold, minimum=0.0, maximum=1.0)
-        check_float("gap_threshold", gap_threshold, minimum=0.0, maximum=1.0, min_exclusive=True)
-        check_bool("keep_scores", keep_scores)
-        self.scorer = scorer
-        self.mode = mode
-        self.top_k = top_k
-        self.min_keep = min_keep
-        self.relative_threshold = relative_threshold
-        self.gap_threshold = gap_threshold
-        self.keep_scores = keep_scores
+    scorer: Scorer | str = "bm25"
+    mode: RelevanceMode = "top_k"
+    top_k: int | None = 5
+    min_keep: int = 1
+    relative_threshold: float = 0.5
+    gap_threshold: float = 0.25
+    keep_scores: bool = True
 
     def _scorer(self) -> Scorer:
         return get_scorer(choose().scorer if self.scorer == "auto" else self.scorer)
@@ -107,9 +96,7 @@ class RelevanceFilter(Stage):
         return out
 
     def warm_up(self) -> None:
-        warm = getattr(self._scorer(), "warm_up", None)
-        if callable(warm):
-            warm()
+        warm_up_scorers([self._scorer()])
 
     def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
         """Start the scorer's model pass (if it has one, see ``CachedEmbedder.prefetch``) on the chunks as they
@@ -127,7 +114,7 @@ class RelevanceFilter(Stage):
         scored = tuple(c.with_score(s) if self.keep_scores else c for c, s in zip(chunks, scores))
         candidates = [i for i, c in enumerate(chunks) if not c.pinned]
         cand_scores = [scores[i] for i in candidates]
-        order = [candidates[j] for j in ranking(cand_scores)]
+        order = [candidates[j] for j in best_first(cand_scores)]
         sorted_scores = [scores[i] for i in order]
         n_adaptive = adaptive_keep_count(sorted_scores, mode=self.mode, relative_threshold=self.relative_threshold,
                                          gap_threshold=self.gap_threshold)
