@@ -104,6 +104,10 @@ def load_nq_open(path: str | Path | None = None, *, limit: int | None = None) ->
 
 
 # -- BM25 over the passage pool -------------------------------------------------------------------------------------
+# This tokenizer and its short stopword list are part of the dataset's definition, not a second copy of the
+# library's BM25 tokenization (ragtrim.scoring.tokenize, ragtrim.stopwords): they pick each question's hard
+# distractors, and the library's tokenizer would change the distractors of 2,107 of 2,124 questions, and with them
+# every committed QA and GPU result. The scoring itself is the library's (ragtrim.scoring.bm25_okapi).
 _TOKEN = re.compile(r"\w+")
 _STOPWORDS = frozenset(
     [
