@@ -19,7 +19,15 @@ from ragtrim.components import Component, component, from_config, register, regi
 from ragtrim.errors import ConfigError
 from ragtrim.history import OpenAICompatibleSummarizer, RuleBasedSummarizer
 from ragtrim.pipeline import Pipeline
-from ragtrim.scoring import SCORER_NAMES, STAGE_SCORER_NAMES, BM25Scorer, EmbeddingScorer, FixedScorer, HybridScorer, ScorerName
+from ragtrim.scoring import (
+    SCORER_NAMES,
+    STAGE_SCORER_NAMES,
+    BM25Scorer,
+    EmbeddingScorer,
+    FixedScorer,
+    HybridScorer,
+    ScorerName,
+)
 from ragtrim.stages.compress import SentenceCompressor
 from ragtrim.stages.history import HistoryCompressor
 from ragtrim.stages.relevance import RelevanceFilter

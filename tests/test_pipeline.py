@@ -360,7 +360,7 @@ def test_scorer_given_keeps_the_callers_scores_and_order() -> None:
               {"text": "beta passage about dogs", "score": 0.9, "id": "b"},
               {"text": "gamma passage about birds", "score": 0.5, "id": "c"}]
     result = trim(chunks, query="anything at all", scorer="given", budget=12, tokenizer="whitespace")
-    assert [c.id for c in result.chunks][0] == "b"  # the best given score leads
+    assert result.chunks[0].id == "b"  # the best given score leads
     assert {c.id: c.score for c in result.chunks}["b"] == 0.9
     relevance = next(r for r in result.trace if r.stage == "relevance")
     assert relevance.info["scorer"] == "given"

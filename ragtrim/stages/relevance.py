@@ -9,8 +9,8 @@ from typing import Any, ClassVar, Literal, get_args
 
 from ragtrim._validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
-from ragtrim.fast import choose
 from ragtrim.errors import InputError
+from ragtrim.fast import choose
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.ranking import best_first
 from ragtrim.scoring import Scorer, get_scorer, prefetch_scores, scorer_param, warm_up_scorers
