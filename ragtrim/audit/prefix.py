@@ -1,0 +1,200 @@
+"""Shared prefixes: how many prompt tokens a prefix cache (vLLM's automatic prefix caching) could serve, as the
+log orders each prompt and in the cache-friendly order, which system prompts repeat, and what to change.
+
+The cache is simulated over the log in order: an LRU of prompt prefixes at segment granularity (a message, a
+document), holding at most ``capacity_tokens``; a request is served the tokens of its longest cached leading run
+of whole segments, rounded down to full KV blocks and never its last token (vLLM recomputes it).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from ragtrim.audit.reader import PARTS, AuditRequest, Part
+
+DEFAULT_CACHE_TOKENS = 1_000_000
+MAX_SYSTEM_VARIANTS = 10_000
+PREVIEW_CHARS = 160
+_KEEP_CHARS = 4000  # of each system prompt variant, to find where variants start to differ
+_ORDER_RANK: dict[Part, int] = {"system": 0, "other": 1, "history": 2, "context": 3, "question": 4}
+
+
+class PrefixCacheSim:
+    """An LRU prefix cache over segment chains; ``serve`` returns the tokens one request would get from it."""
+
+    def __init__(self, *, capacity_tokens: int = DEFAULT_CACHE_TOKENS, block_size: int = 16) -> None:
+        self.capacity_tokens = capacity_tokens
+        self.block_size = block_size
+        self._lru: OrderedDict[int, int] = OrderedDict()
+        self._held = 0
+        self.served_tokens = 0
+        self.served_by_part: dict[Part, int] = dict.fromkeys(PARTS, 0)
+        self.prompt_tokens = 0
+        self.requests_with_hit = 0
+        self.evicted_tokens = 0
+
+    def serve(self, keys: Sequence[int], tokens: Sequence[int], parts: Sequence[Part], prompt_tokens: int) -> int:
+        lru = self._lru
+        chain = 0
+        matched = 0
+        matched_upto = 0
+        hit = True
+        for i, (key, n) in enumerate(zip(keys, tokens, strict=True)):
+            chain = hash((chain, key))
+            if hit and chain in lru:
+                lru.move_to_end(chain)
+                matched += n
+                matched_upto = i + 1
+                continue
+            hit = False
+            if n <= 0 or n > self.capacity_tokens:
+                continue
+            lru[chain] = n
+            self._held += n
+            while self._held > self.capacity_tokens:
+                _, old = lru.popitem(last=False)
+                self._held -= old
+                self.evicted_tokens += old
+        served = max(0, min(matched, prompt_tokens - 1)) // self.block_size * self.block_size
+        self.prompt_tokens += prompt_tokens
+        self.served_tokens += served
+        self.requests_with_hit += served > 0
+        left = served
+        for i in range(matched_upto):
+            take = min(left, tokens[i])
+            self.served_by_part[parts[i]] += take
+            left -= take
+        return served
+
+    def to_dict(self) -> dict[str, Any]:
+        share = self.served_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        return {
+            "served_tokens": self.served_tokens,
+            "served_share_of_prompt_tokens": round(share, 4),
+            "served_tokens_by_part": dict(self.served_by_part),
+            "requests_with_a_hit": self.requests_with_hit,
+            "evicted_tokens": self.evicted_tokens,
+        }
+
+
+def recommended_order(parts: Sequence[Part], texts: Sequence[str]) -> list[int]:
+    """Indices of a prompt's segments in the cache-friendly order: system prompt, tool definitions, earlier turns
+    (as they were), retrieved context in a stable order (by its text, the same in every process), the question
+    last."""
+    return sorted(range(len(parts)),
+                  key=lambda i: (_ORDER_RANK[parts[i]], texts[i] if parts[i] == "context" else "", i))
+
+
+class PrefixAnalysis:
+    """Both cache simulations, the system-prompt variants, and the ordering facts the advice is made of."""
+
+    def __init__(self, *, capacity_tokens: int = DEFAULT_CACHE_TOKENS, block_size: int = 16,
+                 keep_text: bool = True) -> None:
+        self.as_logged = PrefixCacheSim(capacity_tokens=capacity_tokens, block_size=block_size)
+        self.recommended = PrefixCacheSim(capacity_tokens=capacity_tokens, block_size=block_size)
+        self.keep_text = keep_text
+        self.system_variants: dict[int, list[Any]] = {}  # key -> [requests, tokens per request, preview, text]
+        self.system_variants_overflow = 0
+        self.requests_without_system = 0
+        self.context_in_system = 0
+        self.question_before_context = 0
+        self.context_before_history = 0
+
+    def add(self, req: AuditRequest, keys: Sequence[int], tokens: Sequence[int], prompt_tokens: int) -> None:
+        parts = [s.part for s in req.segments]
+        self.as_logged.serve(keys, tokens, parts, prompt_tokens)
+        order = recommended_order(parts, [seg.text for seg in req.segments])
+        self.recommended.serve([keys[i] for i in order], [tokens[i] for i in order], [parts[i] for i in order],
+                               prompt_tokens)
+        self._facts(req, parts)
+        system = [i for i, p in enumerate(parts) if p == "system"]
+        if not system:
+            self.requests_without_system += 1
+            return
+        key = hash(tuple(keys[i] for i in system))
+        v = self.system_variants.get(key)
+        if v is None:
+            if len(self.system_variants) >= MAX_SYSTEM_VARIANTS:
+                self.system_variants_overflow += 1
+                return
+            text = "\n".join(req.segments[i].text for i in system)[:_KEEP_CHARS]
+            v = self.system_variants[key] = [0, sum(tokens[i] for i in system), text]
+        v[0] += 1
+
+    def _facts(self, req: AuditRequest, parts: Sequence[Part]) -> None:
+        segs = req.segments
+        if any(s.part == "context" and s.role in ("system", "developer") for s in segs):
+            self.context_in_system += 1
+        ctx = [i for i, p in enumerate(parts) if p == "context"]
+        if ctx:
+            q = [i for i, p in enumerate(parts) if p == "question"]
+            if q and q[0] < ctx[-1]:
+                self.question_before_context += 1
+            h = [i for i, p in enumerate(parts) if p == "history"]
+            if h and ctx[0] < h[-1]:
+                self.context_before_history += 1
+
+    def system_summary(self, requests: int) -> dict[str, Any]:
+        ranked = sorted(self.system_variants.values(), key=lambda v: -v[0])
+        top_text = ranked[0][2] if ranked else ""
+        variants = []
+        for count, toks, text in ranked[:10]:
+            item: dict[str, Any] = {"requests": count, "share_of_requests": round(count / requests, 4) if requests
+                                    else 0.0, "tokens": toks,
+                                    "common_prefix_chars_with_top": _common_prefix(text, top_text),
+                                    "chars": len(text)}
+            if self.keep_text:
+                item["preview"] = text[:PREVIEW_CHARS]
+            variants.append(item)
+        repeated = sum(v[0] * v[1] for v in ranked if v[0] > 1)
+        return {
+            "distinct_system_prompts": len(ranked) + self.system_variants_overflow,
+            "requests_without_system_prompt": self.requests_without_system,
+            "system_tokens_in_repeated_prompts": repeated,
+            "top_variants": variants,
+        }
+
+    def advice(self, requests: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        logged = self.as_logged.to_dict()["served_share_of_prompt_tokens"]
+        better = self.recommended.to_dict()["served_share_of_prompt_tokens"]
+        if better - logged >= 0.01:
+            out.append({"id": "reorder", "gain_share_of_prompt_tokens": round(better - logged, 4), "text": (
+                f"Order every prompt the same way: system prompt, tool definitions, earlier turns, the retrieved "
+                f"documents in a stable order (by document, not by per-query score), the question last. A prefix "
+                f"cache would then serve {better:.1%} of prompt tokens instead of {logged:.1%}.")})
+        if self.context_in_system:
+            out.append({"id": "context_in_system", "requests": self.context_in_system, "text": (
+                f"{self.context_in_system:,} requests put retrieved context inside the system message, so "
+                "everything after it differs per request and misses the cache: move it after the stable instructions.")})
+        if self.question_before_context:
+            out.append({"id": "question_first", "requests": self.question_before_context, "text": (
+                f"{self.question_before_context:,} requests put the question before (some of) the documents: put it "
+                "last, so that the documents can be shared by requests that retrieve them.")})
+        if self.context_before_history:
+            out.append({"id": "context_before_history", "requests": self.context_before_history, "text": (
+                f"{self.context_before_history:,} requests put documents before earlier turns: the conversation "
+                "prefix then changes every turn; put the history first.")})
+        ranked = sorted(self.system_variants.values(), key=lambda v: -v[0])
+        if len(ranked) > 1 and requests:
+            top_text = ranked[0][2]
+            near = [v for v in ranked[1:] if _common_prefix(v[2], top_text) >= 0.5 * min(len(v[2]), len(top_text))]
+            if near:
+                shared = min(_common_prefix(v[2], top_text) for v in near)
+                n = sum(v[0] for v in near) + ranked[0][0]
+                out.append({"id": "system_prompt_variants", "variants": len(near) + 1, "requests": n,
+                            "common_prefix_chars": shared, "text": (
+                    f"{len(near) + 1} system prompts ({n:,} requests) are the same for their first {shared:,} "
+                    "characters and then differ (a date, a name, a setting?): move the part that varies to the end "
+                    "of the system prompt or into the user message, so that the stable part is cached once.")})
+        return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
