@@ -210,13 +210,19 @@ class ConversationGrowth:
     """History tokens per conversation, in log order: how fast histories grow and how large they get.
 
     A conversation is the log's explicit id, else the hash of its system prompt and first user message (every
-    request of one chat repeats both). At most ``max_conversations`` are followed (least recently seen forgotten).
+    request of one chat repeats both); a request with no history and no id starts a new one. At most
+    ``max_conversations`` are followed at once: the least recently seen is closed and folded into the statistics.
     """
 
     def __init__(self, *, max_conversations: int = 200_000) -> None:
         self.max_conversations = max_conversations
-        self._convs: OrderedDict[int | str, list[Any]] = OrderedDict()  # key -> [requests, first, last, max, id]
-        self.forgotten = 0
+        self._open: OrderedDict[int | str, list[Any]] = OrderedDict()  # key -> [requests, first, last, max, id]
+        self.started = 0
+        self.closed_early = 0
+        self._turns = Histogram()
+        self._max_history = Histogram()
+        self._growth = Histogram()  # history tokens added per request, rounded
+        self._top = TopK()
 
     @staticmethod
     def key(req: AuditRequest) -> int | str:
@@ -225,41 +231,48 @@ class ConversationGrowth:
         first_user = next((s.text for s in req.segments if s.role == "user" and s.part in ("history", "question")), "")
         return hash((tuple(req.texts("system")), first_user))
 
+    def _close(self, c: list[Any]) -> None:
+        if c[0] > 1:
+            self._turns.add(c[0])
+            self._max_history.add(c[3])
+            self._growth.add(round(max(0, c[2] - c[1]) / (c[0] - 1)))
+            self._top.offer(c[3], c[4], {"requests": c[0]})
+
     def add(self, req: AuditRequest, history_tokens: int) -> None:
         k = self.key(req)
-        c = self._convs.get(k)
+        c = self._open.get(k)
+        if c is not None and req.conversation is None and history_tokens == 0:
+            # The same opening with no history: a new conversation (a repeated question), not a next turn.
+            self._close(self._open.pop(k))
+            c = None
         if c is None:
-            if len(self._convs) >= self.max_conversations:
-                self._convs.popitem(last=False)
-                self.forgotten += 1
-            self._convs[k] = [1, history_tokens, history_tokens, history_tokens, req.request_id]
+            if len(self._open) >= self.max_conversations:
+                self._close(self._open.popitem(last=False)[1])
+                self.closed_early += 1
+            self.started += 1
+            self._open[k] = [1, history_tokens, history_tokens, history_tokens, req.request_id]
             return
-        self._convs.move_to_end(k)
+        self._open.move_to_end(k)
         c[0] += 1
         c[2] = history_tokens
         c[3] = max(c[3], history_tokens)
 
+    def finish(self) -> None:
+        """Close every open conversation (call once, at the end of the log)."""
+        while self._open:
+            self._close(self._open.popitem(last=False)[1])
+
     def to_dict(self) -> dict[str, Any]:
-        multi = [c for c in self._convs.values() if c[0] > 1]
-        turns = Histogram()
-        max_hist = Histogram()
-        growth = Histogram()  # history tokens added per request, rounded
-        for c in multi:
-            turns.add(c[0])
-            max_hist.add(c[3])
-            growth.add(round(max(0, c[2] - c[1]) / (c[0] - 1)))
-        top = TopK()
-        for c in multi:
-            top.offer(c[3], c[4], {"requests": c[0]})
+        self.finish()
         return {
-            "conversations": len(self._convs) + self.forgotten,
-            "multi_request_conversations": len(multi),
-            "requests_per_conversation": turns.summary(),
-            "max_history_tokens": max_hist.summary(),
-            "history_tokens_added_per_request": growth.summary(),
+            "conversations": self.started,
+            "multi_request_conversations": self._turns.n,
+            "requests_per_conversation": self._turns.summary(),
+            "max_history_tokens": self._max_history.summary(),
+            "history_tokens_added_per_request": self._growth.summary(),
             "largest_histories": [{"first_request_id": t["request_id"], "max_history_tokens": t["tokens"],
-                                   "requests": t["requests"]} for t in top.items()],
-            "conversations_forgotten": self.forgotten,
+                                   "requests": t["requests"]} for t in self._top.items()],
+            "closed_early": self.closed_early,
         }
 
 

@@ -17,6 +17,7 @@ from ragtrim.audit.reader import PARTS, AuditRequest, Part
 DEFAULT_CACHE_TOKENS = 1_000_000
 MAX_SYSTEM_VARIANTS = 10_000
 PREVIEW_CHARS = 160
+_TEMPLATE_VARIANTS = 200  # most used system-prompt variants grouped into templates for the advice
 _KEEP_CHARS = 4000  # of each system prompt variant, to find where variants start to differ
 _ORDER_RANK: dict[Part, int] = {"system": 0, "other": 1, "history": 2, "context": 3, "question": 4}
 
@@ -130,7 +131,7 @@ class PrefixAnalysis:
         ctx = [i for i, p in enumerate(parts) if p == "context"]
         if ctx:
             q = [i for i, p in enumerate(parts) if p == "question"]
-            if q and q[0] < ctx[-1]:
+            if q and q[-1] < ctx[-1]:
                 self.question_before_context += 1
             h = [i for i, p in enumerate(parts) if p == "history"]
             if h and ctx[0] < h[-1]:
@@ -171,25 +172,45 @@ class PrefixAnalysis:
                 "everything after it differs per request and misses the cache: move it after the stable instructions.")})
         if self.question_before_context:
             out.append({"id": "question_first", "requests": self.question_before_context, "text": (
-                f"{self.question_before_context:,} requests put the question before (some of) the documents: put it "
+                f"{self.question_before_context:,} requests end with documents, not with the question: put the question "
                 "last, so that the documents can be shared by requests that retrieve them.")})
         if self.context_before_history:
             out.append({"id": "context_before_history", "requests": self.context_before_history, "text": (
                 f"{self.context_before_history:,} requests put documents before earlier turns: the conversation "
                 "prefix then changes every turn; put the history first.")})
-        ranked = sorted(self.system_variants.values(), key=lambda v: -v[0])
-        if len(ranked) > 1 and requests:
-            top_text = ranked[0][2]
-            near = [v for v in ranked[1:] if _common_prefix(v[2], top_text) >= 0.5 * min(len(v[2]), len(top_text))]
-            if near:
-                shared = min(_common_prefix(v[2], top_text) for v in near)
-                n = sum(v[0] for v in near) + ranked[0][0]
-                out.append({"id": "system_prompt_variants", "variants": len(near) + 1, "requests": n,
-                            "common_prefix_chars": shared, "text": (
-                    f"{len(near) + 1} system prompts ({n:,} requests) are the same for their first {shared:,} "
-                    "characters and then differ (a date, a name, a setting?): move the part that varies to the end "
-                    "of the system prompt or into the user message, so that the stable part is cached once.")})
+        templates = _templates(sorted(self.system_variants.values(), key=lambda v: -v[0])[:_TEMPLATE_VARIANTS])
+        for members in templates:
+            head = members[0][2]
+            shared = min(_common_prefix(v[2], head) for v in members[1:])
+            n = sum(v[0] for v in members)
+            out.append({"id": "system_prompt_variants", "variants": len(members), "requests": n,
+                        "common_prefix_chars": shared, "text": (
+                f"{len(members)} system prompts ({n:,} requests) are one template that differs only after character "
+                f"{shared:,} (a date, a name, a setting?): move the part that varies to the end of the system prompt "
+                "or into the user message, so that the stable part is cached once for all of them.")})
         return out
+
+
+def _templates(variants: Sequence[list[Any]]) -> list[list[list[Any]]]:
+    """Groups of system-prompt variants (most used first) that are one text but for a short stretch, largest
+    group first; only groups of two or more."""
+    groups: list[list[list[Any]]] = []
+    for v in variants:
+        for g in groups:
+            head = g[0][2]
+            if _differing_chars(v[2], head) <= 0.2 * max(len(v[2]), len(head)):
+                g.append(v)
+                break
+        else:
+            groups.append([v])
+    return sorted((g for g in groups if len(g) > 1), key=lambda g: -sum(v[0] for v in g))
+
+
+def _differing_chars(a: str, b: str) -> int:
+    """Characters of the longer text outside the common prefix and suffix of the two."""
+    p = _common_prefix(a, b)
+    s = _common_prefix(a[p:][::-1], b[p:][::-1])
+    return max(len(a), len(b)) - p - s
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -171,7 +171,7 @@ def parse_request(obj: Any, line: int, *, context_tag: str = "context") -> Audit
     prompt = body.get("prompt")
     if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt)):
         texts = [prompt] if isinstance(prompt, str) else list(prompt)
-        segments = tuple(s for t in texts for s in _split_context(t, "question", "", context_tag))
+        segments = tuple(s for t in texts for s in _completion_segments(t, context_tag))
         return AuditRequest(rid, line, "completions", segments, 0, conversation, model, output, pretrimmed)
     if isinstance(body.get("chunks"), list) and isinstance(body.get("query", ""), str):
         return AuditRequest(rid, line, "ragtrim", _ragtrim_segments(body), 0, conversation, model, output, pretrimmed)
@@ -243,6 +243,15 @@ def _split_context(text: str, part: Part, role: str, tag: str) -> list[Segment]:
     if rest:
         out.append(Segment(part, rest, role))
     return out
+
+
+def _completion_segments(prompt: str, tag: str) -> list[Segment]:
+    """A completions prompt: the instructions before its first context block play the system prompt's part."""
+    segments = _split_context(prompt, "question", "", tag)
+    first_context = next((i for i, s in enumerate(segments) if s.part == "context"), None)
+    if first_context:
+        segments[:first_context] = [Segment("system", s.text, "", "prompt") for s in segments[:first_context]]
+    return segments
 
 
 def _documents(raw: Any) -> list[Segment]:
