@@ -111,12 +111,12 @@ def measure(req: AuditRequest, before: Mapping[Part, int], output_tokens: int, c
             if report.info.get("folded_turn_ids"):
                 history_after = sum(counter.count(m.content) for m in result.context.history) + counter.count(
                     str(report.info.get("state_text", "")))
-            by_stage["history"] = max(0, before["history"] - history_after)
+            by_stage["history"] = before["history"] - history_after  # < 0 when the state outweighs the turns
         else:
             by_stage[report.stage] = by_stage.get(report.stage, 0) + report.tokens_saved
     saved: dict[Part, int] = dict.fromkeys(PARTS, 0)
     saved["context"] = before["context"] - context_after
-    saved["history"] = max(0, before["history"] - history_after)
+    saved["history"] = before["history"] - history_after
     return SampleRecord(req.request_id, dict(before), saved, by_stage, output_tokens, trim_ms)
 
 
