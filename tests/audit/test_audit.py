@@ -17,7 +17,6 @@ import pytest
 from ragtrim.audit import PARTS, AuditConfig, SavingsConfig, run_audit, write_report
 from ragtrim.audit.reader import parse_request
 from ragtrim.cli import main
-from ragtrim.tokens import get_counter
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "Zanzibar-7781"  # appears in prompts only, so that --no-text can be checked
