@@ -188,9 +188,11 @@ class Generator:
         while n < self.cfg.requests:
             i += 1
             r = self.rng.random()
-            if r < 0.55:
+            # About 55 % single-turn RAG requests, 38 % turns of conversations (5 a conversation on average), 7 %
+            # completions.
+            if r < 0.8:
                 batch = [self.rag(n)]
-            elif r < 0.95:
+            elif r < 0.9:
                 batch = list(self.conversation(i, self.cfg.requests - n))
             else:
                 batch = [self.completion()]

@@ -134,6 +134,10 @@ class TopK:
         self._heap: list[tuple[int, int, str, dict[str, Any]]] = []
         self._seq = 0
 
+    def beats(self, value: int) -> bool:
+        """Whether ``value`` would enter the list (cheap: lets callers skip building the entry)."""
+        return value > 0 and (len(self._heap) < self.k or value > self._heap[0][0])
+
     def offer(self, value: int, request_id: str, extra: Mapping[str, Any] | None = None) -> None:
         if value <= 0:  # a top list of zeros says nothing
             return
@@ -169,18 +173,21 @@ class Breakdown:
         self.requests += 1
         self.by_endpoint[req.endpoint] += 1
         self.pretrimmed += req.pretrimmed
+        totals, part_hist, share_hist = self.part_totals, self.part_hist, self.share_hist
         for p in PARTS:
             v = parts[p]
-            self.part_totals[p] += v
-            self.part_hist[p].add(v)
-            self.share_hist[p].add(round(v * SHARE_BINS / prompt) if prompt else 0)
+            totals[p] += v
+            part_hist[p].add(v)
+            share_hist[p].add(round(v * SHARE_BINS / prompt) if prompt else 0)
         self.prompt_hist.add(prompt)
         self.output_hist.add(output_tokens)
         self.total_hist.add(prompt + output_tokens)
         self.documents_hist.add(sum(1 for s in req.segments if s.part == "context"))
-        self.top["prompt"].offer(prompt, req.request_id, {"line": req.line})
-        for p in ("context", "history", "system"):
-            self.top[p].offer(parts[p], req.request_id, {"line": req.line})
+        for name, value in (("prompt", prompt), ("context", parts["context"]), ("history", parts["history"]),
+                            ("system", parts["system"])):
+            top = self.top[name]
+            if top.beats(value):
+                top.offer(value, req.request_id, {"line": req.line})
         return prompt
 
     def to_dict(self) -> dict[str, Any]:

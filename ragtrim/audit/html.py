@@ -111,14 +111,14 @@ def grouped_bars(plot_id: str, title: str, groups: Sequence[str], series: Sequen
 
 def histogram(plot_id: str, title: str, edges: Sequence[int], series: Sequence[tuple[str, str, Sequence[float]]]) -> str:
     """Distributions over the same bins (each series as shares of its requests), bars side by side."""
-    labels = [_short(e) for e in edges]
+    labels = [f"{e // 1024}k" if e >= 1024 and e % 1024 == 0 else _short(e) for e in edges]  # 1k = 1,024 tokens
     return grouped_bars(plot_id, title, [f"{lab}+" for lab in labels], series)
 
 
 def _short(n: float) -> str:
     if n >= 1_000_000:
-        return f"{n / 1e6:g}M"
-    return f"{n / 1000:g}k" if n >= 1000 else f"{n:g}"
+        return f"{n / 1e6:.3g}M"
+    return f"{n / 1000:.3g}k" if n >= 1000 else f"{n:.3g}"
 
 
 def ranked_bars(plot_id: str, title: str, rows: Sequence[tuple[str, float, str]], label_width: int = 200) -> str:
@@ -274,8 +274,8 @@ def _savings_html(r: Mapping[str, Any], plots: Mapping[str, str]) -> list[str]:
                 plots["prompt_tokens_before_after"]]
     s = r["savings"]
     out = ["<h2>What ragtrim would save</h2>",
-           (f"<p>ragtrim's pipeline (budget {_e(s['config']['budget'])}, scorer {_e(s['config']['scorer'])}, history "
-           f"stage keeping {_n(s['config']['history_turns'])} turns) on {_n(s['sampled_requests'])} requests; "
+           (f"<p>ragtrim's pipeline ({_e(_budget_text(s['config']['budget']))}, scorer {_e(s['config']['scorer'])}, "
+           f"history stage keeping {_n(s['config']['history_turns'])} turns) on {_n(s['sampled_requests'])} requests; "
            f"{_e(s['interval'])}.</p>"), plots["savings_by_part"], plots["prompt_tokens_before_after"],
            _table(["part", "saved share", "95% interval", "log tokens saved (estimate)"],
                   [[p, _pct(d["saved_share"]), f"{_pct(d['saved_share_ci95'][0])} - {_pct(d['saved_share_ci95'][1])}",
@@ -304,6 +304,12 @@ def _savings_html(r: Mapping[str, Any], plots: Mapping[str, str]) -> list[str]:
                    f"{_n(t['ttft_ms_after']['p50'])} ms, p95 {_n(t['ttft_ms_before']['p95'])} ms to "
                    f"{_n(t['ttft_ms_after']['p95'])} ms. {_e(t['note'])}.</p>")
     return out
+
+
+def _budget_text(budget: float | None) -> str:
+    if budget is None:
+        return "no budget: HTML cleanup and duplicates only"
+    return f"budget {budget:.0%} of each request's documents" if budget < 1 else f"budget {budget:,.0f} tokens"
 
 
 def prompt_edges(max_tokens: int) -> list[int]:

@@ -9,15 +9,17 @@ batch line (``{"custom_id", "body"}``), the gateway's request log (``request`` w
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NamedTuple
 
 from ragtrim.errors import InputError
 from ragtrim.openai_text import TOKENS_PER_MESSAGE, TOKENS_PER_REPLY, context_re, split_chunks, text_of
@@ -35,11 +37,11 @@ _ID_KEYS = ("request_id", "custom_id", "id")
 MAX_SKIP_EXAMPLES = 5
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+class Segment(NamedTuple):
     """One piece of a prompt: a message's text, a document, a tool result. ``role`` is the message role (``""``
     for documents and definitions); ``source`` says where it came from (``message``, ``documents``, ``context_tag``,
-    ``tool_result``, ``tool_call``, ``tools``, ``chunks``, ``prompt``)."""
+    ``tool_result``, ``tool_call``, ``tools``, ``chunks``, ``prompt``). A named tuple: immutable, and a million of
+    them are built several times faster than frozen dataclasses."""
 
     part: Part
     text: str
@@ -227,9 +229,14 @@ def _output_tokens(wrapper: Mapping[str, Any], body: Mapping[str, Any]) -> int |
     return None
 
 
+@functools.cache
+def _tag_re(tag: str) -> re.Pattern[str]:
+    return re.compile("<" + re.escape(tag), re.IGNORECASE)
+
+
 def _split_context(text: str, part: Part, role: str, tag: str) -> list[Segment]:
     """``text`` cut at its ``<tag>`` blocks: the text around them keeps ``part``, the blocks' chunks are context."""
-    if f"<{tag}" not in text.lower():
+    if "<" not in text or not _tag_re(tag).search(text):  # the cheap scan first: most messages have no markup
         return [Segment(part, text, role)] if text else []
     out: list[Segment] = []
     pos = 0
@@ -289,7 +296,7 @@ def _chat_segments(body: Mapping[str, Any], tag: str) -> tuple[tuple[Segment, ..
             part = "history"
         text = text_of(m.get("content"))
         if role in _TOOL_ROLES:
-            segments.extend(Segment("context", t, role, "tool_result") for t in [text.strip()] if t)
+            segments.extend(Segment("context", t, role, "tool_result") for t in split_chunks(text))
         else:
             segments.extend(_split_context(text, part, role, tag))
         name = m.get("name")
