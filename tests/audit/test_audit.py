@@ -215,3 +215,43 @@ class TestCli:
         assert main(args) == 2
         err = capsys.readouterr().err
         assert err.startswith("ragtrim: error:") and message in err
+
+
+class TestCommitted:
+    @pytest.mark.parametrize("name", ["examples", "gateway", "synth-100k"])
+    def test_committed_reports_have_every_plot(self, name: str) -> None:
+        folder = REPO / "benchmarks" / "results" / "audit" / name
+        data = json.loads((folder / "audit.json").read_text(encoding="utf-8"))
+        found = plots_in((folder / "audit.html").read_text(encoding="utf-8"))
+        assert set(found) == set(data["plots"]) and all(n > 0 for n in found.values())
+
+    def test_screenshots_are_committed_and_small(self) -> None:
+        shots = sorted((REPO / "docs" / "audit").glob("*.png"))
+        assert len(shots) >= 3 and sum(p.stat().st_size for p in shots) < 600_000
+        doc = (REPO / "docs" / "audit.md").read_text(encoding="utf-8")
+        assert all(f"audit/{p.name}" in doc for p in shots)
+
+
+def test_core_only(tmp_path: Path) -> None:
+    """The audit needs no extra: the serve stack, orjson and the model libraries are blocked."""
+    path = tmp_path / "log.jsonl"
+    path.write_text(json.dumps({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "q?"}],
+                                "documents": ["<p>Doc one.</p>", "Doc one."]}) + "\n")
+    code = f"""
+import importlib.abc, sys
+BLOCKED = ("torch", "sentence_transformers", "transformers", "tokenizers", "matplotlib", "orjson", "starlette",
+           "uvicorn", "aiohttp", "prometheus_client", "trafilatura")
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"blocked extra: {{name}}")
+        return None
+sys.meta_path.insert(0, Block())
+from ragtrim.audit import run_audit, write_report
+r = run_audit({str(path)!r})
+write_report(r, {str(tmp_path / "out")!r})
+print("ok", r["breakdown"]["requests"], r["savings"]["sampled_requests"])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ok", "1", "1"]
