@@ -38,35 +38,48 @@ class PrefixCacheSim:
 
     def serve(self, keys: Sequence[int], tokens: Sequence[int], parts: Sequence[Part], prompt_tokens: int) -> int:
         lru = self._lru
+        touch = lru.move_to_end
+        count = len(keys)
         chain = 0
         matched = 0
-        matched_upto = 0
-        hit = True
-        for i, (key, n) in enumerate(zip(keys, tokens, strict=True)):
-            chain = hash((chain, key))
-            if hit and chain in lru:
-                lru.move_to_end(chain)
-                matched += n
-                matched_upto = i + 1
-                continue
-            hit = False
-            if n <= 0 or n > self.capacity_tokens:
-                continue
-            lru[chain] = n
-            self._held += n
-            while self._held > self.capacity_tokens:
-                _, old = lru.popitem(last=False)
-                self._held -= old
-                self.evicted_tokens += old
+        i = 0
+        while i < count:  # the leading run of cached prefixes
+            chain = hash((chain, keys[i]))
+            if chain not in lru:
+                break
+            touch(chain)
+            matched += tokens[i]
+            i += 1
+        matched_upto = i
+        cap = self.capacity_tokens
+        held = self._held
+        evicted = 0
+        while i < count:  # the rest is cached now, for the requests after this one
+            n = tokens[i]
+            if chain in lru:  # left behind when its parent prefix was evicted
+                touch(chain)
+            elif 0 < n <= cap:
+                lru[chain] = n
+                held += n
+                while held > cap:
+                    old = lru.popitem(last=False)[1]
+                    held -= old
+                    evicted += old
+            i += 1
+            if i < count:
+                chain = hash((chain, keys[i]))
+        self._held = held
+        self.evicted_tokens += evicted
         served = max(0, min(matched, prompt_tokens - 1)) // self.block_size * self.block_size
         self.prompt_tokens += prompt_tokens
         self.served_tokens += served
-        self.requests_with_hit += served > 0
-        left = served
-        for i in range(matched_upto):
-            take = min(left, tokens[i])
-            self.served_by_part[parts[i]] += take
-            left -= take
+        if served:
+            self.requests_with_hit += 1
+            left = served
+            for j in range(matched_upto):
+                take = min(left, tokens[j])
+                self.served_by_part[parts[j]] += take
+                left -= take
         return served
 
     def to_dict(self) -> dict[str, Any]:
