@@ -113,6 +113,13 @@ class TestPrefixCache:
         assert sim.serve([1], [6], ["system"], 7) == 0
         assert sim.evicted_tokens == 12
 
+    def test_orphaned_prefix_is_not_counted_twice(self) -> None:
+        sim = PrefixCacheSim(capacity_tokens=10, block_size=1)
+        sim.serve([1, 2], [4, 4], ["system", "question"], 8)  # holds [1] and [1, 2]
+        sim.serve([3], [4], ["system"], 4)  # evicts [1]: [1, 2] is left without its parent
+        sim.serve([1, 2], [4, 4], ["system", "question"], 8)
+        assert sim._held == sum(sim._lru.values()) <= 10
+
     def test_recommended_order(self) -> None:
         parts: list[Any] = ["question", "context", "system", "context", "history", "other"]
         texts = ["q", "zeta", "s", "alpha", "h", "tools"]
