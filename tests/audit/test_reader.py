@@ -40,6 +40,20 @@ class TestChat:
                               ("context", "C c."), ("question", "Q?")]
         assert [s.role for s in req.segments][:2] == ["system", "system"]
 
+    @pytest.mark.parametrize("text", [
+        "a <context>x\n\ny</context> b <Context>z</CONTEXT> c",
+        "<context>one <context>two</context> three</context>",  # the first closing tag ends the block
+        "<context>never closed",
+        "é <context>café\n\n naïve </context> ü",
+        "<contexts>not the tag</contexts><context></context>",
+        "no markup at all", "a < b and </context> alone",
+    ])
+    def test_context_chunks_as_the_gateway_finds_them(self, text: str) -> None:
+        from ragtrim.openai_text import extract_context
+
+        req = parse_request({"messages": [{"role": "user", "content": text}]}, 1)
+        assert [s.text for s in req.segments if s.part == "context"] == extract_context(text)[1]
+
     def test_tool_results_are_context_and_tool_calls_history(self) -> None:
         req = parse_request({"tools": [{"type": "function", "function": {"name": "search"}}], "messages": [
             {"role": "user", "content": "Find X"},
