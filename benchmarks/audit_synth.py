@@ -25,8 +25,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ragtrim.datasets import dataset_path
-from ragtrim.datasets.nq import load_nq_open
+try:  # the dataset loaders live in benchmarks/ragtrim_bench once the benchmark helpers leave the package
+    from ragtrim_bench.datasets import dataset_path
+    from ragtrim_bench.datasets.nq import load_nq_open
+except ImportError:
+    from ragtrim.datasets import dataset_path
+    from ragtrim.datasets.nq import load_nq_open
 
 DEFAULT_OUT = REPO / ".cache" / "audit"
 

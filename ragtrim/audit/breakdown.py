@@ -73,7 +73,7 @@ class Histogram:
         self.total += value
 
     def percentile(self, q: float) -> float:
-        """Linear interpolation between closest ranks (numpy's default, as ``ragtrim.bench.stats.percentile``)."""
+        """Linear interpolation between closest ranks (numpy's default, as ``ragtrim.plan.percentile``)."""
         if not self.n:
             return math.nan
         pos = (self.n - 1) * q / 100

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ragtrim.audit.reader import PARTS, AuditRequest, Part
-from ragtrim.bench.stats import percentile
 from ragtrim.errors import ConfigError, InputError
+from ragtrim.plan import percentile
 from ragtrim.tokens import TokenCounter
 
 
