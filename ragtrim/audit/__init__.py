@@ -2,36 +2,15 @@
 a prefix cache could serve, and what ragtrim would save, from a log of OpenAI-format requests.
 
 ``run_audit(path, AuditConfig(...))`` returns the report as a dict; ``write_report`` writes its JSON and HTML.
-Names load on first access, so ``ragtrim --help`` does not pay for the audit's modules.
+Importing this package loads no numpy and no model: the heavy parts load when an audit runs.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-_LAZY = {
-    "PARTS": "ragtrim.audit.reader",
-    "PLOTS": "ragtrim.audit.core",
-    "AuditConfig": "ragtrim.audit.core",
-    "AuditRequest": "ragtrim.audit.reader",
-    "PlannerConfig": "ragtrim.audit.capacity",
-    "SavingsConfig": "ragtrim.audit.savings",
-    "Segment": "ragtrim.audit.reader",
-    "TTFTCurve": "ragtrim.audit.savings",
-    "parse_request": "ragtrim.audit.reader",
-    "read_requests": "ragtrim.audit.reader",
-    "run_audit": "ragtrim.audit.core",
-    "write_report": "ragtrim.audit.core",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ragtrim.audit' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
+from ragtrim.audit.capacity import PlannerConfig
+from ragtrim.audit.core import PLOTS, AuditConfig, run_audit, write_report
+from ragtrim.audit.reader import PARTS, AuditRequest, Segment, parse_request, read_requests
+from ragtrim.audit.savings import SavingsConfig, TTFTCurve
 
 __all__ = [
     "PARTS",

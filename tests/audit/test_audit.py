@@ -258,3 +258,11 @@ print("ok", r["breakdown"]["requests"], r["savings"]["sampled_requests"])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["ok", "1", "1"]
+
+
+def test_import_stays_light() -> None:
+    """``import ragtrim.audit`` loads neither numpy, lxml nor a tokenizer: they load when an audit runs."""
+    code = "import sys, ragtrim.audit; print(sorted(m for m in ('numpy', 'lxml', 'tiktoken') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
