@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
 
-from audit_synth import DEFAULT_OUT, SynthConfig, write_log
+from audit_synth import (  # benchmarks/ is on the path of a script run from it
+    DEFAULT_OUT,
+    SynthConfig,
+    write_log,
+)
 
 RESULTS = REPO / "benchmarks" / "results"
 

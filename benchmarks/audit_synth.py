@@ -16,14 +16,12 @@ import gzip
 import json
 import random
 import re
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 try:  # the dataset loaders live in benchmarks/ragtrim_bench once the benchmark helpers leave the package
     from ragtrim_bench.datasets import dataset_path
