@@ -31,7 +31,7 @@ from typing import Any
 from ragtrim_bench.gpu.backends import OpenAICompletionsBackend, engine_cli_args, start_vllm_server
 from ragtrim_bench.gpu.load import LoadSpec, run_load
 from ragtrim_bench.gpu.metrics import summarize_records, throughput_at_slo
-from ragtrim_bench.gpu.prompts import INSTRUCTION, format_prompt
+from ragtrim_bench.gpu.prompts import INSTRUCTION, context_block, format_prompt
 from ragtrim_bench.serve_load import free_port, stop_process
 
 GATEWAY_TOML = """
@@ -65,13 +65,14 @@ def timed(records: list[Any], duration: float, slo_ms: float | None = None) -> d
 
 def prompts(n: int, offset: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(id, prompt) pairs: the untrimmed prompt for vLLM directly, and the same with the passages in <context>."""
-    from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
+    from ragtrim_bench.datasets.nq import golden_multidoc
 
-    qs = load_nq_open()
-    inst = build_multidoc(qs[offset:offset + n], n_docs=20, gold_position="middle", distractors="bm25", pool=qs)
+    inst = golden_multidoc(n, offset=offset)
     direct = [(i.id, format_prompt(i.question, [p.content for p in i.passages])) for i in inst]
-    wrapped = [(i.id, f"{INSTRUCTION}\n\n<context>\n" + "\n\n".join(p.content for p in i.passages)
-                + f"\n</context>\n\nQuestion: {i.question}\nAnswer:") for i in inst]
+    wrapped = []
+    for i in inst:
+        block = context_block(p.content for p in i.passages)
+        wrapped.append((i.id, f"{INSTRUCTION}\n\n{block}\n\nQuestion: {i.question}\nAnswer:"))
     return direct, wrapped
 
 

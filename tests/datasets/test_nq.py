@@ -13,6 +13,7 @@ from ragtrim_bench.datasets.nq import (
     _BM25Index,
     build_multidoc,
     gold_index,
+    golden_multidoc,
     load_nq_open,
 )
 from ragtrim_bench.qa_metrics import answer_substring_in_text
@@ -147,3 +148,14 @@ class TestSharedData:
             "nq87", "nq343", "nq1084", "nq1570", "nq382", "nq189", "nq1287", "nq563", "nq1564", "nq0", "nq1824",
             "nq628", "nq1422", "nq1963", "nq161", "nq1929", "nq86", "nq307", "nq862", "nq1088"]
         assert [p.id for p in insts[2].passages][:5] == ["nq1958", "nq91", "nq101", "nq673", "nq694"]
+
+    def test_golden_multidoc_is_the_gpu_benchmarks_setting(self) -> None:
+        """The golden requests (GPU and gateway benchmarks): 20 passages, the gold 10th, BM25 distractors from the
+        whole file, whatever the offset."""
+        if not (data_dir() / "nq-multidoc").is_dir():
+            pytest.skip(f"shared data absent at {data_dir()}; set RAGTRIM_DATA")
+        pool = load_nq_open()
+        assert golden_multidoc(3, offset=5) == build_multidoc(pool[5:8], n_docs=20, gold_position="middle",
+                                                              distractors="bm25", pool=pool)
+        assert [i.id for i in golden_multidoc(2)] == ["nq0", "nq1"]
+        assert golden_multidoc(0) == []

@@ -243,6 +243,14 @@ def build_multidoc(
     return out
 
 
+def golden_multidoc(n: int, *, offset: int = 0, path: str | Path | None = None) -> list[QAInstance]:
+    """Questions ``offset`` .. ``offset + n`` of NQ-open with 20 passages each, the gold 10th among BM25 hard
+    distractors drawn from every question's passage: the golden requests of the GPU and gateway benchmarks."""
+    questions = load_nq_open(path)
+    return build_multidoc(questions[offset:offset + n], n_docs=20, gold_position="middle", distractors="bm25",
+                          pool=questions)
+
+
 def build_single_use(
     questions: Sequence[NQQuestion],
     *,

@@ -30,6 +30,11 @@ def format_prompt(question: str, documents: Sequence[str], *, instruction: str =
     return f"{instruction}\n\n{docs}\n\nQuestion: {question}\nAnswer:"
 
 
+def context_block(documents: Iterable[str], *, tag: str = "context") -> str:
+    """Documents inside ``<tag>...</tag>``, a blank line between them: the chunks the gateway and the audit find."""
+    return f"<{tag}>\n" + "\n\n".join(documents) + f"\n</{tag}>"
+
+
 @dataclass(frozen=True)
 class ArmPrompt:
     """One request of one arm: the prompt and what is needed to score the answer."""
