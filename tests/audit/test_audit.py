@@ -221,12 +221,28 @@ class TestCli:
 
 
 class TestCommitted:
-    @pytest.mark.parametrize("name", ["examples", "gateway", "synth-100k"])
+    @pytest.mark.parametrize("name", ["examples", "gateway", "gateway-rag", "synth-100k"])
     def test_committed_reports_have_every_plot(self, name: str) -> None:
         folder = REPO / "benchmarks" / "results" / "audit" / name
         data = json.loads((folder / "audit.json").read_text(encoding="utf-8"))
         found = plots_in((folder / "audit.html").read_text(encoding="utf-8"))
         assert set(found) == set(data["plots"]) and all(n > 0 for n in found.values())
+
+    def test_gateway_rag_summary_matches_its_report(self) -> None:
+        """benchmarks/audit_gateway.py's summary and the report it wrote come from one run, and agreed with the
+        gateway: the documents to the token, the prompt once the gateway's numbered block is added."""
+        results = REPO / "benchmarks" / "results"
+        summary = json.loads((results / "audit_gateway.json").read_text(encoding="utf-8"))
+        report = json.loads((results / "audit" / "gateway-rag" / "audit.json").read_text(encoding="utf-8"))
+        b, gw = report["breakdown"], summary["gateway"]["log"]
+        assert b["requests"] == summary["requests_ok"] == summary["requests_sent"] == summary["config"]["requests"]
+        assert b["prompt_tokens"] == summary["audit"]["prompt_tokens"]
+        assert b["parts"]["context"]["tokens"] == gw["documents_before"]
+        assert b["prompt_tokens"] + summary["gateway"]["numbering_tokens"] == gw["prompt_before"]
+        assert report["savings"]["parts"]["context"]["sample_tokens_saved"] == gw["documents_before"] - gw[
+            "documents_after"]
+        assert all(summary["match"].values())
+        assert max(b["parts"], key=lambda p: b["parts"][p]["tokens"]) == "context"
 
     def test_screenshots_are_committed_and_small(self) -> None:
         shots = sorted((REPO / "docs" / "audit").glob("*.png"))
