@@ -12,8 +12,9 @@ from ragtrim.pipeline import Pipeline
 from ragtrim.stages.base import Stage
 from ragtrim.tokens import TokenCounter
 
-ScorerChoice = Literal["auto", "bm25", "embedding", "hybrid", "fast"]
-"""``"auto"`` or a named scorer (``ragtrim.scoring.NAMED_SCORERS``; a test keeps the two equal)."""
+ScorerChoice = Literal["auto", "given", "bm25", "embedding", "hybrid", "fast"]
+"""A stage-level name (``ragtrim.scoring.STAGE_SCORER_NAMES``: ``"auto"``, ``"given"``) or a named scorer
+(``ragtrim.scoring.NAMED_SCORERS``); a test keeps them equal."""
 
 
 def embeddings_available() -> bool:
@@ -27,9 +28,9 @@ def resolve_scorer(scorer: ScorerChoice) -> str:
     """The named scorer ``scorer`` stands for: ``auto`` is decided once per process by ``ragtrim.fast.choose``
     (``fast`` when MiniLM can run, else ``bm25``); the decision and its reason are in ``to_dict()`` and the trace."""
     from ragtrim.fast import choose  # imports numpy and the scorers: not at ``import ragtrim`` time
-    from ragtrim.scoring import SCORER_NAMES
+    from ragtrim.scoring import SCORER_NAMES, STAGE_SCORER_NAMES
 
-    check_choice("scorer", scorer, ("auto", *SCORER_NAMES))
+    check_choice("scorer", scorer, (*STAGE_SCORER_NAMES, *SCORER_NAMES))
     return choose().scorer if scorer == "auto" else scorer
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError, RagtrimError
-from ragtrim.scoring import SCORER_NAMES
+from ragtrim.scoring import SCORER_NAMES, STAGE_SCORER_NAMES
 
 BENCH_OUTPUT = "ragtrim-bench.json"
 """Where ``ragtrim bench`` writes without ``--output``: in the working directory."""
@@ -437,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-b", "--budget", type=int, default=None, help="token budget for the kept chunks")
     p.add_argument("--tokenizer", default=None, help="cl100k_base (default), tiktoken:<enc>, hf:<path>, approx")
     p.add_argument("--config", default=None, help="pipeline config JSON (see Pipeline.to_dict)")
-    p.add_argument("--scorer", default="auto", choices=["auto", *SCORER_NAMES],
+    p.add_argument("--scorer", default="auto", choices=[*STAGE_SCORER_NAMES, *SCORER_NAMES],
                    help="chunk ranking (auto: 'fast', BM25 mixed with MiniLM over each chunk's lead, when MiniLM can "
                         "run, else BM25)")
     p.set_defaults(func=cmd_trim)
@@ -455,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--limit", type=int, default=None, help="only the first N requests")
     b.add_argument("--tokenizer", default=None)
     b.add_argument("--config", default=None, help="pipeline config JSON")
-    b.add_argument("--scorer", default="auto", choices=["auto", *SCORER_NAMES])
+    b.add_argument("--scorer", default="auto", choices=[*STAGE_SCORER_NAMES, *SCORER_NAMES])
     b.add_argument("-o", "--output", default=None, help=f"JSON output path (default: ./{BENCH_OUTPUT})")
     b.set_defaults(func=cmd_bench)
 

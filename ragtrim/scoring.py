@@ -51,6 +51,9 @@ gateway's ``trim.scorer`` accept (``"auto"``, resolved per host by ``ragtrim.fas
 ``hybrid`` is BM25 + MiniLM, min-max mixed with weights 0.15 / 0.85 (tuned on NQ dev questions); ``fast`` is BM25 +
 MiniLM over each passage's first 10 word pieces on the cheapest backend of the host (``ragtrim.fast``)."""
 SCORER_NAMES: tuple[str, ...] = tuple(NAMED_SCORERS)
+STAGE_SCORER_NAMES: tuple[str, ...] = ("auto", "given")
+"""Names the relevance stage resolves itself: ``"auto"`` (decided per host by ``ragtrim.fast.choose``) and
+``"given"`` (each chunk's own ``score``, e.g. the retriever's similarity: no scoring work at all)."""
 
 
 @runtime_checkable
@@ -64,9 +67,10 @@ class Scorer(Protocol):
 
 
 def scorer_param(*, allow_auto: bool = False) -> Plugin:
-    """The constraint of a ``scorer`` parameter: a named scorer (``"auto"`` too where a stage resolves it), a
-    ``Scorer`` object, or in a config a scorer's ``to_dict()``. Checked at construction; no model is loaded."""
-    names = ("auto", *SCORER_NAMES) if allow_auto else SCORER_NAMES
+    """The constraint of a ``scorer`` parameter: a named scorer (``STAGE_SCORER_NAMES`` too where a stage resolves
+    them), a ``Scorer`` object, or in a config a scorer's ``to_dict()``. Checked at construction; no model is
+    loaded."""
+    names = (*STAGE_SCORER_NAMES, *SCORER_NAMES) if allow_auto else SCORER_NAMES
     return Plugin("scorer", Scorer, names=names, describe="an object with name and score(query, texts)")
 
 

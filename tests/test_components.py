@@ -19,7 +19,15 @@ from ragtrim.components import Component, component, from_config, register, regi
 from ragtrim.errors import ConfigError
 from ragtrim.history import OpenAICompatibleSummarizer, RuleBasedSummarizer
 from ragtrim.pipeline import Pipeline
-from ragtrim.scoring import SCORER_NAMES, BM25Scorer, EmbeddingScorer, FixedScorer, HybridScorer, ScorerName
+from ragtrim.scoring import (
+    SCORER_NAMES,
+    STAGE_SCORER_NAMES,
+    BM25Scorer,
+    EmbeddingScorer,
+    FixedScorer,
+    HybridScorer,
+    ScorerName,
+)
 from ragtrim.stages.compress import SentenceCompressor
 from ragtrim.stages.history import HistoryCompressor
 from ragtrim.stages.relevance import RelevanceFilter
@@ -153,10 +161,10 @@ class TestScorerNamesLiveInOnePlace:
         from ragtrim.cli import build_parser
 
         assert get_args(ScorerName) == SCORER_NAMES
-        assert get_args(ScorerChoice) == ("auto", *SCORER_NAMES)
+        assert get_args(ScorerChoice) == (*STAGE_SCORER_NAMES, *SCORER_NAMES)
         trim = build_parser()._subparsers._group_actions[0].choices["trim"]  # type: ignore[union-attr]
         scorer = next(a for a in trim._actions if a.dest == "scorer")
-        assert tuple(scorer.choices) == ("auto", *SCORER_NAMES)
+        assert tuple(scorer.choices) == (*STAGE_SCORER_NAMES, *SCORER_NAMES)
 
     @pytest.mark.parametrize("name", ["auto", *SCORER_NAMES])
     def test_the_gateway_accepts_every_name(self, name: str) -> None:

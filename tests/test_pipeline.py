@@ -351,3 +351,16 @@ def test_concurrent_first_runs_warm_up_once() -> None:
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda i: pipeline.run([f"chunk {i}"]).text, range(8)))
     assert results == [f"chunk {i}" for i in range(8)] and stage.warm_ups == 1
+
+
+def test_scorer_given_keeps_the_callers_scores_and_order() -> None:
+    from ragtrim import trim
+
+    chunks = [{"text": "alpha passage about cats", "score": 0.2, "id": "a"},
+              {"text": "beta passage about dogs", "score": 0.9, "id": "b"},
+              {"text": "gamma passage about birds", "score": 0.5, "id": "c"}]
+    result = trim(chunks, query="anything at all", scorer="given", budget=12, tokenizer="whitespace")
+    assert result.chunks[0].id == "b"  # the best given score leads
+    assert {c.id: c.score for c in result.chunks}["b"] == 0.9
+    relevance = next(r for r in result.trace if r.stage == "relevance")
+    assert relevance.info["scorer"] == "given"

@@ -147,24 +147,31 @@ def trim_event(result: TrimResult, documents: Sequence[Document]) -> dict[str, A
 
 
 # -- configuration --------------------------------------------------------------------------------------------------
-def _check_config(pipeline: Any, budget: Any, tokenizer: Any, score_key: Any) -> None:
-    from ragtrim._validate import check_int
+def _check_config(pipeline: Any, budget: Any, tokenizer: Any, score_key: Any, scorer: Any) -> None:
+    from ragtrim._validate import check_choice, check_int
+    from ragtrim.scoring import SCORER_NAMES, STAGE_SCORER_NAMES
 
     if pipeline is not None and not isinstance(pipeline, Pipeline):
         raise ConfigError(f"pipeline must be a ragtrim Pipeline or None, got {type(pipeline).__name__}")
-    if pipeline is not None and (budget is not None or tokenizer is not None):
-        raise ConfigError("pass either pipeline= or budget=/tokenizer=, not both; put the budget stage in your pipeline")
+    if pipeline is not None and (budget is not None or tokenizer is not None or scorer != "auto"):
+        raise ConfigError("pass either pipeline= or budget=/tokenizer=/scorer=, not both; put the budget stage in "
+                          "your pipeline")
     check_int("budget", budget, minimum=0, allow_none=True)  # 0 is valid, as in trim(): nothing fits
     if score_key is not None and (not isinstance(score_key, str) or not score_key):
         raise ConfigError(f"score_key must be a metadata key (non-empty str) or None, got {score_key!r}")
+    check_choice("scorer", scorer, (*STAGE_SCORER_NAMES, *SCORER_NAMES))
+    if scorer == "given" and score_key is None:
+        raise ConfigError("scorer='given' ranks documents by the base retriever's own scores: name the metadata key "
+                          "that holds them with score_key= (for a vector store, e.g. a retriever that copies "
+                          "similarity_search_with_relevance_scores' score into metadata)")
 
 
-def _build_pipeline(pipeline: Pipeline | None, budget: int | None, tokenizer: Any) -> Pipeline:
+def _build_pipeline(pipeline: Pipeline | None, budget: int | None, tokenizer: Any, scorer: Any) -> Pipeline:
     if pipeline is not None:
         return pipeline
     from ragtrim.api import default_pipeline
 
-    return default_pipeline(budget=budget, tokenizer=tokenizer)
+    return default_pipeline(budget=budget, tokenizer=tokenizer, scorer=scorer)
 
 
 class _Trimmer:
@@ -221,6 +228,7 @@ class _RagtrimFields(BaseModel):
     budget: int | None = None
     tokenizer: Any = None
     score_key: str | None = None
+    scorer: str = "auto"
 
     _trimmer: _Trimmer = PrivateAttr()
 
@@ -231,11 +239,13 @@ class _RagtrimFields(BaseModel):
         budget: int | None = None,
         tokenizer: Any = None,
         score_key: str | None = None,
+        scorer: str = "auto",
         **kwargs: Any,
     ) -> None:
-        _check_config(pipeline, budget, tokenizer, score_key)
-        super().__init__(pipeline=pipeline, budget=budget, tokenizer=tokenizer, score_key=score_key, **kwargs)
-        self._trimmer = _Trimmer(_build_pipeline(pipeline, budget, tokenizer), score_key)
+        _check_config(pipeline, budget, tokenizer, score_key, scorer)
+        super().__init__(pipeline=pipeline, budget=budget, tokenizer=tokenizer, score_key=score_key, scorer=scorer,
+                         **kwargs)
+        self._trimmer = _Trimmer(_build_pipeline(pipeline, budget, tokenizer, scorer), score_key)
 
     @property
     def trim_pipeline(self) -> Pipeline:
@@ -260,6 +270,10 @@ class RagtrimRetriever(_RagtrimFields, BaseRetriever):
         tokenizer: the token counter name or object (only without ``pipeline``; default cl100k_base).
         score_key: a metadata key holding the base retriever's relevance score, used as the chunk score
             (e.g. by the budget's score policy). None ignores metadata scores.
+        scorer: how the default pipeline ranks documents (only without ``pipeline``): ``"auto"`` (as ``trim()``),
+            a named scorer, or ``"given"``: the base retriever's own scores (``score_key``), reused at no cost. A
+            vector store that embedded the passages and the query with MiniLM has already computed what the
+            ``embedding`` scorer would.
 
     Returned Documents are copies of the base retriever's (same class, id and metadata) with the trimmed text and
     ``ragtrim_score``, ``ragtrim_tokens`` and ``ragtrim_tokens_removed`` added to their metadata. What was removed

@@ -9,8 +9,9 @@ from typing import Any, ClassVar, Literal, get_args
 
 from ragtrim._validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
+from ragtrim.errors import InputError
 from ragtrim.fast import choose
-from ragtrim.models import Removal, StageOutput, TrimContext
+from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.ranking import best_first
 from ragtrim.scoring import Scorer, get_scorer, prefetch_scores, scorer_param, warm_up_scorers
 from ragtrim.stages.base import AUTO_KEY, Stage, register_stage
@@ -43,6 +44,17 @@ def adaptive_keep_count(
     return n
 
 
+def _given_scores(chunks: tuple[Chunk, ...]) -> list[float]:
+    """``scorer="given"``: each chunk's own score; pinned chunks need none (they are kept and not ranked)."""
+    missing = [c.id for c in chunks if c.score is None and not c.pinned]
+    if missing:
+        shown = ", ".join(map(repr, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise InputError(f"scorer='given' ranks chunks by their own score, but chunk {shown} has none: give each "
+                         "chunk a 'score' (in the LangChain classes: score_key names the metadata key that holds the "
+                         "retriever's score), or pick a scorer that computes one")
+    return [c.score if c.score is not None else 0.0 for c in chunks]
+
+
 @register_stage
 @component
 class RelevanceFilter(Stage):
@@ -52,7 +64,9 @@ class RelevanceFilter(Stage):
         scorer: ``"auto"`` (decided per host by ``ragtrim.fast.choose``: ``"fast"`` when MiniLM can run, else
             ``"bm25"``; the decision and its reason go into ``to_dict()`` under ``"auto"`` and into the trace),
             ``"fast"`` (BM25 mixed with MiniLM over each passage's lead), ``"bm25"``, ``"embedding"`` (MiniLM),
-            ``"hybrid"`` (both, mixed) or any ``Scorer`` object.
+            ``"hybrid"`` (both, mixed), ``"given"`` (each chunk's own ``score``, as the retriever computed it: a
+            vector store's similarity reused at no cost; every unpinned chunk must carry one) or any ``Scorer``
+            object.
         mode: ``"top_k"`` keeps the ``top_k`` best; ``"relative"`` keeps chunks scoring at least
             ``relative_threshold`` of the way from the worst to the best score; ``"gap"`` cuts at the first drop of
             at least ``gap_threshold`` of the score range. In the adaptive modes ``top_k`` (if set) is a cap.
@@ -86,7 +100,10 @@ class RelevanceFilter(Stage):
     gap_threshold: float = 0.25
     keep_scores: bool = True
 
-    def _scorer(self) -> Scorer:
+    def _scorer(self) -> Scorer | None:
+        """The scorer to run; None for ``"given"`` (the chunks' own scores)."""
+        if self.scorer == "given":
+            return None
         return get_scorer(choose().scorer if self.scorer == "auto" else self.scorer)
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,21 +113,25 @@ class RelevanceFilter(Stage):
         return out
 
     def warm_up(self) -> None:
-        warm_up_scorers([self._scorer()])
+        scorer = self._scorer()
+        if scorer is not None:
+            warm_up_scorers([scorer])
 
     def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
         """Start the scorer's model pass (if it has one, see ``CachedEmbedder.prefetch``) on the chunks as they
         arrive; texts with a ``<`` (maybe HTML, which the HTML stage would change) are left out."""
+        scorer = self._scorer()
         texts = [c.text for c in context.chunks if "<" not in c.text]
-        if texts:
-            prefetch_scores([self._scorer()], context.query, texts)
+        if texts and scorer is not None:
+            prefetch_scores([scorer], context.query, texts)
 
     def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
         chunks = context.chunks
         if not chunks or not context.query.strip():
             return StageOutput(context, info={"scored": False})
         scorer = self._scorer()
-        scores = scorer.score(context.query, [c.text for c in chunks])
+        scores = (_given_scores(chunks) if scorer is None
+                  else [float(x) for x in scorer.score(context.query, [c.text for c in chunks])])
         scored = tuple(c.with_score(s) if self.keep_scores else c for c, s in zip(chunks, scores))
         candidates = [i for i, c in enumerate(chunks) if not c.pinned]
         cand_scores = [scores[i] for i in candidates]
@@ -133,7 +154,8 @@ class RelevanceFilter(Stage):
                 )
             )
         kept = tuple(c for i, c in enumerate(scored) if i in keep)
-        info: dict[str, Any] = {"scorer": scorer.name, "kept": len(kept), "mode": self.mode}
+        info: dict[str, Any] = {"scorer": "given" if scorer is None else scorer.name, "kept": len(kept),
+                                "mode": self.mode}
         if self.scorer == "auto":
             info[AUTO_KEY] = choose().to_dict()
         return StageOutput(context.with_chunks(kept), tuple(removals), info=info)

@@ -466,3 +466,56 @@ class TestExample:
         assert module.main(["--limit", "2", "--budget", "300"]) == 0
         out = capsys.readouterr().out
         assert out.count("(saved ") == 2 and "2 questions:" in out and "in context: True" in out
+
+
+class ScoredVectorRetriever(BaseRetriever):
+    """A vector store retriever that copies each hit's relevance score into metadata (what score_key reads)."""
+
+    store: Any
+    k: int = 5
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        hits = self.store.similarity_search_with_score(query, k=self.k)
+        return [Document(page_content=d.page_content, id=d.id, metadata={**d.metadata, "similarity": s})
+                for d, s in hits]
+
+
+class TestGivenScores:
+    """scorer="given": the base retriever's own scores rank the documents; nothing is scored again."""
+
+    def store(self) -> InMemoryVectorStore:
+        store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
+        store.add_documents(corpus_documents())
+        return store
+
+    def test_the_retrievers_scores_rank_the_documents(self) -> None:
+        base = ScoredVectorRetriever(store=self.store(), k=5)
+        retriever = RagtrimRetriever(base_retriever=base, score_key="similarity", scorer="given", budget=1000)
+        query = "queue retries dead letter"
+        hits = base.invoke(query)
+        out = retriever.invoke(query)
+        best = max(hits, key=lambda d: d.metadata["similarity"])
+        assert out[0].page_content == best.page_content  # best first, by the store's own score
+        scores = [d.metadata["ragtrim_score"] for d in out]
+        assert scores == [d.metadata["similarity"] for d in out]  # the store's scores, not new ones
+        assert scores == sorted(scores, reverse=True)
+        _, result = retriever.trim_documents(hits, query)
+        relevance = next(r for r in result.trace if r.stage == "relevance")
+        assert relevance.info["scorer"] == "given"
+
+    def test_given_needs_a_score_key(self) -> None:
+        with pytest.raises(ConfigError, match="score_key"):
+            RagtrimCompressor(scorer="given", budget=100)
+
+    def test_a_document_without_a_score_is_a_clear_error(self) -> None:
+        compressor = RagtrimCompressor(scorer="given", score_key="similarity", budget=100)
+        docs = [Document(page_content="a scored passage", metadata={"similarity": 0.5}),
+                Document(page_content="an unscored passage", metadata={})]
+        with pytest.raises(InputError, match="scorer='given'.*has none"):
+            compressor.compress_documents(docs, "passage")
+
+    def test_scorer_and_pipeline_are_exclusive(self) -> None:
+        with pytest.raises(ConfigError, match="scorer="):
+            RagtrimCompressor(pipeline=Pipeline([]), scorer="bm25")
+        with pytest.raises(ConfigError, match="scorer"):
+            RagtrimCompressor(scorer="nope", budget=10)  # type: ignore[arg-type]
