@@ -44,10 +44,12 @@ class OverheadConfig:
     connections: int = 64
     wrk_threads: int = 1
     output: Path = RESULTS / "serve_overhead.json"
+    request_log: Path | None = None  # the gateway logs every request as sent ([log] log_request), for ragtrim audit
 
 
-def gateway_toml(upstream_port: int) -> str:
-    return f"""
+def gateway_toml(upstream_port: int, request_log: Path | None = None) -> str:
+    log = f'[log]\npath = "{request_log}"\nlog_request = true\n' if request_log else ""
+    return log + f"""
 [upstream]
 url = "http://127.0.0.1:{upstream_port}/v1"
 [limits]
@@ -145,7 +147,7 @@ def run(cfg: OverheadConfig) -> dict[str, Any]:
     load_before = os.getloadavg()
     up_port, gw_port = free_port(), free_port()
     tmp = Path(tempfile.mkdtemp(prefix="ragtrim-serve-bench-"))
-    (tmp / "gateway.toml").write_text(gateway_toml(up_port))
+    (tmp / "gateway.toml").write_text(gateway_toml(up_port, cfg.request_log))
     upstream = start_process(["serve-fake-upstream", "--port", str(up_port), "--base-ms", "0", "--per-1k-ms", "0",
                               "--output-tokens", "8"], f"http://127.0.0.1:{up_port}/health")
     gateway = start_process(["serve", "--config", str(tmp / "gateway.toml"), "--port", str(gw_port)],
@@ -214,9 +216,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=d.throughput_seconds)
     parser.add_argument("--connections", type=int, default=d.connections)
     parser.add_argument("-o", "--output", type=Path, default=d.output)
+    parser.add_argument("--request-log", type=Path, default=None,
+                        help="also log every request the gateway gets, as sent (input for ragtrim audit)")
     args = parser.parse_args()
     cfg = OverheadConfig(latency_requests=args.latency_requests, throughput_seconds=args.seconds,
-                         connections=args.connections, output=args.output)
+                         connections=args.connections, output=args.output,
+                         request_log=args.request_log.resolve() if args.request_log else None)
     result = run(cfg)
     cfg.output.parent.mkdir(parents=True, exist_ok=True)
     cfg.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

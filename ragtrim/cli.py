@@ -477,7 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_fake_upstream_args(f)
     f.set_defaults(func=_serve_fake_upstream)
 
-    for module in ("ragtrim.plan",):
+    for module in ("ragtrim.plan", "ragtrim.audit.cli"):
         try:
             mod = __import__(module, fromlist=["add_cli"])
         except ImportError:

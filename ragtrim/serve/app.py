@@ -73,7 +73,8 @@ class Gateway:
         lim = config.limits
         self.store = make_store(lim.state, window_s=lim.window_s, timeout_s=lim.state_timeout_s)
         self.upstream = Upstream(config.upstream)
-        self.log = RequestLog(config.log.path, log_text=config.log.log_text) if config.log.path else None
+        self.log = (RequestLog(config.log.path, log_text=config.log.log_text, log_request=config.log.log_request)
+                    if config.log.path else None)
         self.identities = {
             k: Identity(user=kc.user, org=kc.org, key_id=key_id(k), rpm=kc.rpm, tpm=kc.tpm,
                         concurrency=kc.concurrency)
@@ -173,6 +174,8 @@ class Gateway:
         try:
             rec.identity = self.authenticate(request)
             raw = await request.body()
+            if self.log is not None and self.log.log_request:
+                rec.extra["request_body"] = raw
             prepared = await self._prepare(raw, prepare)
             rec.prepared = prepared
             self._check_size(prepared)

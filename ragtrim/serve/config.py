@@ -77,6 +77,7 @@ class OrgConfig:
 class LogConfig:
     path: str = ""
     log_text: bool = False
+    log_request: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +209,8 @@ def _org(name: str, t: Mapping[str, Any]) -> OrgConfig:
 
 def _log(t: Mapping[str, Any]) -> LogConfig:
     _no_unknown("log", t, LogConfig.__slots__)
-    return LogConfig(path=_str("log.path", t.get("path", "")), log_text=_bool("log.log_text", t.get("log_text", False)))
+    return LogConfig(path=_str("log.path", t.get("path", "")), log_text=_bool("log.log_text", t.get("log_text", False)),
+                     log_request=_bool("log.log_request", t.get("log_request", False)))
 
 
 # -- value checks ---------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The opt-in JSONL request log: one line per request with ids, token counts per part, outcome and timings.
 
-Prompt text is written only with ``log_text = true``; the log is the input for a prompt audit.
+Prompt text is written only with ``log_text = true`` (the forwarded request) or ``log_request = true`` (the request
+as the client sent it, an OpenAI body under ``request``): the input for ``ragtrim audit``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class _Record(Protocol):
     completion_tokens: int | None
     charged_tokens: int
     error: str
+    extra: dict[str, Any]
 
     @property
     def identity(self) -> Any: ...
@@ -32,9 +34,10 @@ class _Record(Protocol):
 
 
 class RequestLog:
-    def __init__(self, path: str, *, log_text: bool = False) -> None:
+    def __init__(self, path: str, *, log_text: bool = False, log_request: bool = False) -> None:
         self.path = path
         self.log_text = log_text
+        self.log_request = log_request
         self._file: IO[str] | None = None
         self._lock = threading.Lock()
 
@@ -74,6 +77,12 @@ class RequestLog:
             e["removed_fields"] = list(p.removed_fields)
             if self.log_text:
                 e["forwarded"] = p.body
+        raw = rec.extra.get("request_body")
+        if self.log_request and isinstance(raw, bytes):
+            try:
+                e["request"] = json.loads(raw)
+            except ValueError:  # logged as sent, so that a bad request can be read back
+                e["request"] = raw.decode("utf-8", "replace")
         return e
 
     def write(self, rec: _Record, now: float) -> None:

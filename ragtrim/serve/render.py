@@ -7,12 +7,19 @@ Pure functions over dicts (no I/O), so the gateway runs them in a worker thread 
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragtrim.openai_text import (
+    TOKENS_PER_MESSAGE,
+    TOKENS_PER_REPLY,
+    context_re,
+    extract_context,
+    split_chunks,
+)
+from ragtrim.openai_text import text_of as _text_of
 from ragtrim.serve.config import GatewayConfig
 from ragtrim.tokens import TokenCounter
 
@@ -29,9 +36,6 @@ COMPLETION_FIELDS = frozenset({
 })
 # Output tokens assumed for the tpm charge when neither the request nor [limits] bounds them; corrected from usage.
 DEFAULT_OUTPUT_ESTIMATE = 256
-# OpenAI's accounting: a few tokens of framing per message and per reply.
-TOKENS_PER_MESSAGE = 4
-TOKENS_PER_REPLY = 3
 
 
 class RequestError(Exception):
@@ -149,7 +153,7 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter) 
     tag = config.trim.context_tag
     if isinstance(prompt, str):
         before = count_text(prompt, counter)
-        match = _context_re(tag).search(prompt)
+        match = context_re(tag).search(prompt)
         if match:
             docs = split_chunks(match.group(1))
             query = (prompt[: match.start()] + prompt[match.end():]).strip()
@@ -183,34 +187,6 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter) 
 
 
 # -- documents ------------------------------------------------------------------------------------------------------
-_CONTEXT_RES: dict[str, re.Pattern[str]] = {}
-
-
-def _context_re(tag: str) -> re.Pattern[str]:
-    pattern = _CONTEXT_RES.get(tag)
-    if pattern is None:
-        pattern = re.compile(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", re.DOTALL | re.IGNORECASE)
-        _CONTEXT_RES[tag] = pattern
-    return pattern
-
-
-def extract_context(text: str, tag: str = "context") -> tuple[str, list[str]]:
-    """Remove every ``<tag>...</tag>`` block from ``text``; return the rest and the blocks' chunks."""
-    found: list[str] = []
-
-    def take(match: re.Match[str]) -> str:
-        found.extend(split_chunks(match.group(1)))
-        return ""
-
-    rest = _context_re(tag).sub(take, text)
-    return re.sub(r"\n{3,}", "\n\n", rest).strip(), found
-
-
-def split_chunks(block: str) -> list[str]:
-    """Chunks of a context block: paragraphs separated by blank lines."""
-    return [p.strip() for p in re.split(r"\n\s*\n", block) if p.strip()]
-
-
 def _documents(raw: Any) -> list[str]:
     if raw is None:
         return []
@@ -287,15 +263,6 @@ def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter:
 
 
 # -- messages -------------------------------------------------------------------------------------------------------
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p["text"] for p in content
-                         if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str))
-    return ""
-
-
 def _last_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].get("role") == "user":

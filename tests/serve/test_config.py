@@ -91,6 +91,7 @@ class TestGatewayConfig:
         (base(keys={"sk-a": 5}), r"keys.'sk-a' must be a table"),
         (base(orgs={"acme": {"concurrency": 0}}), "orgs.acme.concurrency must be >= 1"),
         (base(log={"log_text": 1}), "log.log_text must be true or false"),
+        (base(log={"log_request": "yes"}), "log.log_request must be true or false"),
     ])
     def test_each_invalid_key_is_named(self, raw: dict[str, Any], message: str) -> None:
         with pytest.raises(ConfigError, match=message):

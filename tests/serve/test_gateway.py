@@ -449,6 +449,22 @@ class TestObservability:
         entry = json.loads(path.read_text().splitlines()[0])
         assert entry["forwarded"]["messages"][0]["content"] == "capital of France?"
 
+    def test_jsonl_log_with_the_request_as_sent(self, fake: Any, gateway: Any, tmp_path: Path) -> None:
+        # log_request keeps the client's body (documents and all, before trimming): what `ragtrim audit` reads.
+        up = fake()
+        path = tmp_path / "requests.jsonl"
+        gw, _ = gateway({"upstream": {"url": up.url + "/v1"}, "trim": {"budget": 10},
+                         "log": {"path": str(path), "log_request": True}})
+        body = chat_body("capital of France?", documents=DOCS)
+        httpx.post(gw.url + CHAT, json=body, headers={"x-request-id": "audit-1"})
+        httpx.post(gw.url + CHAT, content=b"{not json")
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and len(path.read_text().splitlines()) < 2:
+            time.sleep(0.02)
+        first, bad = (json.loads(x) for x in path.read_text().splitlines())
+        assert first["request_id"] == "audit-1" and first["request"] == body and "forwarded" not in first
+        assert bad["outcome"] == "bad_request" and bad["request"] == "{not json"
+
 
 def test_many_concurrent_requests_none_lost(fake: Any, gateway: Any) -> None:
     up = fake(base_ms=20, slots=4)

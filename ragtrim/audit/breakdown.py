@@ -1,0 +1,292 @@
+"""Where the prompt tokens go: exact token counts per part for every request, their distributions, the largest
+requests, and how histories grow per conversation. Memory stays bounded: distributions are exact histograms.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
+from typing import Any
+
+from ragtrim.audit.reader import PARTS, AuditRequest, Part
+from ragtrim.tokens import TokenCounter, count_batch
+
+TOP_K = 10
+SHARE_BINS = 10_000
+"""Per-request shares are kept in basis points (0.01 %), so their percentiles are exact to that resolution."""
+
+
+class CountCache:
+    """Token counts of texts, each distinct text encoded once (batched), keyed by the text's hash.
+
+    Bounded: past ``max_entries`` the oldest half is forgotten (a forgotten text is counted again, never guessed).
+    Keys are Python's 64-bit string hashes; two different texts would have to collide to share a count.
+    """
+
+    def __init__(self, counter: TokenCounter, *, max_entries: int = 1_000_000, num_threads: int = 2) -> None:
+        self.counter = counter
+        self.max_entries = max_entries
+        self.num_threads = num_threads
+        self._counts: dict[int, int] = {}
+        self.texts_encoded = 0
+        self.chars_encoded = 0
+        self.lookups = 0
+
+    def counts(self, texts: Sequence[str]) -> list[int]:
+        cache = self._counts
+        keys = [hash(t) for t in texts]
+        missing: dict[int, str] = {}
+        for k, t in zip(keys, texts, strict=True):
+            if k not in cache and k not in missing:
+                missing[k] = t
+        if missing:
+            fresh = count_batch(self.counter, list(missing.values()), num_threads=self.num_threads)
+            cache.update(zip(missing, fresh, strict=True))
+            self.texts_encoded += len(missing)
+            self.chars_encoded += sum(map(len, missing.values()))
+        self.lookups += len(keys)
+        out = [cache[k] for k in keys]
+        if len(cache) > self.max_entries:
+            for k in list(islice(cache, len(cache) // 2)):
+                del cache[k]
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        return {"distinct_texts_encoded": self.texts_encoded, "chars_encoded": self.chars_encoded,
+                "text_lookups": self.lookups, "cache_entries": len(self._counts)}
+
+
+class Histogram:
+    """An exact histogram of non-negative integers: percentiles equal those of the full list of values."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[int] = Counter()
+        self.n = 0
+        self.total = 0
+
+    def add(self, value: int) -> None:
+        self.counts[value] += 1
+        self.n += 1
+        self.total += value
+
+    def percentile(self, q: float) -> float:
+        """Linear interpolation between closest ranks (numpy's default, as ``ragtrim.plan.percentile``)."""
+        if not self.n:
+            return math.nan
+        pos = (self.n - 1) * q / 100
+        lo, hi = math.floor(pos), math.ceil(pos)
+        v_lo = v_hi = None
+        seen = 0
+        for value in sorted(self.counts):
+            seen += self.counts[value]
+            if v_lo is None and seen > lo:
+                v_lo = value
+            if seen > hi:
+                v_hi = value
+                break
+        assert v_lo is not None and v_hi is not None  # ranks lie within n by construction
+        return v_lo + (v_hi - v_lo) * (pos - lo)
+
+    def mean(self) -> float:
+        return self.total / self.n if self.n else math.nan
+
+    def max(self) -> int:
+        return max(self.counts) if self.counts else 0
+
+    def summary(self, scale: float = 1.0) -> dict[str, float | None]:
+        return {"mean": _r(self.mean() / scale), "p50": _r(self.percentile(50) / scale),
+                "p95": _r(self.percentile(95) / scale), "p99": _r(self.percentile(99) / scale),
+                "max": _r(self.max() / scale)}
+
+    def bins(self, edges: Sequence[int]) -> list[int]:
+        """Counts of values in [edges[i], edges[i+1]); the last bin is open-ended."""
+        out = [0] * len(edges)
+        for value, c in self.counts.items():
+            i = max(0, _bisect_right(edges, value) - 1)
+            out[i] += c
+        return out
+
+
+def _bisect_right(edges: Sequence[int], value: int) -> int:
+    lo, hi = 0, len(edges)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if value < edges[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _r(x: float, digits: int = 4) -> float | None:
+    """Rounded; ``None`` (JSON null) for the NaN of an empty distribution."""
+    return None if math.isnan(x) else round(x, digits)
+
+
+class TopK:
+    """The ``k`` largest (value, request id) pairs seen; ties keep the earlier request."""
+
+    def __init__(self, k: int = TOP_K) -> None:
+        self.k = k
+        self._heap: list[tuple[int, int, str, dict[str, Any]]] = []
+        self._seq = 0
+
+    def beats(self, value: int) -> bool:
+        """Whether ``value`` would enter the list (cheap: lets callers skip building the entry)."""
+        return value > 0 and (len(self._heap) < self.k or value > self._heap[0][0])
+
+    def offer(self, value: int, request_id: str, extra: Mapping[str, Any] | None = None) -> None:
+        if value <= 0:  # a top list of zeros says nothing
+            return
+        self._seq += 1
+        item = (value, -self._seq, request_id, dict(extra or {}))
+        if len(self._heap) < self.k:
+            heapq.heappush(self._heap, item)
+        elif item > self._heap[0]:
+            heapq.heapreplace(self._heap, item)
+
+    def items(self) -> list[dict[str, Any]]:
+        return [{"request_id": rid, "tokens": v, **extra} for v, _, rid, extra in sorted(self._heap, reverse=True)]
+
+
+class Breakdown:
+    """Token totals and distributions per part across the log."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.by_endpoint: Counter[str] = Counter()
+        self.part_totals: dict[Part, int] = dict.fromkeys(PARTS, 0)
+        self.part_hist: dict[Part, Histogram] = {p: Histogram() for p in PARTS}
+        self.share_hist: dict[Part, Histogram] = {p: Histogram() for p in PARTS}
+        self.prompt_hist = Histogram()
+        self.output_hist = Histogram()
+        self.total_hist = Histogram()  # prompt + output per request, for the planner's max_model_len
+        self.documents_hist = Histogram()
+        self.pretrimmed = 0
+        self.top: dict[str, TopK] = {name: TopK() for name in ("prompt", "context", "history", "system")}
+
+    def add(self, req: AuditRequest, parts: Mapping[Part, int], output_tokens: int) -> int:
+        prompt = sum(parts.values())
+        self.requests += 1
+        self.by_endpoint[req.endpoint] += 1
+        self.pretrimmed += req.pretrimmed
+        totals, part_hist, share_hist = self.part_totals, self.part_hist, self.share_hist
+        for p in PARTS:
+            v = parts[p]
+            totals[p] += v
+            part_hist[p].add(v)
+            share_hist[p].add(round(v * SHARE_BINS / prompt) if prompt else 0)
+        self.prompt_hist.add(prompt)
+        self.output_hist.add(output_tokens)
+        self.total_hist.add(prompt + output_tokens)
+        self.documents_hist.add(sum(1 for s in req.segments if s.part == "context"))
+        for name, value in (("prompt", prompt), ("context", parts["context"]), ("history", parts["history"]),
+                            ("system", parts["system"])):
+            top = self.top[name]
+            if top.beats(value):
+                top.offer(value, req.request_id, {"line": req.line})
+        return prompt
+
+    def to_dict(self) -> dict[str, Any]:
+        total = sum(self.part_totals.values())
+        parts = {}
+        for p in PARTS:
+            parts[p] = {
+                "tokens": self.part_totals[p],
+                "share_of_total": round(self.part_totals[p] / total, 4) if total else 0.0,
+                "per_request_tokens": self.part_hist[p].summary(),
+                "per_request_share": self.share_hist[p].summary(scale=SHARE_BINS),
+            }
+        return {
+            "requests": self.requests,
+            "by_endpoint": dict(sorted(self.by_endpoint.items())),
+            "prompt_tokens": total,
+            "prompt_tokens_per_request": self.prompt_hist.summary(),
+            "output_tokens_per_request": self.output_hist.summary(),
+            "context_pieces_per_request": self.documents_hist.summary(),
+            "parts": parts,
+            "pretrimmed_requests": self.pretrimmed,
+            "top_requests": {name: top.items() for name, top in self.top.items()},
+        }
+
+
+class ConversationGrowth:
+    """History tokens per conversation, in log order: how fast histories grow and how large they get.
+
+    A conversation is the log's explicit id, else the hash of its system prompt and first user message (every
+    request of one chat repeats both); a request with no history and no id starts a new one. At most
+    ``max_conversations`` are followed at once: the least recently seen is closed and folded into the statistics.
+    """
+
+    def __init__(self, *, max_conversations: int = 200_000) -> None:
+        self.max_conversations = max_conversations
+        self._open: OrderedDict[int | str, list[Any]] = OrderedDict()  # key -> [requests, first, last, max, id]
+        self.started = 0
+        self.closed_early = 0
+        self._turns = Histogram()
+        self._max_history = Histogram()
+        self._growth = Histogram()  # history tokens added per request, rounded
+        self._top = TopK()
+
+    @staticmethod
+    def key(req: AuditRequest) -> int | str:
+        if req.conversation is not None:
+            return req.conversation
+        first_user = next((s.text for s in req.segments if s.role == "user" and s.part in ("history", "question")), "")
+        return hash((tuple(req.texts("system")), first_user))
+
+    def _close(self, c: list[Any]) -> None:
+        if c[0] > 1:
+            self._turns.add(c[0])
+            self._max_history.add(c[3])
+            self._growth.add(round(max(0, c[2] - c[1]) / (c[0] - 1)))
+            self._top.offer(c[3], c[4], {"requests": c[0]})
+
+    def add(self, req: AuditRequest, history_tokens: int) -> None:
+        k = self.key(req)
+        c = self._open.get(k)
+        if c is not None and req.conversation is None and history_tokens == 0:
+            # The same opening with no history: a new conversation (a repeated question), not a next turn.
+            self._close(self._open.pop(k))
+            c = None
+        if c is None:
+            if len(self._open) >= self.max_conversations:
+                self._close(self._open.popitem(last=False)[1])
+                self.closed_early += 1
+            self.started += 1
+            self._open[k] = [1, history_tokens, history_tokens, history_tokens, req.request_id]
+            return
+        self._open.move_to_end(k)
+        c[0] += 1
+        c[2] = history_tokens
+        c[3] = max(c[3], history_tokens)
+
+    def finish(self) -> None:
+        """Close every open conversation (call once, at the end of the log)."""
+        while self._open:
+            self._close(self._open.popitem(last=False)[1])
+
+    def to_dict(self) -> dict[str, Any]:
+        self.finish()
+        return {
+            "conversations": self.started,
+            "multi_request_conversations": self._turns.n,
+            "requests_per_conversation": self._turns.summary(),
+            "max_history_tokens": self._max_history.summary(),
+            "history_tokens_added_per_request": self._growth.summary(),
+            "largest_histories": [{"first_request_id": t["request_id"], "max_history_tokens": t["tokens"],
+                                   "requests": t["requests"]} for t in self._top.items()],
+            "closed_early": self.closed_early,
+        }
+
+
+def part_tokens(req: AuditRequest, counts: Iterable[int]) -> dict[Part, int]:
+    """Tokens per part of one request, from the counts of its segments (in order) and its fixed framing tokens."""
+    out: dict[Part, int] = dict.fromkeys(PARTS, 0)
+    for seg, n in zip(req.segments, counts, strict=True):
+        out[seg.part] += n
+    out["other"] += req.fixed_tokens
+    return out

@@ -1,0 +1,106 @@
+"""``ragtrim audit LOG [--out DIR]``: arguments and the run (registered by ragtrim/cli.py; light to import)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ragtrim.errors import ConfigError
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"budget must be a share (0.25) or a token count (1500), got {text!r}") from None
+    return value
+
+
+def add_cli(subparsers: Any) -> None:
+    """Register the ``audit`` subcommand."""
+    a = subparsers.add_parser(
+        "audit", help="where a service's prompt tokens go, what a prefix cache could serve and what ragtrim would "
+                      "save, from a JSONL log of OpenAI requests (docs/audit.md)",
+        description="Audit a request log: JSONL (plain or gzip) of OpenAI chat or completions bodies, OpenAI/vLLM batch "
+                    "lines, the gateway's request log (log_request = true) or ragtrim requests. Writes audit.json "
+                    "(every number) and audit.html (a static page with plots) into --out.")
+    a.add_argument("log", help="request log (JSONL or JSONL.gz; - for stdin)")
+    a.add_argument("--out", default="audit-report", help="output folder (default: audit-report)")
+    a.add_argument("--tokenizer", default=None, help="cl100k_base (default), hf:<tokenizer.json>, approx, ...")
+    a.add_argument("--no-text", action="store_true", help="keep request text (prompt and document previews) out "
+                                                           "of the report")
+    a.add_argument("--context-tag", default="context", help="tag of retrieved context in messages (default: context)")
+    s = a.add_argument_group("what ragtrim would save")
+    s.add_argument("--sample", type=int, default=200, help="requests to trim, uniformly sampled (0: every request; "
+                                                           "default 200)")
+    s.add_argument("--no-savings", action="store_true", help="skip the pipeline run")
+    s.add_argument("--budget", type=_budget, default=None,
+                   help="document budget: a share of each request's context tokens (0.25) or tokens (1500); "
+                        "default: lossless stages only (HTML cleanup, duplicates)")
+    s.add_argument("--scorer", default="bm25", choices=["auto", "bm25", "embedding", "hybrid", "fast"])
+    s.add_argument("--history-turns", type=int, default=4, help="turns the history stage keeps verbatim")
+    s.add_argument("--seed", type=int, default=0)
+    g = a.add_argument_group("GPU (via ragtrim plan)")
+    g.add_argument("--model-config", default=None, help="the model's Hugging Face config.json")
+    g.add_argument("--gpu-mem-gib", type=float, default=None, help="GPU memory in GiB (H200: 141)")
+    g.add_argument("--gpu-util", type=float, default=0.9)
+    g.add_argument("--kv-dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8"])
+    g.add_argument("--weight-dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8", "int8", "int4"])
+    g.add_argument("--ttft-curve", default=None, help="measured TTFT vs prompt tokens: JSON points or the GPU "
+                                                      "harness's summary.json")
+    g.add_argument("--ttft-config", default=None, help="which config of a summary.json (default: the first)")
+    g.add_argument("--prefix-cache-tokens", type=int, default=None,
+                   help="prefix cache size in tokens (default: the planned GPU's KV cache, else 1,000,000)")
+    g.add_argument("--block-size", type=int, default=16)
+    a.add_argument("--output-tokens", type=int, default=256,
+                   help="output tokens per request when the log has neither usage nor max_tokens")
+    a.set_defaults(func=run_cli)
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    from ragtrim.audit.capacity import PlannerConfig
+    from ragtrim.audit.core import AuditConfig
+    from ragtrim.audit.savings import SavingsConfig, TTFTCurve
+
+    if (args.model_config is None) != (args.gpu_mem_gib is None):
+        raise ConfigError("give --model-config and --gpu-mem-gib together (the planner needs both)")
+    planner = None
+    if args.model_config is not None:
+        planner = PlannerConfig(model_config=Path(args.model_config), gpu_mem_gib=args.gpu_mem_gib,
+                                gpu_memory_utilization=args.gpu_util, kv_dtype=args.kv_dtype,
+                                weight_dtype=args.weight_dtype)
+    savings = None if args.no_savings else SavingsConfig(
+        sample=args.sample, seed=args.seed, budget=args.budget, scorer=args.scorer, history_turns=args.history_turns)
+    curve = TTFTCurve.load(args.ttft_curve, config=args.ttft_config) if args.ttft_curve else None
+    return AuditConfig(tokenizer=args.tokenizer, context_tag=args.context_tag, keep_text=not args.no_text,
+                       savings=savings, planner=planner, ttft_curve=curve, block_size=args.block_size,
+                       prefix_cache_tokens=args.prefix_cache_tokens, default_output_tokens=args.output_tokens)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """Run the audit, write the report, print where it is and the headline numbers."""
+    from ragtrim.audit.core import run_audit, write_report
+
+    report = run_audit(args.log, config_from_args(args))
+    json_path, html_path = write_report(report, args.out)
+    for line in summary_lines(report):
+        print(line)
+    print(f"report: {html_path}  numbers: {json_path}")
+    return 0
+
+
+def summary_lines(r: dict[str, Any]) -> list[str]:
+    b = r["breakdown"]
+    lines = [(f"{b['requests']:,} requests, {b['prompt_tokens']:,} prompt tokens ({r['tokenizer']}); "
+             f"{r['input']['skipped_lines']['total']:,} lines skipped")]
+    lines.append("share by part: " + ", ".join(f"{p} {100 * d['share_of_total']:.1f}%" for p, d in b["parts"].items()))
+    pc = r["prefix_cache"]
+    lines.append(f"prefix cache could serve {100 * pc['as_logged']['served_share_of_prompt_tokens']:.1f}% as logged, "
+                 f"{100 * pc['recommended_order']['served_share_of_prompt_tokens']:.1f}% in the recommended order")
+    if r.get("savings", {}).get("sampled_requests"):
+        s = r["savings"]["prompt"]
+        lines.append(f"ragtrim would save {100 * s['saved_share']:.1f}% of prompt tokens "
+                     f"(95% interval {100 * s['saved_share_ci95'][0]:.1f}-{100 * s['saved_share_ci95'][1]:.1f}%, "
+                     f"{r['savings']['sampled_requests']:,} requests trimmed)")
+    return lines

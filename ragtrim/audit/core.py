@@ -1,0 +1,177 @@
+"""The audit in one pass over the log: count every request's parts, follow prefixes, documents and conversations,
+keep a sample for the savings run, then assemble the report (a JSON-ready dict with every number)."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragtrim.audit.breakdown import Breakdown, ConversationGrowth, CountCache, part_tokens
+from ragtrim.audit.capacity import PlannerConfig, plan_section
+from ragtrim.audit.duplicates import DEFAULT_MAX_DOCS, DocumentAnalysis
+from ragtrim.audit.html import bin_values, prompt_edges, render_html, shares
+from ragtrim.audit.prefix import DEFAULT_CACHE_TOKENS, PrefixAnalysis
+from ragtrim.audit.reader import PARTS, AuditRequest, SkipLog, read_requests
+from ragtrim.audit.savings import Reservoir, SavingsConfig, TTFTCurve, measure, summarize_savings, ttft_change
+from ragtrim.errors import ConfigError
+from ragtrim.tokens import get_counter
+
+REPORT_VERSION = 1
+PLOTS = ("part_share", "part_share_per_request", "prompt_tokens_before_after", "prefix_cache", "savings_by_part",
+         "top_requests")
+"""The plots of the HTML report, each an ``<svg data-plot="...">``; the JSON lists those drawn."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditConfig:
+    """How to audit. ``keep_text=False`` keeps request text (previews of prompts and documents) out of the report;
+    ``savings=None`` skips the pipeline run; ``prefix_cache_tokens=None`` uses the planned GPU's KV cache size when
+    a planner is given, else ``DEFAULT_CACHE_TOKENS``."""
+
+    tokenizer: str | None = None
+    context_tag: str = "context"
+    batch_size: int = 512
+    block_size: int = 16
+    prefix_cache_tokens: int | None = None
+    keep_text: bool = True
+    html_share: bool = True
+    near_threshold: float = 0.8
+    max_docs: int = DEFAULT_MAX_DOCS
+    default_output_tokens: int = 256
+    savings: SavingsConfig | None = field(default_factory=SavingsConfig)
+    planner: PlannerConfig | None = None
+    ttft_curve: TTFTCurve | None = None
+    num_threads: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "block_size", "max_docs", "num_threads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.prefix_cache_tokens is not None and self.prefix_cache_tokens < 0:
+            raise ConfigError(f"prefix_cache_tokens must be >= 0, got {self.prefix_cache_tokens}")
+        if not 0 < self.near_threshold <= 1:
+            raise ConfigError(f"near_threshold must be in (0, 1], got {self.near_threshold}")
+        if self.default_output_tokens < 0:
+            raise ConfigError(f"default_output_tokens must be >= 0, got {self.default_output_tokens}")
+
+
+def _batches(items: Iterable[AuditRequest], size: int) -> Iterator[list[AuditRequest]]:
+    batch: list[AuditRequest] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def run_audit(path: str | Path, config: AuditConfig | None = None) -> dict[str, Any]:
+    """Audit the request log at ``path`` (JSONL, plain or gzip; ``-`` for stdin) and return the report."""
+    cfg = config or AuditConfig()
+    started = time.perf_counter()
+    counter = get_counter(cfg.tokenizer)
+    cache_tokens = cfg.prefix_cache_tokens
+    if cache_tokens is None:
+        cache_tokens = cfg.planner.kv_cache_tokens() if cfg.planner else DEFAULT_CACHE_TOKENS
+    counts = CountCache(counter, num_threads=cfg.num_threads)
+    breakdown = Breakdown()
+    growth = ConversationGrowth()
+    prefix = PrefixAnalysis(capacity_tokens=cache_tokens, block_size=cfg.block_size, keep_text=cfg.keep_text)
+    documents = DocumentAnalysis(counts, threshold=cfg.near_threshold, max_docs=cfg.max_docs, keep_text=cfg.keep_text,
+                                 html=cfg.html_share)
+    reservoir = Reservoir(cfg.savings.sample if cfg.savings else 0, cfg.savings.seed if cfg.savings else 0)
+    skipped = SkipLog()
+    for batch in _batches(read_requests(path, skipped=skipped, context_tag=cfg.context_tag), cfg.batch_size):
+        flat = counts.counts([s.text for r in batch for s in r.segments])
+        per_request: list[list[int]] = []
+        pos = 0
+        for r in batch:
+            per_request.append(flat[pos:pos + len(r.segments)])
+            pos += len(r.segments)
+        documents.add_batch(batch, per_request)
+        for req, seg_counts in zip(batch, per_request, strict=True):
+            parts = part_tokens(req, seg_counts)
+            output = req.output_tokens if req.output_tokens is not None else cfg.default_output_tokens
+            prompt = breakdown.add(req, parts, output)
+            growth.add(req, parts["history"])
+            prefix.add(req, [hash(s.text) for s in req.segments], seg_counts, prompt)
+            if cfg.savings is not None:
+                reservoir.offer((req, parts, output))
+    breakdown_seconds = time.perf_counter() - started
+
+    report: dict[str, Any] = {
+        "version": REPORT_VERSION,
+        "input": {"path": str(path), "requests": breakdown.requests, "skipped_lines": _skips(skipped, cfg.keep_text)},
+        "tokenizer": counter.name,
+        "text_included": cfg.keep_text,
+        "breakdown": breakdown.to_dict(),
+        "conversations": growth.to_dict(),
+        "prefix_cache": {
+            "capacity_tokens": cache_tokens, "block_size": cfg.block_size,
+            "as_logged": prefix.as_logged.to_dict(), "recommended_order": prefix.recommended.to_dict(),
+            "system_prompts": prefix.system_summary(breakdown.requests),
+            "advice": prefix.advice(breakdown.requests),
+            "method": "LRU over prompt prefixes at segment granularity (message, document), in log order; served "
+                      "tokens rounded down to full blocks; message framing not counted as served",
+        },
+        "documents": documents.to_dict(sum(breakdown.part_totals.values())),
+    }
+    records = []
+    savings_started = time.perf_counter()
+    if cfg.savings is not None:
+        records = [measure(req, parts, output, counter, cfg.savings) for req, parts, output in reservoir.items]
+        report["savings"] = summarize_savings(records, breakdown.part_totals, breakdown.requests, cfg.savings)
+    savings_seconds = time.perf_counter() - savings_started
+    if cfg.planner is not None and breakdown.requests:
+        report["plan"] = plan_section(cfg.planner, breakdown.prompt_hist, breakdown.output_hist,
+                                      breakdown.total_hist, records)
+    if cfg.ttft_curve is not None and records:
+        report["ttft"] = ttft_change(records, cfg.ttft_curve)
+    edges = prompt_edges(breakdown.prompt_hist.max())
+    report["prompt_distribution"] = {
+        "edges": edges, "log": shares(breakdown.prompt_hist.bins(edges)),
+        "sample_before": shares(bin_values([r.prompt_before for r in records], edges)) if records else [],
+        "sample_after": shares(bin_values([r.prompt_after for r in records], edges)) if records else [],
+        "unit": "share of requests whose prompt tokens fall in [edge, next edge)",
+    }
+    report["plots"] = [p for p in PLOTS if p != "savings_by_part" or records]
+    report["run"] = {
+        "seconds": round(time.perf_counter() - started, 3),
+        "breakdown_seconds": round(breakdown_seconds, 3),
+        "savings_seconds": round(savings_seconds, 3),
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "counting": counts.stats(),
+        "parts": list(PARTS),
+    }
+    return report
+
+
+def write_report(report: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``audit.json`` (every number) and ``audit.html`` (the static page) into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, html_path = out / "audit.json", out / "audit.html"
+    json_path.write_text(json.dumps(report, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    html_path.write_text(render_html(report), encoding="utf-8")
+    return json_path, html_path
+
+
+def _skips(skipped: SkipLog, keep_text: bool) -> dict[str, Any]:
+    d = skipped.to_dict()
+    if not keep_text:
+        d["examples"] = [{"line": e["line"], "reason": e["reason"]} for e in d["examples"]]
+    return d
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
