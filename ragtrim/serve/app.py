@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from ragtrim.errors import RagtrimError
 from ragtrim.serve.admission import Admission, Identity, key_id
-from ragtrim.serve.config import GatewayConfig, KeyConfig
+from ragtrim.serve.config import GatewayConfig
 from ragtrim.serve.limits import Gate, QueueFull, QueueTimeout
 from ragtrim.serve.log import RequestLog
 from ragtrim.serve.metrics import GatewayMetrics
@@ -41,8 +41,6 @@ from ragtrim.serve.responses import (
 from ragtrim.serve.state import make_store
 from ragtrim.serve.upstream import Upstream, UpstreamError, UpstreamResponse
 from ragtrim.tokens import TokenCounter, get_counter
-
-ANONYMOUS = KeyConfig(key="", user="anonymous", org="default")
 
 
 @dataclass(slots=True)
