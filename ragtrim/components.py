@@ -34,7 +34,7 @@ _BUILTIN_MODULES: dict[Kind, tuple[str, ...]] = {
               "ragtrim.stages.compress", "ragtrim.stages.order", "ragtrim.stages.history"),
     "scorer": ("ragtrim.scoring", "ragtrim.cascade", "ragtrim.onnx_embed", "ragtrim.torch_embed", "ragtrim.rerank"),
     "counter": ("ragtrim.tokens",),
-    "summarizer": ("ragtrim.history",),
+    "summarizer": ("ragtrim.summarizers",),
 }
 _REGISTRY: dict[Kind, dict[str, type[Component]]] = {kind: {} for kind in KINDS}
 _NAME_OF: dict[type, tuple[Kind, str]] = {}

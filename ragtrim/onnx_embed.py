@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -107,10 +108,7 @@ def export_onnx(model: str = DEFAULT_EMBEDDING_MODEL, *, force: bool = False) ->
             from transformers import AutoModel
         except ImportError as exc:
             raise MissingDependencyError("torch", "embeddings", "exporting the MiniLM model to ONNX (once)") from exc
-        try:
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-        except ImportError as exc:
-            raise MissingDependencyError("onnxruntime", "embeddings", "the ONNX MiniLM scorer") from exc
+        quantization = _import("onnxruntime.quantization")
         out.mkdir(parents=True, exist_ok=True)
         logger.info("exporting %s to ONNX (int8) in %s", src.name, out)
         encoder = quietly(lambda: AutoModel.from_pretrained(str(src), local_files_only=True, dtype=torch.float32))
@@ -137,7 +135,7 @@ def export_onnx(model: str = DEFAULT_EMBEDDING_MODEL, *, force: bool = False) ->
             with torch.no_grad():
                 torch.onnx.export(Pooled(encoder.eval()), example, str(fp32), input_names=names,
                                   output_names=["embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
-            quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+            quantization.quantize_dynamic(str(fp32), str(int8), weight_type=quantization.QuantType.QInt8)
             (Path(tmp) / "source.json").write_text(json.dumps({"model": str(src), "version": EXPORT_VERSION}))
             for f in ("source.json", "model.onnx", "model.int8.onnx"):
                 os.replace(Path(tmp) / f, out / f)
@@ -163,47 +161,53 @@ def _quiet_export() -> Iterator[None]:
 
 
 _SESSIONS: dict[tuple[str, int], Any] = {}
-_SESSION_LOCK = threading.Lock()
+_TOKENIZERS: dict[tuple[str, int], Any] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _load_once(cache: dict[tuple[str, int], Any], key: tuple[str, int], load: Callable[[], Any]) -> Any:
+    """``cache[key]``, loaded by ``load()`` on first use; one lock, so concurrent first calls load it once."""
+    with _LOAD_LOCK:
+        if key not in cache:
+            cache[key] = load()
+        return cache[key]
+
+
+def _import(module: str) -> Any:
+    """``module``, or the MissingDependencyError that names the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(module.partition(".")[0], "embeddings", "the ONNX MiniLM scorer") from exc
 
 
 def _session(path: Path, threads: int) -> Any:
     """One ONNX Runtime session per (file, threads) and process; spinning off, so idle threads never burn a core
     that the host application needs."""
-    key = (str(path), threads)
-    with _SESSION_LOCK:
-        if key not in _SESSIONS:
-            try:
-                import onnxruntime as ort
-            except ImportError as exc:
-                raise MissingDependencyError("onnxruntime", "embeddings", "the ONNX MiniLM scorer") from exc
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = threads
-            opts.inter_op_num_threads = 1
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            opts.log_severity_level = 3
-            _SESSIONS[key] = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-            logger.info("loaded %s with ONNX Runtime (%d thread%s)", path.name, threads,
-                        "" if threads == 1 else "s")
-        return _SESSIONS[key]
 
+    def load() -> Any:
+        ort = _import("onnxruntime")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.log_severity_level = 3
+        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        logger.info("loaded %s with ONNX Runtime (%d thread%s)", path.name, threads, "" if threads == 1 else "s")
+        return session
 
-_TOKENIZERS: dict[tuple[str, int], Any] = {}
+    return _load_once(_SESSIONS, (str(path), threads), load)
 
 
 def _tokenizer(model_dir: Path, max_tokens: int) -> Any:
-    key = (str(model_dir), max_tokens)
-    with _SESSION_LOCK:
-        if key not in _TOKENIZERS:
-            try:
-                from tokenizers import Tokenizer
-            except ImportError as exc:
-                raise MissingDependencyError("tokenizers", "embeddings", "the ONNX MiniLM scorer") from exc
-            tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-            tok.enable_truncation(max_tokens)
-            tok.no_padding()
-            _TOKENIZERS[key] = tok
-        return _TOKENIZERS[key]
+    def load() -> Any:
+        tok = _import("tokenizers").Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        tok.enable_truncation(max_tokens)
+        tok.no_padding()
+        return tok
+
+    return _load_once(_TOKENIZERS, (str(model_dir), max_tokens), load)
 
 
 def default_threads() -> int:

@@ -404,7 +404,7 @@ class TestClauseSplitIsLinear:
     def test_same_splits_as_the_former_pattern(self) -> None:
         import random
 
-        from ragtrim.history import _CLAUSE_SPLIT
+        from ragtrim.summarizers import _CLAUSE_SPLIT
 
         rng = random.Random(7)
         alpha = [" ", "  ", ";", "-", "—", ",", " but ", "so", " and then ", "x", "\t", "\n", "a", ", but ", " - "]

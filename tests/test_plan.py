@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
 
@@ -335,6 +336,17 @@ class TestWorkload:
             Workload.from_jsonl(g)
         with pytest.raises(InputError, match="no requests"):
             Workload.from_jsonl(_empty(tmp_path))
+
+    def test_jsonl_gzip_and_errors_name_the_line(self, tmp_path: Path) -> None:
+        gz = tmp_path / "req.jsonl.gz"
+        gz.write_bytes(gzip.compress(b'{"prompt_tokens": 100, "output_tokens": 5}\n'))
+        assert Workload.from_jsonl(gz).input_p95_tokens == 100
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"prompt_tokens": 1, "output_tokens": 1}\n{oops\n')
+        with pytest.raises(InputError, match=r"bad\.jsonl:2: not valid JSON"):
+            Workload.from_jsonl(bad)
+        with pytest.raises(InputError, match="workload file .* does not exist"):
+            Workload.from_jsonl(tmp_path / "missing.jsonl")
 
     def test_qa_results(self, tmp_path: Path) -> None:
         records = [{"tokens_before": 3000 + i, "tokens_after": 750 + i} for i in range(10)]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from ragtrim.errors import ConfigError
-from ragtrim.plan.estimate import vllm_kv_estimate
+from ragtrim.plan.estimate import VllmKVEstimate, vllm_kv_estimate
 from ragtrim.plan.model import GIB, KVDtype, ModelSpec, WeightDtype, weight_bytes
 from ragtrim.plan.workload import MaxLenPercentile, Workload
 
@@ -173,6 +173,13 @@ def _round_up(value: float, multiple: int) -> int:
     return int(math.ceil(value / multiple) * multiple)
 
 
+def _vllm_estimate(model: ModelSpec, req: PlanRequest, kv_bytes: int, max_model_len: int) -> VllmKVEstimate:
+    """vLLM's own KV estimate for ``max_model_len`` under the request's serving choices."""
+    return vllm_kv_estimate(model, kv_bytes, kv_dtype=req.kv_dtype, max_model_len=max_model_len,
+                            block_size=req.block_size, max_num_batched_tokens=req.max_num_batched_tokens,
+                            hybrid_kv_cache=req.hybrid_kv_cache)
+
+
 def plan(model: ModelSpec, request: PlanRequest, workloads: Workload | Sequence[Workload]) -> Plan:
     """Work out memory, KV capacity and serving limits for each workload. Pure; raises ConfigError if nothing fits."""
     items = (workloads,) if isinstance(workloads, Workload) else tuple(workloads)
@@ -200,15 +207,7 @@ def plan(model: ModelSpec, request: PlanRequest, workloads: Workload | Sequence[
     per_layer = model.kv_bytes_per_token_per_layer(request.kv_dtype)
     per_token = per_layer * model.num_hidden_layers
     model_max = model.max_position_embeddings
-    v_model_max = vllm_kv_estimate(
-        model,
-        kv_bytes,
-        kv_dtype=request.kv_dtype,
-        max_model_len=model_max,
-        block_size=request.block_size,
-        max_num_batched_tokens=request.max_num_batched_tokens,
-        hybrid_kv_cache=request.hybrid_kv_cache,
-    )
+    v_model_max = _vllm_estimate(model, request, kv_bytes, model_max)
     if model.kv_bytes_for_tokens(model_max, request.kv_dtype) > kv_bytes:
         notes.append(
             f"one request of the model maximum ({model_max:,} tokens) does not fit in the KV cache; vLLM refuses "
@@ -263,15 +262,7 @@ def _plan_workload(
 
     conc_rec = kv_bytes // model.kv_bytes_for_tokens(rec_len, kv_dtype)
     conc_max = kv_bytes // model.kv_bytes_for_tokens(model_max, kv_dtype)
-    v_rec = vllm_kv_estimate(
-        model,
-        kv_bytes,
-        kv_dtype=kv_dtype,
-        max_model_len=rec_len,
-        block_size=req.block_size,
-        max_num_batched_tokens=req.max_num_batched_tokens,
-        hybrid_kv_cache=req.hybrid_kv_cache,
-    )
+    v_rec = _vllm_estimate(model, req, kv_bytes, rec_len)
 
     out_need = (
         w.output_p99_tokens if req.max_len_percentile == 99 and w.output_p99_tokens else w.output_p95_tokens

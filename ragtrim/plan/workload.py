@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from ragtrim._jsonl import iter_jsonl
 from ragtrim._stats import percentile
 from ragtrim.errors import ConfigError, InputError
 
@@ -127,18 +128,11 @@ class Workload:
         output_field: str = "output_tokens",
         name: str | None = None,
     ) -> Workload:
-        """One JSON object per line with integer ``input_field`` and ``output_field``; blank lines are skipped."""
+        """One JSON object per line with integer ``input_field`` and ``output_field``; blank lines are skipped.
+        The file is UTF-8, gzip-compressed when its name ends in ``.gz``; errors name the file and the line."""
         p = Path(path)
-        pairs: list[tuple[int, int]] = []
-        for lineno, line in enumerate(_read_text(p).splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{p}:{lineno} is not valid JSON: {exc}") from None
-            where = f"{p}:{lineno}"
-            pairs.append((_int_field(rec, input_field, where), _int_field(rec, output_field, where)))
+        pairs = [(_int_field(rec, input_field, f"{p}:{n}"), _int_field(rec, output_field, f"{p}:{n}"))
+                 for n, rec in iter_jsonl(p, what="workload file")]
         return cls.from_requests(pairs, name=name or p.stem)
 
     @classmethod

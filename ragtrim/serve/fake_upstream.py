@@ -16,6 +16,7 @@ import json
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,26 +105,28 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
         return JSONResponse({"id": rid, "object": "chat.completion" if kind == "chat" else "text_completion",
                              "created": int(time.time()), "model": model, "choices": [choice], "usage": usage})
 
-    async def _occupy(seconds: float) -> None:
+    @asynccontextmanager
+    async def _slot() -> AsyncIterator[None]:
+        """One of the ``slots`` (when they are limited) for a request's prefill and decode, counted in max_active."""
         if sem is not None:
             await sem.acquire()
         counter["active"] += 1
         counter["max_active"] = max(counter["max_active"], counter["active"])
         try:
-            if seconds > 0:
-                await asyncio.sleep(seconds)
+            yield
         finally:
             counter["active"] -= 1
             if sem is not None:
                 sem.release()
 
+    async def _occupy(seconds: float) -> None:
+        async with _slot():
+            if seconds > 0:
+                await asyncio.sleep(seconds)
+
     async def _stream(kind: str, rid: str, model: str, prefill_s: float, out_tokens: int, usage: dict[str, int],
                       with_usage: bool) -> AsyncIterator[bytes]:
-        if sem is not None:
-            await sem.acquire()
-        counter["active"] += 1
-        counter["max_active"] = max(counter["max_active"], counter["active"])
-        try:
+        async with _slot():
             if prefill_s > 0:
                 await asyncio.sleep(prefill_s)
             obj = "chat.completion.chunk" if kind == "chat" else "text_completion"
@@ -149,10 +152,6 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
                          "usage": usage}
                 yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
             yield b"data: [DONE]\n\n"
-        finally:
-            counter["active"] -= 1
-            if sem is not None:
-                sem.release()
 
     async def chat(request: Request) -> Response:
         return await handle(request, "chat")

@@ -12,9 +12,11 @@ from typing import ClassVar
 from ragtrim._validate import Constraints
 from ragtrim.components import component
 from ragtrim.errors import InputError
-from ragtrim.history import HISTORY_CONSTRAINTS, HistoryState, Summarizer, compress_history
+from ragtrim.history import HISTORY_CONSTRAINTS, compress_history
+from ragtrim.history_state import HistoryState
 from ragtrim.models import StageOutput, TrimContext
 from ragtrim.stages.base import Stage, register_stage
+from ragtrim.summarizers import Summarizer
 from ragtrim.tokens import TokenCounter
 
 

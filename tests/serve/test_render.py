@@ -147,8 +147,8 @@ class TestPrepareCompletion:
 
 
 def test_sse_event_boundaries() -> None:
-    from ragtrim.serve.app import _event_end
+    from ragtrim.serve.relay import event_end
 
-    assert _event_end(b"data: a\n\ndata: b") == (7, 2)
-    assert _event_end(b"data: a\r\n\r\ndata: b\n\n") == (7, 4)
-    assert _event_end(b"data: a\n") == (-1, 2)
+    assert event_end(b"data: a\n\ndata: b") == (7, 2)
+    assert event_end(b"data: a\r\n\r\ndata: b\n\n") == (7, 4)
+    assert event_end(b"data: a\n") == (-1, 2)

@@ -1,0 +1,114 @@
+"""Streaming the upstream's answer to the client: the SSE response that always runs its close hook (which frees the
+slots and settles the charge), and cancelling a request's work when its client disconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ragtrim.serve.responses import GatewayError
+
+
+class ClientGone(Exception):
+    """The client disconnected before the response started."""
+
+
+def event_end(buf: bytes) -> tuple[int, int]:
+    """Where the first complete SSE event in ``buf`` ends, and the separator's length (-1 when none is complete).
+    Events end with a blank line: LF LF, or CR LF CR LF."""
+    lf = buf.find(b"\n\n")
+    crlf = buf.find(b"\r\n\r\n")
+    if crlf >= 0 and (lf < 0 or crlf < lf):
+        return crlf, 4
+    return lf, 2
+
+
+async def disconnected(receive: Receive) -> None:
+    """Return when the client has gone (the ASGI ``http.disconnect`` message); other messages are ignored."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def until_disconnect(receive: Receive, work: Awaitable[Response]) -> Response:
+    """Run ``work`` but cancel it when the client disconnects (queued or waiting on a non-streaming upstream), so
+    a gone client frees its slot at once."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(disconnected(receive))
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        watcher.cancel()
+        raise
+    if task in done:
+        watcher.cancel()
+        return task.result()
+    task.cancel()
+    try:
+        result = await task
+    except asyncio.CancelledError:
+        raise ClientGone() from None
+    except GatewayError:
+        raise ClientGone() from None
+    if isinstance(result, RelayStream):  # finished just as the client left: close it properly
+        await result.close()
+    raise ClientGone()
+
+
+class RelayStream(Response):
+    """An SSE response that relays events as they come and always runs ``on_close`` (client gone, upstream done
+    or error), which releases the slots and settles the token charge."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, events: AsyncIterator[bytes], *, headers: dict[str, str],
+                 on_close: Callable[[bool], Awaitable[None]]) -> None:
+        super().__init__(content=None, status_code=200, headers={**headers, "cache-control": "no-cache"},
+                         media_type="text/event-stream")
+        self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
+        self.events = events
+        self.on_close = on_close
+        self._closed = False
+        self.client_gone = False
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            aclose = getattr(self.events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            await self.on_close(self.client_gone)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        relay = asyncio.ensure_future(self._relay(send))
+        watcher = asyncio.ensure_future(disconnected(receive))
+        try:
+            done, _ = await asyncio.wait({relay, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if relay in done:
+                watcher.cancel()
+                relay.result()
+            else:
+                self.client_gone = True
+                relay.cancel()
+                # The relay's own error (a send to a closed socket) is moot once the client has gone.
+                await asyncio.gather(relay, return_exceptions=True)
+        finally:
+            watcher.cancel()
+            if not relay.done():
+                relay.cancel()
+            await self._close_shielded()
+
+    async def _close_shielded(self) -> None:
+        await asyncio.shield(self.close())
+
+    async def _relay(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        async for chunk in self.events:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -1,0 +1,117 @@
+"""OpenAI-style responses of the gateway: the JSON codec, the error that becomes an error response, upstream errors
+relayed or wrapped, and the ``x-ragtrim-*`` / ``x-ratelimit-*`` headers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ragtrim.serve.limits import RateDecision, format_reset
+from ragtrim.serve.render import Prepared
+from ragtrim.serve.upstream import UpstreamError
+
+try:  # orjson is several times faster on the hot path; the stdlib is the fallback
+    import orjson
+
+    def loads(raw: bytes) -> Any:
+        return orjson.loads(raw)
+
+    def dumps(obj: Any) -> bytes:
+        return orjson.dumps(obj)
+except ImportError:  # pragma: no cover
+    def loads(raw: bytes) -> Any:
+        return json.loads(raw)
+
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class GatewayError(Exception):
+    """Becomes an OpenAI-style error response."""
+
+    def __init__(self, status: int, message: str, *, type_: str, code: str | None = None, param: str | None = None,
+                 headers: dict[str, str] | None = None, outcome: str = "error") -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type_
+        self.code = code
+        self.param = param
+        self.headers = headers or {}
+        self.outcome = outcome
+
+    def response(self, request_id: str) -> Response:
+        body = {"error": {"message": str(self), "type": self.type, "param": self.param, "code": self.code}}
+        return Response(dumps(body), status_code=self.status, media_type="application/json",
+                        headers={**self.headers, "x-request-id": request_id})
+
+
+def request_id(request: Request) -> str:
+    """The client's ``x-request-id`` (at most 128 characters), else a new one."""
+    given = request.headers.get("x-request-id", "")
+    return given[:128] if given else "req-" + uuid.uuid4().hex[:20]
+
+
+def trim_headers(p: Prepared) -> dict[str, str]:
+    """What trimming did to the request, for the client."""
+    h = {"x-ragtrim-tokens-before": str(p.prompt_tokens_before), "x-ragtrim-tokens-after": str(p.prompt_tokens),
+         "x-ragtrim-tokens-saved": str(p.tokens_saved)}
+    if p.documents:
+        h["x-ragtrim-documents"] = f"{p.documents_kept}/{p.documents}"
+    if p.history_turns_folded:
+        h["x-ragtrim-history-folded"] = str(p.history_turns_folded)
+    return h
+
+
+def rate_headers(d: RateDecision) -> dict[str, str]:
+    """OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` for a rate decision."""
+    h: dict[str, str] = {}
+    for name, s in (("requests", d.requests), ("tokens", d.tokens)):
+        if s is not None:
+            h[f"x-ratelimit-limit-{name}"] = str(s.limit)
+            h[f"x-ratelimit-remaining-{name}"] = str(s.remaining)
+            h[f"x-ratelimit-reset-{name}"] = format_reset(s.reset_s if d.admitted or math.isinf(s.retry_after_s)
+                                                          else max(s.retry_after_s, 0.0))
+    return h
+
+
+def usage_of(body: bytes) -> dict[str, Any] | None:
+    """The ``usage`` object of a completion (or of one streamed event's data), when it has one."""
+    try:
+        obj = loads(body)
+    except ValueError:
+        return None
+    usage = obj.get("usage") if isinstance(obj, dict) else None
+    return usage if isinstance(usage, dict) else None
+
+
+def relay_error(status: int, body: bytes, headers: dict[str, str]) -> Response:
+    """Pass an upstream error on; wrap it OpenAI-style when the upstream's body is not."""
+    try:
+        obj = loads(body)
+        if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+            return Response(body, status_code=status, media_type="application/json", headers=headers)
+        message = obj.get("message") or obj.get("detail") or obj.get("error") if isinstance(obj, dict) else obj
+    except ValueError:
+        message = body[:500].decode("utf-8", "replace")
+    err = {"error": {"message": f"upstream answered {status}: {message}", "type": "upstream_error", "param": None,
+                     "code": status}}
+    return Response(dumps(err), status_code=status if status >= 400 else 502, media_type="application/json",
+                    headers=headers)
+
+
+def upstream_failed(exc: UpstreamError) -> GatewayError:
+    """The error response for an upstream that timed out, could not be reached or broke the protocol."""
+    if exc.kind == "timeout":
+        return GatewayError(504, f"upstream timed out: {exc}", type_="upstream_error", code="upstream_timeout",
+                            outcome="upstream_error")
+    if exc.kind == "connect":
+        return GatewayError(502, f"upstream unreachable: {exc}", type_="upstream_error", code="upstream_unreachable",
+                            outcome="upstream_error")
+    return GatewayError(502, f"upstream broke the protocol: {exc}", type_="upstream_error", code="upstream_error",
+                        outcome="upstream_error")
