@@ -10,9 +10,11 @@ from __future__ import annotations
 def clear_caches() -> None:
     """Forget every cached token count, BM25 tokenization, sentence split and embedding; loaded models stay."""
     from ragtrim import scoring, text, tokens
+    from ragtrim.stages import compress
 
     scoring.clear_tokenizer_cache()
     text.clear_sentence_cache()
+    compress.clear_sentence_cache()
     tokens.clear_counter_caches()
     for scorer in scoring.shared_scorers():
         _clear_scorer(scorer)

@@ -127,9 +127,7 @@ class Pipeline:
         _check_unique_ids(context.chunks)
         self.warm_up()
         counter = self.counter
-        known: dict[str, tuple[str, int]] = {}
-        context = context.with_chunks(_verified_counts(context.chunks, counter, known))
-        tokens_before = context.total_tokens
+        # Prefetch before counting the input: a model pass started now overlaps the counting too.
         if self.prefetch and context.chunks and context.query.strip():
             for stage in self.stages:
                 try:
@@ -139,6 +137,9 @@ class Pipeline:
                     raise
                 except Exception as exc:
                     raise StageError(stage.name, f"prefetch: {type(exc).__name__}: {exc}") from exc
+        known: dict[str, tuple[str, int]] = {}
+        context = context.with_chunks(_verified_counts(context.chunks, counter, known))
+        tokens_before = context.total_tokens
         reports: list[StageReport] = []
         for stage in self.stages:
             started = time.perf_counter()

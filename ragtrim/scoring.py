@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import sys
 import threading
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
@@ -23,12 +20,49 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar, get_args, runtime_
 
 import numpy as np
 
-from ragtrim._lru import bounded_cache, lru_get, lru_put
-from ragtrim._validate import Boolean, Constraints, Interval, ListOf, MappingOf, Options, Text
+from ragtrim._background import background, background_busy, submit_background
+from ragtrim._lru import lru_get, lru_put
+from ragtrim._validate import Constraints, Interval, ListOf, MappingOf, Options, Text
+from ragtrim.bm25 import BM25Scorer, bm25_okapi, clear_tokenizer_cache, prime_tokens, tokenize
 from ragtrim.components import Component, Plugin, component, register
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
 from ragtrim.ranking import check_score_inputs as _check_inputs
-from ragtrim.stopwords import STOPWORDS as _STOPWORDS
+
+# The scorers, and the BM25 and background-thread names callers imported from here before they moved out
+# (ragtrim.bm25, ragtrim._background).
+__all__ = [
+    "DEFAULT_EMBEDDING_MODEL",
+    "NAMED_SCORERS",
+    "SCORER_NAMES",
+    "STAGE_SCORER_NAMES",
+    "BM25Scorer",
+    "CachedEmbedder",
+    "EmbeddingScorer",
+    "FixedScorer",
+    "FusionMethod",
+    "HybridScorer",
+    "Scorer",
+    "ScorerName",
+    "background",
+    "background_busy",
+    "bm25_okapi",
+    "clear_tokenizer_cache",
+    "cuda_available",
+    "default_model_path",
+    "get_scorer",
+    "min_max",
+    "prefetch_scores",
+    "prime_tokens",
+    "quietly",
+    "resolve_device",
+    "resolve_model",
+    "rrf_contribution",
+    "scorer_param",
+    "shared_scorers",
+    "submit_background",
+    "tokenize",
+    "warm_up_scorers",
+]
 
 logger = logging.getLogger("ragtrim")
 T = TypeVar("T")
@@ -72,100 +106,6 @@ def scorer_param(*, allow_auto: bool = False) -> Plugin:
     loaded."""
     names = (*STAGE_SCORER_NAMES, *SCORER_NAMES) if allow_auto else SCORER_NAMES
     return Plugin("scorer", Scorer, names=names, describe="an object with name and score(query, texts)")
-
-
-# -- tokenization for BM25 ------------------------------------------------------------------------------------------
-# Numbers keep their inner separators ("1,000" -> "1000", "3.5" stays "3.5"); words are runs of letters, so
-# "obama's" gives "obama" + "s" (a stopword) and "covid19" gives "covid" + "19".
-_WORD = re.compile(r"\d+(?:[.,:]\d+)*|[^\W\d_]+", re.UNICODE)
-
-
-def _weigh_tokens(args: tuple[Any, ...], toks: tuple[str, ...]) -> int:
-    # An O(1) upper estimate: the tokens' characters are at most the text's, plus one str object per token.
-    return 2 * sys.getsizeof(args[0]) + sys.getsizeof(toks) + 56 * len(toks)
-
-
-@bounded_cache(max_entries=65536, weigh=_weigh_tokens)
-def _tokens(text: str, stopwords: bool) -> tuple[str, ...]:
-    norm = unicodedata.normalize("NFKC", text).lower()
-    toks = _WORD.findall(norm)
-    if stopwords:
-        return tuple(t.replace(",", "") if t[0].isdigit() else t for t in toks if t not in _STOPWORDS)
-    return tuple(t.replace(",", "") if t[0].isdigit() else t for t in toks)
-
-
-def tokenize(text: str, *, stopwords: bool = True) -> list[str]:
-    """BM25 tokens: NFKC, lower-case, punctuation stripped, numbers kept whole (``1,000`` -> ``1000``).
-
-    With ``stopwords`` the English function and question words ("what", "when", "the") are dropped: in a
-    20-passage pool their IDF is noise. Results are cached per text, so a passage seen before costs nothing.
-    """
-    return list(_tokens(text, stopwords))
-
-
-@register("scorer", "bm25")
-@component
-class BM25Scorer(Component):
-    """Okapi BM25 (rank-bm25's term weights with Lucene's IDF, see ``bm25_okapi``) with the texts of one call as
-    the corpus: IDF comes from those texts alone.
-
-    An empty corpus or a query without content words scores every text 0.0 (rank-bm25 itself divides by zero on
-    an all-empty corpus).
-    """
-
-    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
-        "k1": [Interval(float, 0.0, None)],
-        "b": [Interval(float, 0.0, 1.0)],
-        "stopwords": [Boolean()],
-    }
-
-    k1: float = 1.2
-    b: float = 0.75
-    stopwords: bool = True
-
-    @property
-    def name(self) -> str:
-        return "bm25"
-
-    def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        _check_inputs(query, texts)
-        if not texts:
-            return []
-        # Unique query terms in query order, not a set: the rows are summed in this order, and a set's order (so the
-        # last digit of every score, and ties) moved with PYTHONHASHSEED.
-        q = tuple(dict.fromkeys(_tokens(query, self.stopwords)))
-        docs = [_tokens(t, self.stopwords) for t in texts]
-        n = len(docs)
-        lengths = np.fromiter((len(d) for d in docs), dtype=np.float64, count=n)
-        if not q or not lengths.any():
-            return [0.0] * n
-        # Term frequencies of the query terms only: scoring touches nothing else.
-        tf = np.zeros((len(q), n), dtype=np.float64)
-        row = {t: i for i, t in enumerate(q)}
-        for j, d in enumerate(docs):
-            for t in d:
-                i = row.get(t)
-                if i is not None:
-                    tf[i, j] += 1
-        return [float(x) for x in bm25_okapi(tf, lengths, k1=self.k1, b=self.b)]
-
-
-def bm25_okapi(tf: np.ndarray, lengths: np.ndarray, *, k1: float, b: float) -> np.ndarray:
-    """Okapi BM25 scores from a (query terms x documents) term-frequency matrix and the document lengths.
-
-    The term weights are rank-bm25's BM25Okapi formula except for the IDF, which is Lucene's
-    ``log(1 + (N - df + 0.5) / (df + 0.5))``: always positive. The classic ``log((N - df + 0.5) / (df + 0.5))``
-    (which rank-bm25 floors at a fraction of the mean IDF) is zero or negative for a term in half the texts or
-    more, so a single chunk, or sentences that all repeat the query's subject, would score 0 whatever they say.
-    Only the query terms are touched, which keeps a 20-passage call well under a millisecond.
-    """
-    n = lengths.size
-    df = (tf > 0).sum(axis=1).astype(np.float64)
-    idf = np.where(df > 0, np.log1p((n - df + 0.5) / (df + 0.5)), 0.0)
-    avgdl = float(lengths.mean()) or 1.0
-    norm = k1 * (1 - b + b * lengths / avgdl)
-    out: np.ndarray = (idf[:, None] * tf * (k1 + 1) / (tf + norm[None, :])).sum(axis=0)
-    return out
 
 
 # -- dense embeddings -----------------------------------------------------------------------------------------------
@@ -260,9 +200,23 @@ class CachedEmbedder(Component):
     _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _pending: tuple[Future[None], frozenset[str]] | None = field(default=None, init=False)  # the prefetch in flight
+    _warm: bool = field(default=False, init=False)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
+
+    warms_up: ClassVar[bool] = False
+    """A model scorer sets this: ``warm_up`` then loads the model and runs it once on a short text (its first call
+    allocates)."""
+
+    def warm_up(self) -> None:
+        """Once per scorer: a pipeline warms its stages on its first run, and ``trim()`` builds a new pipeline per
+        call, so a second warm-up must cost nothing (a repeated 1-text ONNX pass cost 1.5 ms of every 17 ms
+        request)."""
+        if not self.warms_up or self._warm:
+            return
+        self._encode(["warm up"])
+        self._warm = True
 
     def _prepare(self, texts: Sequence[str]) -> Callable[[], np.ndarray]:
         """Split an encode into what needs the GIL (done here, in the caller's thread) and the model pass it
@@ -284,7 +238,7 @@ class CachedEmbedder(Component):
         with self._lock:
             missing = list(dict.fromkeys(t for t in (query, *texts) if t not in self._cache))
         if missing:
-            self._pending = (background().submit(self._fill, missing, self._prepare(missing)), frozenset(missing))
+            self._pending = (submit_background(self._fill, missing, self._prepare(missing)), frozenset(missing))
 
     def _fill(self, texts: list[str], model_pass: Callable[[], np.ndarray]) -> None:
         vectors = model_pass()
@@ -378,13 +332,11 @@ class EmbeddingScorer(CachedEmbedder):
     device: str = "cpu"
     max_seq_length: int | None = 256
     threads: int | None = None
+    warms_up: ClassVar[bool] = True
 
     @property
     def name(self) -> str:
         return f"embedding:{Path(self.model).name}"
-
-    def warm_up(self) -> None:
-        self._encode(["warm up"])
 
     def _model(self) -> Any:
         with _LOAD_LOCK:
@@ -486,21 +438,6 @@ def prefetch_scores(scorers: Sequence[Scorer], query: str, texts: Sequence[str])
             start(query, texts)
 
 
-_BACKGROUND: ThreadPoolExecutor | None = None
-
-
-def background() -> ThreadPoolExecutor:
-    """ragtrim's one background thread (made on first use): model passes that overlap the pipeline's CPU work."""
-    global _BACKGROUND
-    with _STATE_LOCK:
-        if _BACKGROUND is None:
-            _BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragtrim-prefetch")
-        return _BACKGROUND
-
-
-_STATE_LOCK = threading.Lock()
-
-
 def warm_up_scorers(scorers: Sequence[Scorer]) -> None:
     """Load the models of those ``scorers`` that have a ``warm_up`` (composite scorers call it for their parts)."""
     for scorer in scorers:
@@ -551,11 +488,6 @@ class FixedScorer(Component):
 
 
 _SHARED: dict[str, Scorer] = {}
-
-
-def clear_tokenizer_cache() -> None:
-    """Forget BM25's memoized tokenizations (a benchmark's "cold" pass starts from here)."""
-    _tokens.cache_clear()
 
 
 def shared_scorers() -> list[Scorer]:

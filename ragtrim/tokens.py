@@ -257,6 +257,22 @@ class WhitespaceCounter(_CachedCounter):
         return len(text.split())
 
 
+_NOT_SPLIT_BY_TIKTOKEN = re.compile("[\x1c-\x1f]")
+"""Characters ``str.split`` treats as whitespace and tiktoken's pre-tokenizer (Unicode ``White_Space``) does not."""
+
+
+def count_at_least(counter: TokenCounter, text: str) -> int:
+    """A lower bound on ``counter.count(text)`` that costs a ``str.split``: the whitespace-separated words for
+    ragtrim's tiktoken, approximate and whitespace counters (each word begins at least one pre-tokenizer piece, and
+    each piece is at least one token), 0 for any other counter. The compression stage counts a sentence only when
+    this bound leaves it a chance of fitting."""
+    if isinstance(counter, TiktokenCounter):
+        return 0 if _NOT_SPLIT_BY_TIKTOKEN.search(text) else len(text.split())
+    if isinstance(counter, (WhitespaceCounter, ApproxCounter)):
+        return len(text.split())
+    return 0
+
+
 def count_batch(counter: TokenCounter, texts: Sequence[str], *, num_threads: int = 2) -> list[int]:
     """``[counter.count(t) for t in texts]``, in one batched call where the tokenizer has one (tiktoken's
     ``encode_ordinary_batch``, Hugging Face's ``encode_batch``). Counts equal ``count`` exactly and bypass its cache:

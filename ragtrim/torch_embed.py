@@ -163,6 +163,7 @@ class TorchEmbeddingScorer(CachedEmbedder):
     max_seq_length: int = 256
     batch_size: int = 64
     cuda_graphs: bool = True
+    warms_up: ClassVar[bool] = True
 
     @property
     def name(self) -> str:
@@ -174,9 +175,6 @@ class TorchEmbeddingScorer(CachedEmbedder):
             raise ConfigError(f"{model_dir!r} is not a local transformers model with a tokenizer.json")
         device = resolve_device(self.device)
         return _load(model_dir, device), _tokenizer(Path(model_dir), self.max_seq_length), device
-
-    def warm_up(self) -> None:
-        self._encode(["warm up"])
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self._prepare(texts)()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ragtrim import scoring, text
+from ragtrim import bm25, scoring, text
 from ragtrim.caches import clear_caches
 from ragtrim.scoring import get_scorer
+from ragtrim.stages import compress
 from ragtrim.tokens import get_counter
 
 
@@ -14,9 +15,11 @@ def test_clear_caches_empties_counts_tokens_sentences() -> None:
     scoring.tokenize("words to tokenize")
     text.sentence_spans("One sentence. Another one here.")
     get_scorer("bm25").score("q", ["cached text"])
-    assert len(scoring._tokens.cache) > 0
+    compress._sentence_parts("One sentence. Another one here.", counter)
+    assert len(bm25._tokens.cache) > 0 and len(compress._cached_parts.cache) > 0
     clear_caches()
-    assert len(scoring._tokens.cache) == 0
+    assert len(bm25._tokens.cache) == 0
+    assert len(compress._cached_parts.cache) == 0
     assert len(text._sentence_spans.cache) == 0
     assert len(counter._cache) == 0
 

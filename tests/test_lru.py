@@ -83,11 +83,11 @@ def test_bounded_cache_memoizes_within_bytes() -> None:
 
 def test_per_text_caches_stay_within_their_bytes() -> None:
     """Sentence spans, BM25 tokens and token counts: 4 MB of distinct text leaves each cache within its bound."""
-    from ragtrim import scoring, text
+    from ragtrim import bm25, text
     from ragtrim.tokens import ApproxCounter
 
     counter = ApproxCounter()
-    caches = [text._sentence_spans.cache, scoring._tokens.cache, counter._cache]
+    caches = [text._sentence_spans.cache, bm25._tokens.cache, counter._cache]
     limits = [(c.max_bytes, c.max_entry_bytes) for c in caches]
     try:
         for c in caches:
@@ -97,7 +97,7 @@ def test_per_text_caches_stay_within_their_bytes() -> None:
             small = f"Small text {i}. It has two sentences."
             for t in (chunk, small):
                 text.sentence_spans(t)
-                scoring.tokenize(t)
+                bm25.tokenize(t)
                 counter.count(t)
         for c in caches:
             assert c.nbytes <= 2**20

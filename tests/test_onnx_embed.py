@@ -108,7 +108,10 @@ def test_prefix_encoding_equals_full_encoding() -> None:
     from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, resolve_model
 
     texts = ["The Eiffel Tower, built in 1889, is 330 metres tall. " * 40, "x" * 5000,
-             "supercalifragilistic" * 300, "a " * 1000, "short text", "", "word " * 37 + "antidisestablishment" * 9]
+             "supercalifragilistic" * 300, "a " * 1000, "short text", "", "word " * 37 + "antidisestablishment" * 9,
+             # a word across the cut, a word past the 100-character [UNK] limit, CJK, accents, tabs and newlines
+             "tiny " * 11 + "internationalization " * 30, "ab " * 20 + "z" * 150 + " tail" * 200,
+             "東京は日本の首都です。 " * 60, "Café naïve résumé\tcoöperate\n" * 60, "x" + " " * 3000 + "y z " * 500]
     for max_tokens in (16, 64, 256):
         tok = _tokenizer(Path(resolve_model(DEFAULT_EMBEDDING_MODEL)), max_tokens)
         for t in texts:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragtrim.errors import ConfigError, InputError
 from ragtrim.scoring import (
@@ -15,6 +17,7 @@ from ragtrim.scoring import (
     bm25_okapi,
     get_scorer,
     min_max,
+    prime_tokens,
     rrf_contribution,
     tokenize,
 )
@@ -162,3 +165,104 @@ class TestEmbeddingScorerModel:
         assert np.allclose(first[::-1], again)
         assert first.shape == (2, 384)
         assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+
+
+class TestPrimeTokens:
+    """``prime_tokens`` caches a passage's BM25 tokens as the join of its sentences': only where that is exact."""
+
+    _ALPHABET = list("ab AB Σσ9,.!?\n\t") + ["1,000", "3.5", "the", "İ", "ﬁ", "é", "e\u0301", "\u0301", "\x1c", "\xa0",
+                                            "ΟΔΟΣ", ". The", ".\n\n", "U.S.", "\u2028"]
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.sampled_from(_ALPHABET), max_size=40).map("".join), st.booleans())
+    def test_cached_tokens_equal_a_direct_tokenization(self, text: str, stopwords: bool) -> None:
+        from ragtrim import bm25
+        from ragtrim.text import sentence_spans
+
+        bm25.clear_tokenizer_cache()
+        prime_tokens(text, sentence_spans(text), stopwords=stopwords)
+        assert tokenize(text, stopwords=stopwords) == list(bm25._tokens._fn(text, stopwords))
+
+    def test_primes_a_plain_passage_and_declines_a_non_normalized_one(self) -> None:
+        from ragtrim import bm25
+        from ragtrim.text import sentence_spans
+
+        bm25.clear_tokenizer_cache()
+        plain = "The tower is 330 m tall. It was built in 1889. Paris, 1,000 visitors."
+        prime_tokens(plain, sentence_spans(plain))
+        assert bm25._tokens.cache.get((plain, True)) is not None
+        decomposed = "Cafe\u0301 opened. It was full."  # NFKC composes é: tokenizing the whole text is needed
+        prime_tokens(decomposed, sentence_spans(decomposed))
+        assert bm25._tokens.cache.get((decomposed, True)) is None
+        assert tokenize(decomposed) == ["café", "opened", "full"]
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+    def test_ascii_pattern_finds_the_unicode_patterns_tokens(self, text: str) -> None:
+        from ragtrim import bm25
+
+        lowered = text.lower()
+        assert bm25._WORD_ASCII.findall(lowered) == bm25._WORD.findall(lowered)
+
+
+class TestBackgroundThread:
+    def test_a_task_has_started_when_submit_returns_and_busy_tracks_it(self) -> None:
+        import threading
+
+        from ragtrim.scoring import background_busy, submit_background
+
+        started, release = threading.Event(), threading.Event()
+
+        def task() -> int:
+            started.set()
+            release.wait(5)
+            return 7
+
+        future = submit_background(task)
+        assert started.is_set() and background_busy()  # no interpreter switch interval before it began
+        release.set()
+        assert future.result(5) == 7
+        for _ in range(100):  # the done callback runs right after the result is set
+            if not background_busy():
+                break
+            threading.Event().wait(0.01)
+        assert not background_busy()
+
+
+class TestWarmUpOnce:
+    def test_a_model_scorer_runs_its_warm_up_pass_once(self) -> None:
+        from collections.abc import Sequence
+
+        from ragtrim.scoring import CachedEmbedder
+
+        class Model(CachedEmbedder):
+            warms_up = True
+            passes = 0
+
+            @property
+            def name(self) -> str:
+                return "model"
+
+            def _encode(self, texts: Sequence[str]) -> np.ndarray:
+                Model.passes += 1
+                return np.ones((len(texts), 2), dtype=np.float32)
+
+        scorer = Model()
+        for _ in range(3):
+            scorer.warm_up()
+        assert Model.passes == 1
+
+    def test_a_plain_cached_embedder_does_not_warm_up(self) -> None:
+        from collections.abc import Sequence
+
+        from ragtrim.scoring import CachedEmbedder
+
+        class Plain(CachedEmbedder):
+            @property
+            def name(self) -> str:
+                return "plain"
+
+            def _encode(self, texts: Sequence[str]) -> np.ndarray:
+                raise AssertionError("warm_up must not encode")
+
+        Plain().warm_up()

@@ -147,3 +147,19 @@ def test_normalize_text_fast_path_matches_regex_version() -> None:
         assert normalize_text(text) == old(text)
     chars = [chr(c) for c in range(0x3000 + 1) if unicodedata.category(chr(c)) != "Cs"]
     assert normalize_text(" ".join(chars)) == old(" ".join(chars))
+
+
+_OLD_BOUNDARY = r"""(?<![.!?…])[.!?…]++["'”’)\]]*+(?=\s)|\n\s*\n|\n(?=[ \t]*(?:[-*•]|\d+[.)])\s)"""
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(list("aB1 .!?…\n\t\"'”’)]-*•") + ["..", "\n\n", " \n ", "2)", "3.", "\n- "]),
+                max_size=40).map("".join))
+def test_boundary_pattern_matches_like_its_three_branch_form(text: str) -> None:
+    """``_BOUNDARY`` matches its first character before telling the branches apart (5x faster); the matches must be
+    those of the plain three-branch pattern its comment gives."""
+    import re
+
+    from ragtrim.text import _BOUNDARY
+
+    assert [m.span() for m in _BOUNDARY.finditer(text)] == [m.span() for m in re.finditer(_OLD_BOUNDARY, text)]

@@ -4,6 +4,8 @@ import traceback
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragtrim.errors import ConfigError, InputError
 from ragtrim.tokens import (
@@ -11,6 +13,7 @@ from ragtrim.tokens import (
     TiktokenCounter,
     TokenCounter,
     WhitespaceCounter,
+    count_at_least,
     counter_spec,
     get_counter,
 )
@@ -170,3 +173,36 @@ def test_cache_is_thread_safe() -> None:
         results = list(pool.map(counter.count, texts * 4))
     assert results == [ApproxCounter().count(t) for t in texts * 4]
     assert len(counter._cache) <= 2
+
+
+class TestCountAtLeast:
+    """``count_at_least`` is a lower bound the compression stage trusts to skip counting: it must never exceed the
+    exact count, on any text."""
+
+    _ALPHABET = list("ab Z9.,!?'-\n\t\r") + ["\x1c", "\x1f", "\x85", "\xa0", "\u2028", "\u3000", "é", "\u0301", "東",
+                                              "😀", "   ", "...", "''", "\n\n"]
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.sampled_from(_ALPHABET), max_size=60).map("".join))
+    def test_never_above_the_count(self, text: str) -> None:
+        for counter in (TiktokenCounter(), ApproxCounter(), WhitespaceCounter()):
+            assert count_at_least(counter, text) <= counter.count(text), (counter.name, repr(text))
+
+    def test_words_for_ragtrims_counters(self) -> None:
+        text = "The Eiffel Tower is 330 metres tall."
+        assert count_at_least(TiktokenCounter(), text) == 7
+        assert count_at_least(WhitespaceCounter(), text) == WhitespaceCounter().count(text) == 7
+
+    def test_separator_characters_python_splits_on_give_no_bound(self) -> None:
+        # str.split() splits "..\x1f.." in two; tiktoken's pre-tokenizer reads it as one piece, which BPE may encode
+        # as fewer tokens than str.split() finds words (here it happens to be 3), so no bound is claimed there.
+        assert count_at_least(TiktokenCounter(), "..\x1f..") == 0
+
+    def test_other_counters_get_zero(self) -> None:
+        class Custom:
+            name = "custom"
+
+            def count(self, text: str) -> int:
+                return 1
+
+        assert count_at_least(Custom(), "many words here") == 0

@@ -86,7 +86,7 @@ def conversation(n: int, *, seed: int = 0) -> list[dict[str, str]]:
 def cold_caches() -> None:
     """Empty the per-process caches of sentence spans and BM25 tokens, so a repeated call measures the work and
     not the cache; token counts stay cold by giving each call a fresh counter (``fresh_counter``)."""
-    from ragtrim.scoring import _tokens
+    from ragtrim.bm25 import _tokens
     from ragtrim.text import _sentence_spans
 
     _sentence_spans.cache_clear()

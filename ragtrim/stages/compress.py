@@ -14,14 +14,17 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from ragtrim._background import background_busy
+from ragtrim._lru import bounded_cache, weigh_text_and_items
 from ragtrim._validate import Constraints, Interval, Text
+from ragtrim.bm25 import BM25Scorer, prime_tokens
 from ragtrim.components import component
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.scoring import BM25Scorer, Scorer, get_scorer, min_max, scorer_param, tokenize, warm_up_scorers
+from ragtrim.scoring import Scorer, get_scorer, min_max, scorer_param, warm_up_scorers
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
 from ragtrim.text import normalize_text, sentence_spans
-from ragtrim.tokens import TokenCounter
+from ragtrim.tokens import ApproxCounter, TiktokenCounter, TokenCounter, WhitespaceCounter, count_at_least
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +34,7 @@ class _Sentence:
     start: int
     end: int
     text: str  # stripped
-    tokens: int
+    floor: int  # a lower bound on its token count (``count_at_least``): counted only when it could still fit
 
 
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
@@ -106,6 +109,35 @@ def _neighbour_max(vals: list[float], width: int) -> list[float | None]:
     return out
 
 
+def _sentence_parts(text: str, counter: TokenCounter) -> tuple[tuple[int, int, str, int], ...]:
+    """The non-blank sentences of ``text``: span, stripped text and token lower bound (cached: the prefetch and
+    ``run`` both split each chunk)."""
+    return _cached_parts(text, type(counter)) if type(counter) in _BOUND_BY_TYPE else _parts(text, counter)
+
+
+def _parts(text: str, counter: TokenCounter) -> tuple[tuple[int, int, str, int], ...]:
+    out = []
+    for a, b in sentence_spans(text):
+        stripped = text[a:b].strip()
+        if stripped:
+            out.append((a, b, stripped, count_at_least(counter, stripped)))
+    return tuple(out)
+
+
+_BOUND_BY_TYPE: dict[type, TokenCounter] = {t: t() for t in (TiktokenCounter, WhitespaceCounter, ApproxCounter)}
+"""Counters whose ``count_at_least`` depends only on their type (a fresh instance stands for any)."""
+
+
+@bounded_cache(max_entries=16384, weigh=weigh_text_and_items(200))
+def _cached_parts(text: str, kind: type) -> tuple[tuple[int, int, str, int], ...]:
+    return _parts(text, _BOUND_BY_TYPE[kind])
+
+
+def clear_sentence_cache() -> None:
+    """Forget the memoized sentences of chunks (``ragtrim.caches.clear_caches`` calls this)."""
+    _cached_parts.cache_clear()
+
+
 @register_stage
 @component
 class SentenceCompressor(Stage):
@@ -170,15 +202,21 @@ class SentenceCompressor(Stage):
         warm_up_scorers([get_scorer(self.scorer)])
 
     def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
-        """Split and count the sentences of the chunks as they arrive, and tokenize them for BM25, while the
-        relevance stage's model pass runs in the background: ``run`` then finds all three in their caches. Texts
-        with a ``<`` (maybe HTML, which the HTML stage would change) are left out."""
-        plain = tuple(c for c in context.chunks if "<" not in c.text)
-        sentences = self._split(plain, counter)
+        """Split the sentences of the chunks as they arrive and tokenize them for BM25 (and, from them, each whole
+        chunk, for the relevance stage's BM25: ``prime_tokens``); while a model pass runs in the background, count
+        them too. ``run`` then finds all of it in the caches. Texts with a ``<`` (maybe HTML, which the HTML stage
+        would change) are left out."""
+        plain = tuple(c for c in context.chunks if "<" not in c.text and not c.pinned)
         scorer = get_scorer(self.scorer)
         if isinstance(scorer, BM25Scorer):
-            for s in sentences:
-                tokenize(s.text, stopwords=scorer.stopwords)
+            for c in plain:
+                prime_tokens(c.text, sentence_spans(c.text), stopwords=scorer.stopwords)
+        for s in self._split(plain, counter):
+            # Counting every sentence costs more than counting the few ``run`` needs, unless this thread would
+            # otherwise wait for the model.
+            if not background_busy():
+                break
+            counter.count(s.text)
 
     # -- scoring ------------------------------------------------------------------------------------------------
     def _split(self, chunks: tuple[Chunk, ...], counter: TokenCounter) -> list[_Sentence]:
@@ -186,13 +224,7 @@ class SentenceCompressor(Stage):
         for ci, c in enumerate(chunks):
             if c.pinned:
                 continue
-            pos = 0
-            for a, b in sentence_spans(c.text):
-                text = c.text[a:b].strip()
-                if not text:
-                    continue
-                out.append(_Sentence(ci, pos, a, b, text, counter.count(text)))
-                pos += 1
+            out.extend(_Sentence(ci, pos, *part) for pos, part in enumerate(_sentence_parts(c.text, counter)))
         return out
 
     def priorities(self, query: str, chunks: tuple[Chunk, ...], sentences: list[_Sentence]) -> np.ndarray:
@@ -219,10 +251,15 @@ class SentenceCompressor(Stage):
                     if best is not None:
                         prio[lo + i] = max(prio[lo + i], self.context_weight * best)
         elif cs > 0 and self.context_weight > 0:
-            for i, s in enumerate(sentences):
-                for j in range(max(0, i - cs), min(len(sentences), i + cs + 1)):
-                    if j != i and sentences[j].chunk == s.chunk:
-                        prio[i] = max(prio[i], self.context_weight * own[j])
+            # Python floats: the same double arithmetic as numpy's, without a numpy scalar per access.
+            own_l, prio_l, w = own.tolist(), prio.tolist(), self.context_weight
+            chunk_of = [s.chunk for s in sentences]
+            n = len(sentences)
+            for i in range(n):
+                for j in range(max(0, i - cs), min(n, i + cs + 1)):
+                    if j != i and chunk_of[j] == chunk_of[i]:
+                        prio_l[i] = max(prio_l[i], w * own_l[j])
+            prio = np.asarray(prio_l, dtype=np.float64)
         return prio
 
     # -- selection ----------------------------------------------------------------------------------------------
@@ -241,7 +278,7 @@ class SentenceCompressor(Stage):
         sentences = self._split(chunks, counter)
         if not sentences:
             return StageOutput(context, info={"compressed": 0})
-        prio = self.priorities(context.query, chunks, sentences)
+        prio = self.priorities(context.query, chunks, sentences).tolist()
         order = sorted(range(len(sentences)), key=lambda i: (-prio[i], i))
         target = self._target(chunks, counter)
         chosen: set[int] = set()
@@ -256,9 +293,11 @@ class SentenceCompressor(Stage):
             pinned_tokens = sum(chunk_tokens(c, counter) for c in chunks if c.pinned)
             room = target - pinned_tokens
             for i in order:
-                if sentences[i].tokens <= room:
-                    chosen.add(i)
-                    room -= sentences[i].tokens
+                if sentences[i].floor <= room:
+                    n = counter.count(sentences[i].text)
+                    if n <= room:
+                        chosen.add(i)
+                        room -= n
         new_texts = (self._rebuild(chunks, sentences, chosen) if target is None
                      else self._fit(chunks, sentences, chosen, order, target, pinned_tokens, counter))
         return self._output(context, sentences, chosen, order, new_texts, target)

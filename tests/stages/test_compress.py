@@ -220,3 +220,37 @@ class TestWideContextWindow:
         text = " ".join(f"Sentence {i} about towers." for i in range(20_000))
         result = run([SentenceCompressor(context_sentences=10**6, max_tokens=50)], [text], query="towers")
         assert result.tokens_after <= 50
+
+
+class TestLazyCounting:
+    """A sentence is counted only when its lower bound (``count_at_least``) leaves it a chance of fitting; the
+    chosen sentences must be exactly those that counting every sentence chooses."""
+
+    class Opaque:
+        """cl100k counts behind a counter type ragtrim does not know: no lower bound, every sentence counted."""
+
+        name = "opaque"
+
+        def __init__(self) -> None:
+            from ragtrim.tokens import TiktokenCounter
+
+            self.inner = TiktokenCounter()
+
+        def count(self, text: str) -> int:
+            return self.inner.count(text)
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.lists(st.sampled_from(["The tower is tall.", "Paris hosts 12 museums in 2020.", "Short one.",
+                                     "A much longer sentence about the iron lattice tower and its designer Eiffel.",
+                                     "Why?", "Cats sleep.", "It opened in 1889 to the public.", "Tower: 1889!"]),
+                    min_size=1, max_size=12))
+    def test_same_choice_as_counting_everything(self, sentences: list[str]) -> None:
+        chunks = [" ".join(sentences[i::3]) for i in range(3) if sentences[i::3]]
+        query = "when did the tower open"
+        opaque = self.Opaque()
+        for budget in range(61):  # every budget, so that the room left is sometimes just a short sentence
+            lazy = Pipeline([SentenceCompressor(max_tokens=budget)]).run(chunks, query=query)
+            eager = Pipeline([SentenceCompressor(max_tokens=budget)], tokenizer=opaque).run(chunks, query=query)
+            assert lazy.text == eager.text, budget
+            assert [(r.chunk_id, r.reason, r.detail) for r in lazy.removals] == [
+                (r.chunk_id, r.reason, r.detail) for r in eager.removals]
