@@ -34,7 +34,8 @@ class TestTiktoken:
 
     @pytest.mark.parametrize(
         "text",
-        ["." * 4097, "The quick brown fox jumps over the lazy dog. " * 500, "ab" * 5000 + " x" * 3000, "=" * 9000],
+        ["." * 4097, "The quick brown fox jumps over the lazy dog. " * 500, "ab" * 5000 + " x" * 3000, "=" * 9000,
+         "special token text counts as text: <|endoftext|> <|fim_prefix|>"],
     )
     def test_long_text_counts_exactly(self, text: str) -> None:
         import tiktoken

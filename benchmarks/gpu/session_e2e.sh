@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The H200 sessions of issue 13 (net latency: runs 5, 6 and 7), run on the GPU machine from the repository root after the 9 chunk
+# The H200 sessions of issue 13 (net latency: runs 5, 6, 7 and 8), run on the GPU machine from the repository root after the 9 chunk
 # runs of ../shared/gpu/stage.sh (each copies .gpu/sK to /tmp/st) and three more that copy, each in its own run,
 # .gpu/minilm (MiniLM with fp16 weights), .gpu/cache + .gpu/data (its int8 ONNX export, made on the CPU machine by
 # `RAGTRIM_CACHE_DIR=.gpu/cache ragtrim prepare`-style export_onnx('.gpu/minilm'); the NQ file) and .gpu/whl
@@ -43,8 +43,9 @@ case $step in
     python3 -c "import onnxruntime, lxml, tiktoken; print('ok', onnxruntime.__version__)" >> "$out/gpus.txt" 2>&1
     cat "$out/gpus.txt" ;;
   host)
+    # run 8: the eager and sentence-transformers CUDA paths (run 7's rows) are left out to save device time
     python3 benchmarks/net_latency.py --split heldout \
-      --candidates bm25,fast-onnx,fast-onnx-nopf,fast-cuda,fast-cuda-nopf,fast-cuda-eager,fast-cuda-st \
+      --candidates ${HOST_CANDIDATES:-bm25,fast-onnx,fast-onnx-nopf,fast-cuda,fast-cuda-nopf} \
       --out "$out/net_latency_h200.json" 2>&1 | grep -v -i warn | tail -8
     python3 benchmarks/gpu/e2e.py --out "$out" --skip serve > "$out/e2e_tps.log" 2>&1
     mv "$out/gpu_e2e.json" "$out/gpu_e2e_tps.json"; tail -5 "$out/e2e_tps.log" ;;
