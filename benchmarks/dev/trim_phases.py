@@ -1,6 +1,7 @@
 """Where a cold trim() spends its time: p50 per stage (from the trace) and outside the stages (prefetch, counting).
 
-Usage: python benchmarks/dev/trim_phases.py [candidate ...]   (candidates as in benchmarks/net_latency.py)
+Usage: python -m benchmarks.dev.trim_phases [candidate ...]   (from the repository root; candidates as in
+benchmarks/net_latency.py)
 Every request is cold (``clear_caches`` before each; passages used once). Prints one line per candidate.
 """
 
@@ -10,7 +11,7 @@ import statistics
 import sys
 import time
 
-from net_latency import _scorer, warmup_requests  # type: ignore[import-not-found]
+from benchmarks.net_latency import _scorer, warmup_requests
 
 
 def main(names: list[str]) -> None:
@@ -25,7 +26,7 @@ def main(names: list[str]) -> None:
     reqs = build_single_use(qs[1062:], pool=qs, limit=100)
     counter = get_counter("cl100k_base")
     for name in names:
-        scorer = _scorer(name.removesuffix("-nopf"))
+        scorer = _scorer(name.removesuffix("-nopf")) or "auto"  # "auto": the default, resolved per host
 
         def pipeline(budget: int, scorer: object = scorer, name: str = name) -> Pipeline:
             stages = [RelevanceFilter(scorer=scorer, top_k=None) if isinstance(s, RelevanceFilter) else s
