@@ -70,11 +70,14 @@ def _scorer(name: str) -> Any:
         mixed = HybridScorer(scorers=(BM25Scorer(), prefix), method="mix",
                              weights=(FAST_BM25_WEIGHT, 1 - FAST_BM25_WEIGHT))
         return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
-    if name.startswith("fast-"):  # fast-<onnx|cuda|torchcpu>[-t<threads>]: the fast path on a forced backend
-        parts = name.split("-")
+    if name.startswith("fast-"):  # fast-<onnx|cuda|torchcpu>[-t<threads>][-p<pieces>-w<bm25 weight>]: the fast path
+        parts = name.split("-")  # on a forced backend, with its own recipe unless -p/-w say otherwise
         backend = {"onnx": "onnxruntime-int8-cpu", "cuda": "torch-cuda", "torchcpu": "torch-cpu"}[parts[1]]
-        threads = int(parts[2][1:]) if len(parts) > 2 else None
-        return fast_scorer(backend, model=os.environ.get("RAGTRIM_MINILM", DEFAULT_EMBEDDING_MODEL), threads=threads)
+        opts = {p[0]: p[1:] for p in parts[2:]}
+        return fast_scorer(backend, model=os.environ.get("RAGTRIM_MINILM", DEFAULT_EMBEDDING_MODEL),
+                           threads=int(opts["t"]) if "t" in opts else None,
+                           pieces=int(opts["p"]) if "p" in opts else None,
+                           bm25_weight=float(opts["w"]) if "w" in opts else None)
     if name == "auto":
         return None
     raise SystemExit(f"unknown candidate {name!r}")

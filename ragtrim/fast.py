@@ -28,6 +28,13 @@ dev questions 0-1061 (benchmarks/results/dev/net_latency_dev_prefix_length.json)
 answers (0.990 / 0.980 at 4x / 8x), 8 loses 3 points, and 10 costs 30% less CPU than 16."""
 FAST_BM25_WEIGHT = 0.4
 """BM25's share of the min-max mixed score in the fast path (MiniLM gets the rest; chosen on the same dev set)."""
+FAST_GPU_PREFIX_TOKENS = 64
+FAST_GPU_BM25_WEIGHT = 0.2
+"""The recipe on a CUDA device, where a 64-piece pass costs about what a 10-piece one does (a graph replay) and
+the tokenizer runs beside the CPU stages: on NQ dev questions 0-499 in the qa_savings setting (every question,
+distractors from the whole pool; benchmarks/results/dev/fast_recall_q0-499.json) it keeps 0.988 / 0.976 of the
+answers at 4x / 8x against 0.974 / 0.942 for the CPU recipe and 0.992 / 0.980 for full-length MiniLM. (The
+single-use dev requests the CPU recipe was chosen on, 99 of them, could not tell these apart.)"""
 FAST_CANDIDATES = 32
 """The fast path rescores at most this many texts, BM25's best: a 20-passage request is rescored whole, while a
 request of hundreds of chunks costs no more than 32 MiniLM passes."""
@@ -98,28 +105,43 @@ def _decide() -> AutoChoice:
     return AutoChoice("bm25", "bm25", "neither onnxruntime nor sentence-transformers is installed")
 
 
-def prefix_minilm(backend: str, *, model: str = DEFAULT_EMBEDDING_MODEL, threads: int | None = None) -> Scorer:
-    """MiniLM over the first ``FAST_PREFIX_TOKENS`` word pieces on the given backend (``threads``: CPU threads)."""
+def recipe(backend: str) -> tuple[int, float]:
+    """``(word pieces MiniLM reads, BM25's weight in the mix)`` of the fast path on ``backend``: more of the lead
+    where the model pass is nearly free (CUDA), ``FAST_PREFIX_TOKENS`` where it is the cost (the CPU)."""
+    if backend == "torch-cuda":
+        return FAST_GPU_PREFIX_TOKENS, FAST_GPU_BM25_WEIGHT
+    return FAST_PREFIX_TOKENS, FAST_BM25_WEIGHT
+
+
+def prefix_minilm(backend: str, *, model: str = DEFAULT_EMBEDDING_MODEL, threads: int | None = None,
+                  pieces: int | None = None) -> Scorer:
+    """MiniLM over the first ``pieces`` word pieces (default: the backend's ``recipe``) on the given backend
+    (``threads``: CPU threads)."""
+    pieces = pieces if pieces is not None else recipe(backend)[0]
     if backend == "torch-cuda":  # a direct torch call: sentence-transformers' encode costs 10x the model pass here
         from ragtrim.torch_embed import TorchEmbeddingScorer
 
-        return TorchEmbeddingScorer(model=model, device="cuda", max_seq_length=FAST_PREFIX_TOKENS)
+        return TorchEmbeddingScorer(model=model, device="cuda", max_seq_length=pieces)
     if backend.startswith("onnxruntime"):
         from ragtrim.onnx_embed import OnnxEmbeddingScorer
 
-        return OnnxEmbeddingScorer(model=model, max_seq_length=FAST_PREFIX_TOKENS, threads=threads)
-    return EmbeddingScorer(model=model, device="cpu", max_seq_length=FAST_PREFIX_TOKENS, threads=threads)
+        return OnnxEmbeddingScorer(model=model, max_seq_length=pieces, threads=threads)
+    return EmbeddingScorer(model=model, device="cpu", max_seq_length=pieces, threads=threads)
 
 
-def fast_scorer(backend: str | None = None, *, model: str = DEFAULT_EMBEDDING_MODEL,
-                threads: int | None = None) -> Scorer:
+def fast_scorer(backend: str | None = None, *, model: str = DEFAULT_EMBEDDING_MODEL, threads: int | None = None,
+                pieces: int | None = None, bm25_weight: float | None = None) -> Scorer:
     """The fast path: BM25 picks at most ``FAST_CANDIDATES`` texts, which get BM25 mixed with prefix MiniLM.
 
     ``backend`` defaults to ``choose().backend``; ``model`` is a local copy of all-MiniLM-L6-v2 (default: bundled).
+    ``pieces`` and ``bm25_weight`` override the backend's ``recipe``: on a CPU, ``pieces=64, bm25_weight=0.2``
+    keeps the GPU recipe's answers at about five times the model cost (docs/latency.md).
     """
     chosen = backend or choose().backend
     if chosen == "bm25":
         return BM25Scorer()
-    mixed = HybridScorer(scorers=(BM25Scorer(), prefix_minilm(chosen, model=model, threads=threads)), method="mix",
-                         weights=(FAST_BM25_WEIGHT, 1 - FAST_BM25_WEIGHT))
+    default_pieces, default_weight = recipe(chosen)
+    weight = bm25_weight if bm25_weight is not None else default_weight
+    minilm = prefix_minilm(chosen, model=model, threads=threads, pieces=pieces or default_pieces)
+    mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix", weights=(weight, 1 - weight))
     return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)

@@ -222,28 +222,32 @@ characters per piece (a word and its space), so ``6 x max_seq_length`` character
 model reads (NQ passages, 10 pieces: every one)."""
 
 
-def _encode_prefix(tokenizer: Any, text: str, max_tokens: int) -> Any:
-    """The truncated encoding of ``text``, tokenizing only a prefix of a long text (a 20-passage request spent more
-    time in the tokenizer than in a 10-piece model pass). Exact: the prefix ends at a space, where every whitespace-
-    splitting pre-tokenizer (BERT's, ``Whitespace``, ``Metaspace``, byte-level BPE) starts a new word, so its pieces
-    are the whole text's first pieces; when it holds fewer than ``max_tokens`` of them, the whole text is encoded."""
+def encode_prefixes(tokenizer: Any, texts: Sequence[str], max_tokens: int) -> list[Any]:
+    """The truncated encodings of ``texts``, tokenizing only a prefix of each long text (a 20-passage request spent
+    more time in the tokenizer than in a 10-piece model pass), in one ``encode_batch`` call, which releases the GIL
+    (a prefetch tokenizes on the background thread while the caller's thread works).
+
+    Exact: a prefix ends at a space, where every whitespace-splitting pre-tokenizer (BERT's, ``Whitespace``,
+    ``Metaspace``, byte-level BPE) starts a new word, so its pieces are the whole text's first pieces; a text whose
+    prefix holds fewer than ``max_tokens`` pieces is encoded whole."""
     base = _CHARS_PER_PIECE * max_tokens
-    if len(text) <= 2 * base:  # short enough that a second encode would cost more than the cut saves
-        return tokenizer.encode(text)
-    cut = text.find(" ", base)
-    if cut > 0:
-        enc = tokenizer.encode(text[:cut])
-        if len(enc.ids) >= max_tokens:
-            return enc
-    return tokenizer.encode(text)
+    cuts: list[str] = []
+    for text in texts:
+        cut = text.find(" ", base) if len(text) > 2 * base else -1  # short texts: a second encode costs more
+        cuts.append(text[:cut] if cut > 0 else text)
+    encodings = list(tokenizer.encode_batch(cuts))
+    redo = [i for i, enc in enumerate(encodings) if len(cuts[i]) < len(texts[i]) and len(enc.ids) < max_tokens]
+    for i, enc in zip(redo, tokenizer.encode_batch([texts[i] for i in redo]) if redo else (), strict=True):
+        encodings[i] = enc
+    return encodings
 
 
 def padded_batches(tokenizer: Any, texts: Sequence[str], max_tokens: int,
                    batch_size: int) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
-    """The texts' word pieces (at most ``max_tokens`` each, see ``_encode_prefix``) in length-sorted batches of
+    """The texts' word pieces (at most ``max_tokens`` each, see ``encode_prefixes``) in length-sorted batches of
     ``batch_size``: ``(positions in texts, input ids, attention mask)``, int64 and right-padded to the batch's
     longest text, so padding costs little."""
-    encodings = [_encode_prefix(tokenizer, t, max_tokens) for t in texts]
+    encodings = encode_prefixes(tokenizer, texts, max_tokens)
     order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
     for start in range(0, len(order), batch_size):
         batch = order[start:start + batch_size]
@@ -302,12 +306,13 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         return self._model_pass(session, tokenizer, texts)
 
     def _model_pass(self, session: Any, tokenizer: Any, texts: Sequence[str]) -> Callable[[], np.ndarray]:
-        """Tokenize now; the returned call runs the session (which releases the GIL) and assembles the rows."""
-        batches = list(padded_batches(tokenizer, texts, self.max_seq_length, self.batch_size))
+        """The returned call tokenizes (``encode_batch`` releases the GIL), runs the session (which does too) and
+        assembles the rows: on the background thread, nothing of it holds the caller's thread up."""
+        texts = list(texts)
 
         def run() -> np.ndarray:
             out = np.zeros((len(texts), 0), dtype=np.float32)
-            for batch, ids, mask in batches:
+            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, self.batch_size):
                 vectors = session.run(None, {"input_ids": ids, "attention_mask": mask,
                                              "token_type_ids": np.zeros_like(ids)})[0]
                 if out.shape[1] == 0:

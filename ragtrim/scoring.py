@@ -220,9 +220,10 @@ class CachedEmbedder(Component):
 
     def _prepare(self, texts: Sequence[str]) -> Callable[[], np.ndarray]:
         """Split an encode into what needs the GIL (done here, in the caller's thread) and the model pass it
-        returns (run by ``prefetch`` on the background thread). A subclass whose model runs in native code
-        tokenizes here: a background thread that held the GIL for tokenization would stall the caller's CPU work
-        by the interpreter's switch interval each time. The default does everything in the model pass."""
+        returns (run by ``prefetch`` on the background thread). What the returned call does must release the GIL
+        (a native model pass, ``tokenizers``' ``encode_batch``): a background thread that held it would stall the
+        caller's CPU work by the interpreter's switch interval each time. The default does everything in the model
+        pass."""
         return lambda: self._encode(texts)
 
     def prefetch(self, query: str, texts: Sequence[str]) -> None:

@@ -4,7 +4,7 @@ sentence-transformers in between. What the fast path runs on a CUDA device.
 sentence-transformers' ``encode`` spends most of a 20-passage, 16-piece call outside the model (its tokenizer
 call, feature dicts, per-batch sorting and device moves, a progress check): about 15 ms on the H200 host, for a
 model pass that takes 1-2 ms there. This scorer tokenizes with the same prefix encoding as the ONNX scorer
-(``ragtrim.onnx_embed.padded_batches``), moves one int64 array to the device, and runs the encoder in half
+(``ragtrim.onnx_embed.padded_batches``, one ``encode_batch`` call), moves one int64 array to the device, and runs the encoder in half
 precision (on CUDA) under ``torch.inference_mode`` with mean pooling and L2 normalization on the device.
 """
 
@@ -180,15 +180,15 @@ class TorchEmbeddingScorer(CachedEmbedder):
         return self._prepare(texts)()
 
     def _prepare(self, texts: Sequence[str]) -> Callable[[], np.ndarray]:
-        """Tokenize now; the returned call runs the encoder (torch releases the GIL inside its ops; a graph replay
-        needs it only to launch)."""
+        """The returned call tokenizes (``encode_batch`` releases the GIL) and runs the encoder (torch releases the
+        GIL inside its ops; a graph replay needs it only to launch)."""
         encoder, tokenizer, device = self._parts()
-        batches = list(padded_batches(tokenizer, texts, self.max_seq_length, self.batch_size))
         graphs = _graphs(encoder, device, self.max_seq_length) if self.cuda_graphs and device.startswith("cuda") else None
+        texts = list(texts)
 
         def run() -> np.ndarray:
             out = np.zeros((len(texts), 0), dtype=np.float32)
-            for batch, ids, mask in batches:
+            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, self.batch_size):
                 vectors = graphs(ids, mask) if graphs is not None else None
                 if vectors is None:
                     vectors = _eager(encoder, device, ids, mask)

@@ -75,6 +75,15 @@ class TestFastScorer:
     def test_bm25_backend_is_plain_bm25(self) -> None:
         assert isinstance(fast.fast_scorer("bm25"), BM25Scorer)
 
+    def test_recipe_per_backend_and_overrides(self) -> None:
+        assert fast.recipe("torch-cuda") == (fast.FAST_GPU_PREFIX_TOKENS, fast.FAST_GPU_BM25_WEIGHT) == (64, 0.2)
+        assert fast.recipe("onnxruntime-int8-cpu-1t") == fast.recipe("torch-cpu") == (10, 0.4)
+        scorer = fast.fast_scorer("torch-cpu", pieces=64, bm25_weight=0.2)
+        assert isinstance(scorer, CascadeScorer) and isinstance(scorer.second, HybridScorer)
+        assert scorer.second.weights == (0.2, 0.8)
+        minilm = scorer.second.scorers[1]
+        assert isinstance(minilm, EmbeddingScorer) and minilm.max_seq_length == 64
+
 
 class TestAutoIsRecorded:
     def test_to_dict_and_trace_carry_the_choice(self, host: dict[str, bool]) -> None:

@@ -104,7 +104,7 @@ def test_trim_sets_no_environment_and_prints_nothing() -> None:
 @pytest.mark.model
 def test_prefix_encoding_equals_full_encoding() -> None:
     """Tokenizing a prefix of a long text must give exactly the truncated encoding of the whole text."""
-    from ragtrim.onnx_embed import _encode_prefix, _tokenizer
+    from ragtrim.onnx_embed import _tokenizer, encode_prefixes
     from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, resolve_model
 
     texts = ["The Eiffel Tower, built in 1889, is 330 metres tall. " * 40, "x" * 5000,
@@ -114,5 +114,4 @@ def test_prefix_encoding_equals_full_encoding() -> None:
              "東京は日本の首都です。 " * 60, "Café naïve résumé\tcoöperate\n" * 60, "x" + " " * 3000 + "y z " * 500]
     for max_tokens in (16, 64, 256):
         tok = _tokenizer(Path(resolve_model(DEFAULT_EMBEDDING_MODEL)), max_tokens)
-        for t in texts:
-            assert _encode_prefix(tok, t, max_tokens).ids == tok.encode(t).ids
+        assert [e.ids for e in encode_prefixes(tok, texts, max_tokens)] == [tok.encode(t).ids for t in texts]

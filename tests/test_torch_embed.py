@@ -12,7 +12,7 @@ from ragtrim.torch_embed import TorchEmbeddingScorer
 def test_the_fast_path_on_cuda_uses_the_direct_scorer() -> None:
     scorer = fast.prefix_minilm("torch-cuda")
     assert isinstance(scorer, TorchEmbeddingScorer)
-    assert (scorer.device, scorer.max_seq_length) == ("cuda", fast.FAST_PREFIX_TOKENS)
+    assert (scorer.device, scorer.max_seq_length) == ("cuda", fast.FAST_GPU_PREFIX_TOKENS)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
