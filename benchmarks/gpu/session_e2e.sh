@@ -43,9 +43,10 @@ case $step in
     python3 -c "import onnxruntime, lxml, tiktoken; print('ok', onnxruntime.__version__)" >> "$out/gpus.txt" 2>&1
     cat "$out/gpus.txt" ;;
   host)
-    # run 8: the eager and sentence-transformers CUDA paths (run 7's rows) are left out to save device time
+    # runs 8-9: the eager and sentence-transformers CUDA paths (run 7's rows) are left out to save device time;
+    # fast-cuda-p10-w0.4 is the CUDA path with the CPU recipe (run 8's GPU recipe)
     python3 benchmarks/net_latency.py --split heldout \
-      --candidates ${HOST_CANDIDATES:-bm25,fast-onnx,fast-onnx-nopf,fast-cuda,fast-cuda-nopf} \
+      --candidates ${HOST_CANDIDATES:-bm25,fast-onnx,fast-onnx-nopf,fast-cuda,fast-cuda-nopf,fast-cuda-p10-w0.4} \
       --out "$out/net_latency_h200.json" 2>&1 | grep -v -i warn | tail -8
     python3 benchmarks/gpu/e2e.py --out "$out" --skip serve > "$out/e2e_tps.log" 2>&1
     mv "$out/gpu_e2e.json" "$out/gpu_e2e_tps.json"; tail -5 "$out/e2e_tps.log" ;;
