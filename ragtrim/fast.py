@@ -1,9 +1,11 @@
 """The fast relevance path and ``scorer="auto"``: what each install and host gets, and why.
 
-``fast`` mixes BM25 over the whole passage (weight 0.4) with MiniLM over its first 10 word pieces (title and
-lead, weight 0.6). On held-out hard-distractor NQ it keeps the answers full-length MiniLM keeps, at about a seventh
-of MiniLM's cold cost (benchmarks/results/net_latency_heldout.json). MiniLM runs where it is cheapest: torch on a
-CUDA device (called directly, ``ragtrim.torch_embed``), else ONNX Runtime with int8 weights on the CPU, else torch on the CPU.
+``fast`` mixes BM25 over the whole passage with MiniLM over its first word pieces (title and lead): on a CPU 10
+pieces and BM25 at 0.4, where the model pass is the cost; on a CUDA device 64 pieces and BM25 at 0.2 (``recipe``).
+On all 1,062 held-out hard-distractor NQ questions the CPU recipe keeps 0.960 / 0.920 of the answers at 4x / 8x,
+the GPU recipe 0.987 / 0.966 and full-length MiniLM 0.991 / 0.976, at a twentieth of full MiniLM's cold cost on
+two cores (docs/latency.md). MiniLM runs where it is cheapest: torch on a CUDA device (called directly,
+``ragtrim.torch_embed``), else ONNX Runtime with int8 weights on the CPU, else torch on the CPU.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from ragtrim.scoring import (
 )
 
 FAST_PREFIX_TOKENS = 10
-"""Word pieces of each passage MiniLM reads in the fast path, [CLS] and [SEP] included (title and lead). Chosen on NQ
-dev questions 0-1061 (benchmarks/results/dev/net_latency_dev_prefix_length.json): 10, 12 and 16 keep the same
-answers (0.990 / 0.980 at 4x / 8x), 8 loses 3 points, and 10 costs 30% less CPU than 16."""
+"""Word pieces of each passage MiniLM reads in the fast path on a CPU, [CLS] and [SEP] included (title and lead).
+Chosen on the 99 single-use NQ dev requests (benchmarks/results/dev/net_latency_dev_prefix_length.json): 10, 12 and
+16 kept the same answers there (0.990 / 0.980 at 4x / 8x), 8 lost 3 points, and 10 costs 30% less CPU than 16. The
+wider dev set (fast_recall_q0-499.json) does tell them apart: more pieces keep more answers, at a model cost that
+grows with them."""
 FAST_BM25_WEIGHT = 0.4
-"""BM25's share of the min-max mixed score in the fast path (MiniLM gets the rest; chosen on the same dev set)."""
+"""BM25's share of the min-max mixed score in the CPU recipe (MiniLM gets the rest; chosen on the same requests)."""
 FAST_GPU_PREFIX_TOKENS = 64
 FAST_GPU_BM25_WEIGHT = 0.2
 """The recipe on a CUDA device, where a 64-piece pass costs about what a 10-piece one does (a graph replay) and
