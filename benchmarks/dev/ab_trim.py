@@ -12,49 +12,65 @@ time each tree's ONNX Runtime session spent in ``run`` per request.
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
+import json
+import os
 import statistics
+import subprocess
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
+# Run in a fresh interpreter with PYTHONPATH set to the tree: one JSON request per stdin line, one JSON reply per
+# stdout line (a subprocess, not multiprocessing: its child would inherit this process's sys.path).
+_WORKER = r"""
+import json, sys, time
+from pathlib import Path
+import ragtrim
+root = Path(sys.argv[1]).resolve()
+assert Path(ragtrim.__file__).resolve().is_relative_to(root), ragtrim.__file__
+runs = []
+try:
+    import onnxruntime
+    original = onnxruntime.InferenceSession.run
+    def timed(self, *args, **kwargs):
+        t = time.perf_counter()
+        out = original(self, *args, **kwargs)
+        runs.append((time.perf_counter() - t) * 1000)
+        return out
+    onnxruntime.InferenceSession.run = timed
+except ImportError:
+    pass
+from ragtrim.api import default_stages
+from ragtrim.pipeline import Pipeline
+from ragtrim.tokens import get_counter
+scorer = sys.argv[2]
+counter = get_counter("cl100k_base")
+for k in range(3):
+    Pipeline(default_stages(budget=100, scorer=scorer)).run(
+        [f"Warm-up passage {k}.{j} about topic {j}. It has two sentences." for j in range(20)], query="warm up?")
+print(json.dumps("ready"), flush=True)
+for line in sys.stdin:
+    question, texts = json.loads(line)
+    budget = max(1, sum(counter.count(t) for t in texts) // 4)
+    runs.clear()
+    t0 = time.perf_counter()
+    result = Pipeline(default_stages(budget=budget, scorer=scorer)).run(texts, query=question)
+    print(json.dumps([(time.perf_counter() - t0) * 1000, result.text, sum(runs)]), flush=True)
+"""
 
-def _worker(root: str, scorer: str, conn: Any) -> None:
-    sys.path.insert(0, root)
-    import ragtrim
 
-    assert Path(ragtrim.__file__).resolve().is_relative_to(Path(root).resolve()), ragtrim.__file__
-    runs: list[float] = []
-    try:
-        import onnxruntime
+def _start(root: str, scorer: str) -> Any:
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(root))
+    proc = subprocess.Popen([sys.executable, "-c", _WORKER, root, scorer], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env, cwd=os.path.abspath(root))
+    assert proc.stdout is not None and json.loads(proc.stdout.readline()) == "ready"
+    return proc
 
-        original = onnxruntime.InferenceSession.run
 
-        def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
-            out = original(self, *args, **kwargs)
-            runs.append((time.perf_counter() - t) * 1000)
-            return out
-
-        onnxruntime.InferenceSession.run = timed  # type: ignore[method-assign]
-    except ImportError:
-        pass
-    from ragtrim.api import default_stages
-    from ragtrim.pipeline import Pipeline
-    from ragtrim.tokens import get_counter
-
-    counter = get_counter("cl100k_base")
-    for k in range(3):
-        Pipeline(default_stages(budget=100, scorer=scorer)).run(
-            [f"Warm-up passage {k}.{j} about topic {j}. It has two sentences." for j in range(20)], query="warm up?")
-    while (msg := conn.recv()) is not None:
-        question, texts = msg
-        budget = max(1, sum(counter.count(t) for t in texts) // 4)
-        runs.clear()
-        t0 = time.perf_counter()
-        result = Pipeline(default_stages(budget=budget, scorer=scorer)).run(texts, query=question)
-        conn.send(((time.perf_counter() - t0) * 1000, result.text, sum(runs)))
+def _ask(proc: Any, question: str, texts: list[str]) -> tuple[float, str, float]:
+    proc.stdin.write(json.dumps([question, texts]) + "\n")
+    proc.stdin.flush()
+    ms, text, onnx_ms = json.loads(proc.stdout.readline())
+    return float(ms), str(text), float(onnx_ms)
 
 
 def main() -> int:
@@ -67,27 +83,22 @@ def main() -> int:
 
     qs = load_nq_open()
     requests = build_single_use(qs[1062:], pool=qs, limit=args.requests)
-    ctx = mp.get_context("spawn")
-    conns = []
-    for root in args.roots:
-        parent, child = ctx.Pipe()
-        ctx.Process(target=_worker, args=(root, args.scorer, child), daemon=True).start()
-        conns.append(parent)
+    procs = [_start(root, args.scorer) for root in args.roots]
     times: list[list[float]] = [[] for _ in args.roots]
     model_ms: list[list[float]] = [[] for _ in args.roots]
     same = 0
     for k, inst in enumerate(requests):
         texts = [p.content for p in inst.passages]
         outputs = {}
-        for i in (range(len(conns)) if k % 2 == 0 else reversed(range(len(conns)))):  # alternate who goes first
-            conns[i].send((inst.question, texts))
-            outputs[i] = conns[i].recv()
+        for i in (range(len(procs)) if k % 2 == 0 else reversed(range(len(procs)))):  # alternate who goes first
+            outputs[i] = _ask(procs[i], inst.question, texts)
         for i, (ms, _, onnx_ms) in outputs.items():
             times[i].append(ms)
             model_ms[i].append(onnx_ms)
         same += len({out[1] for out in outputs.values()}) == 1
-    for conn in conns:
-        conn.send(None)
+    for proc in procs:
+        proc.stdin.close()
+        proc.wait(timeout=30)
     for root, t, m in zip(args.roots, times, model_ms, strict=True):
         print(f"{root}: {args.scorer} cold p50 {statistics.median(t):.2f} ms, mean {statistics.mean(t):.2f} ms, "
               f"ONNX run p50 {statistics.median(m):.2f} ms")
