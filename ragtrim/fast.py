@@ -144,8 +144,7 @@ def fast_scorer(backend: str | None = None, *, model: str = DEFAULT_EMBEDDING_MO
     chosen = backend or choose().backend
     if chosen == "bm25":
         return BM25Scorer()
-    default_pieces, default_weight = recipe(chosen)
-    weight = bm25_weight if bm25_weight is not None else default_weight
-    minilm = prefix_minilm(chosen, model=model, threads=threads, pieces=pieces or default_pieces)
+    weight = bm25_weight if bm25_weight is not None else recipe(chosen)[1]
+    minilm = prefix_minilm(chosen, model=model, threads=threads, pieces=pieces)
     mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix", weights=(weight, 1 - weight))
     return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)

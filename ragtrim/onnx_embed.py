@@ -219,7 +219,7 @@ def default_threads() -> int:
 _CHARS_PER_PIECE = 6
 """Characters of text read per word piece wanted before the cut at the next space: English averages under five
 characters per piece (a word and its space), so ``6 x max_seq_length`` characters nearly always hold the pieces the
-model reads (NQ passages, 10 pieces: every one)."""
+model reads; a prefix that does not is encoded again whole, so the result never depends on it."""
 
 
 def encode_prefixes(tokenizer: Any, texts: Sequence[str], max_tokens: int) -> list[Any]:

@@ -211,8 +211,7 @@ class CachedEmbedder(Component):
 
     def warm_up(self) -> None:
         """Once per scorer: a pipeline warms its stages on its first run, and ``trim()`` builds a new pipeline per
-        call, so a second warm-up must cost nothing (a repeated 1-text ONNX pass cost 1.5 ms of every 17 ms
-        request)."""
+        call, so a second warm-up must cost nothing (it ran a 1-text model pass on every call)."""
         if not self.warms_up or self._warm:
             return
         self._encode(["warm up"])

@@ -15,7 +15,7 @@ def test_clear_caches_empties_counts_tokens_sentences() -> None:
     scoring.tokenize("words to tokenize")
     text.sentence_spans("One sentence. Another one here.")
     get_scorer("bm25").score("q", ["cached text"])
-    compress._sentence_parts("One sentence. Another one here.", counter)
+    compress._cached_parts("One sentence. Another one here.")
     assert len(bm25._tokens.cache) > 0 and len(compress._cached_parts.cache) > 0
     clear_caches()
     assert len(bm25._tokens.cache) == 0

@@ -24,7 +24,7 @@ from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.scoring import Scorer, get_scorer, min_max, scorer_param, warm_up_scorers
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
 from ragtrim.text import normalize_text, sentence_spans
-from ragtrim.tokens import ApproxCounter, TiktokenCounter, TokenCounter, WhitespaceCounter, count_at_least
+from ragtrim.tokens import TokenCounter, count_at_least
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,6 @@ class _Sentence:
     start: int
     end: int
     text: str  # stripped
-    floor: int  # a lower bound on its token count (``count_at_least``): counted only when it could still fit
 
 
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
@@ -109,28 +108,11 @@ def _neighbour_max(vals: list[float], width: int) -> list[float | None]:
     return out
 
 
-def _sentence_parts(text: str, counter: TokenCounter) -> tuple[tuple[int, int, str, int], ...]:
-    """The non-blank sentences of ``text``: span, stripped text and token lower bound (cached: the prefetch and
-    ``run`` both split each chunk)."""
-    return _cached_parts(text, type(counter)) if type(counter) in _BOUND_BY_TYPE else _parts(text, counter)
-
-
-def _parts(text: str, counter: TokenCounter) -> tuple[tuple[int, int, str, int], ...]:
-    out = []
-    for a, b in sentence_spans(text):
-        stripped = text[a:b].strip()
-        if stripped:
-            out.append((a, b, stripped, count_at_least(counter, stripped)))
-    return tuple(out)
-
-
-_BOUND_BY_TYPE: dict[type, TokenCounter] = {t: t() for t in (TiktokenCounter, WhitespaceCounter, ApproxCounter)}
-"""Counters whose ``count_at_least`` depends only on their type (a fresh instance stands for any)."""
-
-
-@bounded_cache(max_entries=16384, weigh=weigh_text_and_items(200))
-def _cached_parts(text: str, kind: type) -> tuple[tuple[int, int, str, int], ...]:
-    return _parts(text, _BOUND_BY_TYPE[kind])
+@bounded_cache(max_entries=16384, weigh=weigh_text_and_items(120))
+def _cached_parts(text: str) -> tuple[tuple[int, int, str], ...]:
+    """The non-blank sentences of ``text``, as span and stripped text (cached: the prefetch and ``run`` both split
+    each chunk)."""
+    return tuple((a, b, stripped) for a, b in sentence_spans(text) if (stripped := text[a:b].strip()))
 
 
 def clear_sentence_cache() -> None:
@@ -224,7 +206,7 @@ class SentenceCompressor(Stage):
         for ci, c in enumerate(chunks):
             if c.pinned:
                 continue
-            out.extend(_Sentence(ci, pos, *part) for pos, part in enumerate(_sentence_parts(c.text, counter)))
+            out.extend(_Sentence(ci, pos, *part) for pos, part in enumerate(_cached_parts(c.text)))
         return out
 
     def priorities(self, query: str, chunks: tuple[Chunk, ...], sentences: list[_Sentence]) -> np.ndarray:
@@ -292,8 +274,8 @@ class SentenceCompressor(Stage):
         else:
             pinned_tokens = sum(chunk_tokens(c, counter) for c in chunks if c.pinned)
             room = target - pinned_tokens
-            for i in order:
-                if sentences[i].floor <= room:
+            for i in order:  # a sentence is counted only when its lower bound leaves it a chance of fitting
+                if count_at_least(counter, sentences[i].text) <= room:
                     n = counter.count(sentences[i].text)
                     if n <= room:
                         chosen.add(i)
