@@ -31,9 +31,16 @@ from ragtrim.integrations.haystack import (
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.dedup import DuplicateFilter
-from tests.integrations.conftest import CORPUS, Exploding, ThreadProbe, dedup_budget, truncating_budget
+from tests.integrations.conftest import (
+    CORPUS,
+    SCORES,
+    Exploding,
+    ThreadProbe,
+    dedup_budget,
+    load_example,
+    truncating_budget,
+)
 
-SCORES = [0.9, 0.8, 0.7, 0.6, 0.5]
 MODULE = "ragtrim.integrations.haystack"
 
 
@@ -286,3 +293,16 @@ class TestPipeline:
         got = run_async(pipe, self.inputs())
         assert got["prompt"]["prompt"] == f"{CORPUS[0][0]}\nQuestion: {self.QUERY}"
         assert got["trimmer"]["trim_report"]["tokens_after"] == 7
+
+
+class TestExample:
+    """examples/haystack_qa.py runs offline (InMemoryBM25Retriever over the raw HTML pages, PromptBuilder)."""
+
+    def test_offline_run_prints_tokens_saved(self, capsys: pytest.CaptureFixture[str]) -> None:
+        example = load_example("haystack_qa")
+        assert example.main(["--limit", "2", "--budget", "300"]) == 0
+        out = capsys.readouterr().out
+        assert out.count("(saved ") == 2 and "2 questions:" in out and "in prompt: True" in out
+        assert example.main(["--yaml"]) == 0
+        loaded = loads(capsys.readouterr().out).get_component("trimmer")
+        assert loaded.to_dict() == RagtrimTrimmer(budget=800).to_dict()

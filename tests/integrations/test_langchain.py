@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 from typing import Any
 
@@ -37,7 +36,14 @@ from ragtrim.integrations.langchain import (
 )
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.budget import TokenBudget
-from tests.integrations.conftest import CORPUS, Exploding, ThreadProbe, dedup_budget, truncating_budget
+from tests.integrations.conftest import (
+    CORPUS,
+    Exploding,
+    ThreadProbe,
+    dedup_budget,
+    load_example,
+    truncating_budget,
+)
 
 QUERIES = [
     "how often do lifecycle rules run",
@@ -392,18 +398,7 @@ class TestExample:
     """examples/langchain_qa.py runs offline (BM25 + extractive stand-in model) over the shipped corpus."""
 
     def test_offline_run_prints_tokens_saved(self, capsys: pytest.CaptureFixture[str]) -> None:
-        import importlib.util
-        from pathlib import Path
-
-        path = Path(__file__).resolve().parents[2] / "examples" / "langchain_qa.py"
-        if not (path.parent / "corpus" / "questions.jsonl").is_file():
-            pytest.skip("example corpus not built")
-        spec = importlib.util.spec_from_file_location("langchain_qa_example", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # pydantic resolves the retriever's annotations through sys.modules
-        spec.loader.exec_module(module)
-        assert module.main(["--limit", "2", "--budget", "300"]) == 0
+        assert load_example("langchain_qa").main(["--limit", "2", "--budget", "300"]) == 0
         out = capsys.readouterr().out
         assert out.count("(saved ") == 2 and "2 questions:" in out and "in context: True" in out
 

@@ -43,9 +43,15 @@ from ragtrim.pipeline import Pipeline
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.dedup import DuplicateFilter
 from ragtrim.stages.relevance import RelevanceFilter
-from tests.integrations.conftest import CORPUS, Exploding, ThreadProbe, dedup_budget, truncating_budget
-
-SCORES = [0.9, 0.8, 0.7, 0.6, 0.5]
+from tests.integrations.conftest import (
+    CORPUS,
+    SCORES,
+    Exploding,
+    ThreadProbe,
+    dedup_budget,
+    load_example,
+    truncating_budget,
+)
 
 
 def corpus_nodes(with_ids: bool = True) -> list[NodeWithScore]:
@@ -346,3 +352,12 @@ class TestQueryEngine:
         response = asyncio.run(engine.aquery(self.QUERY))
         (node,) = response.source_nodes
         assert node.node.get_content() == CORPUS[0][0] and node.node.metadata["ragtrim_tokens"] == 7
+
+
+class TestExample:
+    """examples/llamaindex_qa.py runs offline (SummaryIndex over the raw HTML pages, MockLLM)."""
+
+    def test_offline_run_prints_tokens_saved(self, capsys: pytest.CaptureFixture[str]) -> None:
+        assert load_example("llamaindex_qa").main(["--limit", "2", "--budget", "300"]) == 0
+        out = capsys.readouterr().out
+        assert out.count("(saved ") == 2 and "2 questions:" in out and "in prompt: True" in out
