@@ -280,6 +280,12 @@ class TestPipeline:
         assert len(context.split()) == report["tokens_after"]  # the prompt holds exactly what the report counts
         assert "exact_duplicate" in {r["reason"] for r in report["removals"]}
 
+    def test_a_failing_stage_names_the_component_and_the_stage(self) -> None:
+        pipe = self.build(RagtrimTrimmer(pipeline=Pipeline([Exploding()], tokenizer="whitespace")))
+        with pytest.raises(Exception, match="trimmer") as info:  # Haystack's own run error, naming the component
+            pipe.run(self.inputs())
+        assert isinstance(info.value.__cause__, StageError) and "stage 'exploding' failed" in str(info.value.__cause__)
+
     def test_survives_dumps_and_loads(self) -> None:
         pipe = self.build(RagtrimTrimmer(pipeline=dedup_budget(9)))
         text = pipe.dumps()
