@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ragtrim._jsonl import iter_jsonl
-from ragtrim._stats import percentile
+from ragtrim._util.jsonl import iter_jsonl
+from ragtrim._util.stats import percentile
 from ragtrim.caches import clear_caches
 from ragtrim.errors import InputError
 from ragtrim.pipeline import Pipeline

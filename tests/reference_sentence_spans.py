@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ragtrim.text import _is_abbreviation
+from ragtrim.text.sentences import _is_abbreviation
 
 _BOUNDARY = re.compile(r"""[.!?…]+["'”’)\]]*(?=\s+)|\n\s*\n|\n(?=[ \t]*(?:[-*•]|\d+[.)])\s)""")
 _NEXT_START = re.compile(r"""\s*["'“‘(\[]?[A-Z0-9À-Ý]""")

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from ragtrim.cascade import CascadeScorer
 from ragtrim.errors import ConfigError
-from ragtrim.scoring import FixedScorer
+from ragtrim.scoring.cascade import CascadeScorer
+from ragtrim.testing import FixedScorer
 
 
 class Recording:

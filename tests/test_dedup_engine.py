@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from ragtrim.dedup_engine import (
+from ragtrim.dedup.engine import (
     LSH_MAX_CANDIDATES,
     CandidateStrategy,
     ExactJaccard,
@@ -22,7 +22,7 @@ from ragtrim.dedup_engine import (
     candidate_index,
     find_near_duplicates,
 )
-from ragtrim.shingles import jaccard, nfkc_lower
+from ragtrim.dedup.shingles import jaccard, nfkc_lower
 from ragtrim.stages.dedup import PAIRWISE_MAX_CHUNKS
 
 
@@ -182,7 +182,7 @@ def test_dedup_needs_no_datasketch() -> None:
         sys.meta_path.insert(0, Block())
         from ragtrim.models import Chunk, TrimContext
         from ragtrim.stages.dedup import PAIRWISE_MAX_CHUNKS, DuplicateFilter
-        from ragtrim.tokens import WhitespaceCounter
+        from ragtrim.text.tokens import WhitespaceCounter
         texts = [" ".join(f"w{i}x{j}" for j in range(30)) for i in range(PAIRWISE_MAX_CHUNKS + 5)]
         chunks = tuple(Chunk(t, str(i)) for i, t in enumerate(texts + [texts[0] + " tail"]))
         out = DuplicateFilter().run(TrimContext(chunks=chunks), counter=WhitespaceCounter())

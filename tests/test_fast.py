@@ -6,10 +6,14 @@ import json
 
 import pytest
 
-from ragtrim import Pipeline, fast, trim
+from ragtrim import Pipeline, trim
 from ragtrim.api import default_pipeline, resolve_scorer
-from ragtrim.cascade import CascadeScorer
-from ragtrim.scoring import BM25Scorer, EmbeddingScorer, HybridScorer
+from ragtrim.errors import ConfigError
+from ragtrim.scoring import auto as fast
+from ragtrim.scoring.bm25 import BM25Scorer
+from ragtrim.scoring.cascade import CascadeScorer
+from ragtrim.scoring.embedding import EmbeddingScorer
+from ragtrim.scoring.hybrid import HybridScorer
 
 
 @pytest.fixture
@@ -22,9 +26,9 @@ def host(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
                  "tokenizers": "onnx", "torch": "st", "transformers": "st", "onnx": "onnx"}
         return all(state[table[m]] for m in modules)
 
-    monkeypatch.setattr(fast, "_installed", installed)
+    monkeypatch.setattr(fast, "installed", installed)
     monkeypatch.setattr(fast, "cuda_available", lambda: state["cuda"])
-    monkeypatch.setattr("ragtrim.onnx_embed.is_exported", lambda *a, **k: state["exported"])
+    monkeypatch.setattr(fast, "is_exported", lambda *a, **k: state["exported"])
     monkeypatch.setattr(fast, "_CHOICE", None)
     return state
 
@@ -32,7 +36,9 @@ def host(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
 class TestChoose:
     def test_cpu_host_with_onnxruntime_gets_int8_minilm(self, host: dict[str, bool]) -> None:
         choice = fast.choose()
-        assert choice.scorer == "fast" and choice.backend.startswith("onnxruntime-int8-cpu")
+        assert (choice.scorer, choice.backend) == ("fast", "onnxruntime-int8-cpu")
+        assert choice.threads is not None and choice.label == f"onnxruntime-int8-cpu-{choice.threads}t"
+        assert choice.to_dict()["backend"] == choice.label
         assert "no CUDA device" in choice.reason
 
     def test_gpu_host_gets_minilm_on_cuda(self, host: dict[str, bool]) -> None:
@@ -75,9 +81,16 @@ class TestFastScorer:
     def test_bm25_backend_is_plain_bm25(self) -> None:
         assert isinstance(fast.fast_scorer("bm25"), BM25Scorer)
 
+    @pytest.mark.parametrize("backend", ["onnxruntime-int8-cpu-1t", "cuda", ""])
+    def test_unknown_backend_is_a_config_error(self, backend: str) -> None:
+        with pytest.raises(ConfigError, match="backend must be one of"):
+            fast.fast_scorer(backend)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="backend must be one of"):
+            fast.recipe(backend)  # type: ignore[arg-type]
+
     def test_recipe_per_backend_and_overrides(self) -> None:
         assert fast.recipe("torch-cuda") == (fast.FAST_GPU_PREFIX_TOKENS, fast.FAST_GPU_BM25_WEIGHT) == (64, 0.2)
-        assert fast.recipe("onnxruntime-int8-cpu-1t") == fast.recipe("torch-cpu") == (10, 0.4)
+        assert fast.recipe("onnxruntime-int8-cpu") == fast.recipe("torch-cpu") == (10, 0.4)
         scorer = fast.fast_scorer("torch-cpu", pieces=64, bm25_weight=0.2)
         assert isinstance(scorer, CascadeScorer) and isinstance(scorer.second, HybridScorer)
         assert scorer.second.weights == (0.2, 0.8)

@@ -9,19 +9,17 @@ from typing import Any
 import pytest
 
 from ragtrim.errors import ConfigError, InputError, RagtrimError
-from ragtrim.history import (
-    HistoryState,
+from ragtrim.history.fold import compress_history
+from ragtrim.history.state import HistoryState, StateItem, render_state
+from ragtrim.history.summarizers import (
     OpenAICompatibleSummarizer,
     RuleBasedSummarizer,
-    ScriptedSummarizer,
-    StateItem,
     Summarizer,
-    compress_history,
     parse_llm_items,
-    render_state,
 )
 from ragtrim.models import Message
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.testing import ScriptedSummarizer
+from ragtrim.text.tokens import WhitespaceCounter
 
 WS = WhitespaceCounter()
 
@@ -312,7 +310,7 @@ def _reference_merge(state_items: list[StateItem], new_items: list[StateItem], f
     for the linear version."""
     import dataclasses
 
-    from ragtrim.history import _item_key
+    from ragtrim.history.fold import _item_key
 
     position = {m.turn_id: i for i, m in enumerate(folded)}
     by_turn: dict[int, list[StateItem]] = {}
@@ -362,7 +360,7 @@ class TestLinearMerge:
         return state, new, folded
 
     def test_same_state_as_the_former_merge(self) -> None:
-        from ragtrim.history import _merge
+        from ragtrim.history.fold import _merge
 
         for seed in range(400):
             state, new, folded = self._random_case(seed)
@@ -380,7 +378,7 @@ class TestLinearMerge:
 
 
 def test_fitting_prefix_steps_then_bisects() -> None:
-    from ragtrim.history import _PREFIX_STEPS, _fitting_prefix
+    from ragtrim.history.fold import _PREFIX_STEPS, _fitting_prefix
 
     calls: list[int] = []
 
@@ -404,7 +402,7 @@ class TestClauseSplitIsLinear:
     def test_same_splits_as_the_former_pattern(self) -> None:
         import random
 
-        from ragtrim.summarizers import _CLAUSE_SPLIT
+        from ragtrim.history.summarizers import _CLAUSE_SPLIT
 
         rng = random.Random(7)
         alpha = [" ", "  ", ";", "-", "—", ",", " but ", "so", " and then ", "x", "\t", "\n", "a", ", but ", " - "]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from ragtrim._lru import CACHE_MAX_BYTES, CACHE_MAX_ENTRY_BYTES, SizedLRU, bounded_cache, deep_sizeof
+from ragtrim._util.lru import CACHE_MAX_BYTES, CACHE_MAX_ENTRY_BYTES, SizedLRU, bounded_cache, deep_sizeof
 
 
 class TestSizedLRU:
@@ -83,8 +83,9 @@ def test_bounded_cache_memoizes_within_bytes() -> None:
 
 def test_per_text_caches_stay_within_their_bytes() -> None:
     """Sentence spans, BM25 tokens and token counts: 4 MB of distinct text leaves each cache within its bound."""
-    from ragtrim import bm25, text
-    from ragtrim.tokens import ApproxCounter
+    from ragtrim.scoring import bm25
+    from ragtrim.text import sentences as text
+    from ragtrim.text.tokens import ApproxCounter
 
     counter = ApproxCounter()
     caches = [text._sentence_spans.cache, bm25._tokens.cache, counter._cache]

@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragtrim._util.paths import cache_dir
 from ragtrim.errors import ConfigError
-from ragtrim.onnx_embed import OnnxEmbeddingScorer, cache_dir, default_threads, export_dir
+from ragtrim.scoring.device import default_threads
+from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, export_dir
 
 
 class TestCacheDir:
@@ -55,7 +57,7 @@ class TestOnnxEmbeddingScorer:
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh export into a temporary cache (about 15 s on 2 cores)."""
     os.environ["RAGTRIM_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    from ragtrim.onnx_embed import export_onnx
+    from ragtrim.scoring.onnx_backend import export_onnx
 
     yield export_onnx()
     del os.environ["RAGTRIM_CACHE_DIR"]
@@ -69,7 +71,7 @@ class TestExportAndScore:
         assert not list(exported.glob("tmp*")), "temporary files left behind"
 
     def test_matches_sentence_transformers(self, exported: Path) -> None:
-        from ragtrim.scoring import EmbeddingScorer
+        from ragtrim.scoring.embedding import EmbeddingScorer
 
         texts = ["The Eiffel Tower is 330 metres tall.", "Paris is the capital of France.", "short",
                  ("A much longer passage about the history of the tower, which was built for the 1889 World's Fair "
@@ -104,8 +106,8 @@ def test_trim_sets_no_environment_and_prints_nothing() -> None:
 @pytest.mark.model
 def test_prefix_encoding_equals_full_encoding() -> None:
     """Tokenizing a prefix of a long text must give exactly the truncated encoding of the whole text."""
-    from ragtrim.onnx_embed import _tokenizer, encode_prefixes
-    from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, resolve_model
+    from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, resolve_model
+    from ragtrim.scoring.onnx_backend import _tokenizer, encode_prefixes
 
     texts = ["The Eiffel Tower, built in 1889, is 330 metres tall. " * 40, "x" * 5000,
              "supercalifragilistic" * 300, "a " * 1000, "short text", "", "word " * 37 + "antidisestablishment" * 9,

@@ -9,22 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from ragtrim._util.stats import percentile
 from ragtrim.errors import ConfigError, InputError, RagtrimError
-from ragtrim.plan import (
-    GIB,
-    ModelSpec,
-    Plan,
-    PlanRequest,
-    Workload,
-    add_cli,
-    format_plan_table,
-    parse_vllm_kv_log,
-    percentile,
-    plan,
-    planner_from_available_kv_memory,
-    vllm_kv_estimate,
-    weight_bytes,
-)
+from ragtrim.plan import add_cli
+from ragtrim.plan.estimate import planner_from_available_kv_memory, vllm_kv_estimate
+from ragtrim.plan.logs import parse_vllm_kv_log
+from ragtrim.plan.model import GIB, ModelSpec, weight_bytes
+from ragtrim.plan.planner import Plan, PlanRequest, plan
+from ragtrim.plan.report import format_plan_table
+from ragtrim.plan.workload import Workload
 
 CONFIGS = Path(__file__).parent / "fixtures" / "configs"
 

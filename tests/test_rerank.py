@@ -8,9 +8,9 @@ import pytest
 
 from ragtrim.errors import ConfigError, InputError
 from ragtrim.pipeline import Pipeline
-from ragtrim.rerank import QueryLikelihoodScorer, RerankScorer, as_question
-from ragtrim.scoring import FixedScorer
+from ragtrim.scoring.rerank import QueryLikelihoodScorer, RerankScorer, as_question
 from ragtrim.stages.relevance import RelevanceFilter
+from ragtrim.testing import FixedScorer
 
 
 class Recording:

@@ -8,19 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtrim.errors import ConfigError, InputError
-from ragtrim.scoring import (
-    BM25Scorer,
-    EmbeddingScorer,
-    FixedScorer,
-    HybridScorer,
-    Scorer,
-    bm25_okapi,
-    get_scorer,
-    min_max,
-    prime_tokens,
-    rrf_contribution,
-    tokenize,
-)
+from ragtrim.scoring.base import Scorer
+from ragtrim.scoring.bm25 import BM25Scorer, bm25_okapi, prime_tokens, tokenize
+from ragtrim.scoring.embedding import EmbeddingScorer
+from ragtrim.scoring.hybrid import HybridScorer, min_max, rrf_contribution
+from ragtrim.scoring.registry import get_scorer
+from ragtrim.testing import FixedScorer
 
 
 class TestTokenize:
@@ -176,16 +169,16 @@ class TestPrimeTokens:
     @settings(max_examples=400, deadline=None)
     @given(st.lists(st.sampled_from(_ALPHABET), max_size=40).map("".join), st.booleans())
     def test_cached_tokens_equal_a_direct_tokenization(self, text: str, stopwords: bool) -> None:
-        from ragtrim import bm25
-        from ragtrim.text import sentence_spans
+        from ragtrim.scoring import bm25
+        from ragtrim.text.sentences import sentence_spans
 
         bm25.clear_tokenizer_cache()
         prime_tokens(text, sentence_spans(text), stopwords=stopwords)
         assert tokenize(text, stopwords=stopwords) == list(bm25._tokens._fn(text, stopwords))
 
     def test_primes_a_plain_passage_and_declines_a_non_normalized_one(self) -> None:
-        from ragtrim import bm25
-        from ragtrim.text import sentence_spans
+        from ragtrim.scoring import bm25
+        from ragtrim.text.sentences import sentence_spans
 
         bm25.clear_tokenizer_cache()
         plain = "The tower is 330 m tall. It was built in 1889. Paris, 1,000 visitors."
@@ -199,7 +192,7 @@ class TestPrimeTokens:
     @settings(max_examples=300, deadline=None)
     @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
     def test_ascii_pattern_finds_the_unicode_patterns_tokens(self, text: str) -> None:
-        from ragtrim import bm25
+        from ragtrim.scoring import bm25
 
         lowered = text.lower()
         assert bm25._WORD_ASCII.findall(lowered) == bm25._WORD.findall(lowered)
@@ -209,7 +202,7 @@ class TestBackgroundThread:
     def test_a_task_has_started_when_submit_returns_and_busy_tracks_it(self) -> None:
         import threading
 
-        from ragtrim.scoring import background_busy, submit_background
+        from ragtrim._util.background import background_busy, submit_background
 
         started, release = threading.Event(), threading.Event()
 
@@ -233,7 +226,7 @@ class TestWarmUpOnce:
     def test_a_model_scorer_runs_its_warm_up_pass_once(self) -> None:
         from collections.abc import Sequence
 
-        from ragtrim.scoring import CachedEmbedder
+        from ragtrim.scoring.embedding import CachedEmbedder
 
         class Model(CachedEmbedder):
             warms_up = True
@@ -255,7 +248,7 @@ class TestWarmUpOnce:
     def test_a_plain_cached_embedder_does_not_warm_up(self) -> None:
         from collections.abc import Sequence
 
-        from ragtrim.scoring import CachedEmbedder
+        from ragtrim.scoring.embedding import CachedEmbedder
 
         class Plain(CachedEmbedder):
             @property

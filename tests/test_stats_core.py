@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragtrim._stats import percentile
+from ragtrim._util.stats import percentile
 from ragtrim.errors import InputError
 
 

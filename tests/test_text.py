@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragtrim.text import _fences, _inline_and_quoted, normalize_text, sentence_spans, split_sentences
+from ragtrim.text.sentences import (
+    _fences,
+    _inline_and_quoted,
+    normalize_text,
+    sentence_spans,
+    split_sentences,
+)
 from tests.reference_sentence_spans import _fences as old_fences
 from tests.reference_sentence_spans import _inline_and_quoted as old_inline_and_quoted
 from tests.reference_sentence_spans import old_sentence_spans
@@ -160,6 +166,6 @@ def test_boundary_pattern_matches_like_its_three_branch_form(text: str) -> None:
     those of the plain three-branch pattern its comment gives."""
     import re
 
-    from ragtrim.text import _BOUNDARY
+    from ragtrim.text.sentences import _BOUNDARY
 
     assert [m.span() for m in _BOUNDARY.finditer(text)] == [m.span() for m in re.finditer(_OLD_BOUNDARY, text)]

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtrim.errors import ConfigError, InputError
-from ragtrim.tokens import (
+from ragtrim.text.tokens import (
     ApproxCounter,
     TiktokenCounter,
     TokenCounter,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ragtrim import fast
 from ragtrim.errors import ConfigError
-from ragtrim.torch_embed import TorchEmbeddingScorer
+from ragtrim.scoring import auto as fast
+from ragtrim.scoring.torch_backend import TorchEmbeddingScorer
 
 
 def test_the_fast_path_on_cuda_uses_the_direct_scorer() -> None:
@@ -30,7 +30,7 @@ def test_bad_arguments(kwargs: dict[str, object], match: str) -> None:
 def test_matches_sentence_transformers_on_the_cpu() -> None:
     import numpy as np
 
-    from ragtrim.scoring import EmbeddingScorer
+    from ragtrim.scoring.embedding import EmbeddingScorer
 
     texts = ["The Eiffel Tower is in Paris and was built for the 1889 World's Fair by Gustave Eiffel's company.",
              "Cats sleep a lot.", "who built the eiffel tower"]

@@ -14,17 +14,19 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ragtrim._background import background_busy
-from ragtrim._lru import bounded_cache, weigh_text_and_items
-from ragtrim._validate import Constraints, Interval, Text
-from ragtrim.bm25 import BM25Scorer, prime_tokens
+from ragtrim._util.background import background_busy
+from ragtrim._util.lru import bounded_cache, weigh_text_and_items
+from ragtrim._util.validate import Constraints, Interval, Text
 from ragtrim.components import component
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.scoring import Scorer, get_scorer, min_max, scorer_param, warm_up_scorers
+from ragtrim.scoring.base import Scorer, warm_up_scorers
+from ragtrim.scoring.bm25 import BM25Scorer, prime_tokens
+from ragtrim.scoring.hybrid import min_max
+from ragtrim.scoring.registry import get_scorer, scorer_param
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
-from ragtrim.text import normalize_text, sentence_spans
-from ragtrim.tokens import TokenCounter, count_at_least
+from ragtrim.text.sentences import normalize_text, sentence_spans
+from ragtrim.text.tokens import TokenCounter, count_at_least
 
 
 @dataclass(frozen=True, slots=True)

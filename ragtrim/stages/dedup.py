@@ -43,56 +43,15 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal, get_args
 
-from ragtrim._validate import Boolean, Constraints, Interval, Options
+from ragtrim._util.validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
-from ragtrim.dedup_engine import (
-    LSH_MAX_BUCKET_CHUNKS,
-    LSH_MAX_CANDIDATES,
-    CandidateStrategy,
-    build_shingle_sets,
-    find_near_duplicates,
-)
+from ragtrim.dedup.engine import CandidateStrategy, build_shingle_sets, find_near_duplicates
+from ragtrim.dedup.shingles import nfkc_lower
 from ragtrim.errors import ConfigError
-from ragtrim.minhash import LSH_MIN_RECALL_AT_THRESHOLD, lsh_bands, minhash_signatures
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.shingles import (
-    batch_shingle_hashes,
-    jaccard,
-    line_shingles,
-    line_words,
-    nfkc_lower,
-    normalize,
-    shingle_hashes,
-    template_lines,
-    word_text,
-    words_of,
-)
 from ragtrim.stages.base import Stage, register_stage
 from ragtrim.stages.budget import priority_order
-from ragtrim.tokens import TokenCounter
-
-# The stage, its switches, and the engine functions that callers imported from here before the engine moved out
-# (ragtrim.shingles, ragtrim.minhash, ragtrim.dedup_engine).
-__all__ = [
-    "LSH_MAX_BUCKET_CHUNKS",
-    "LSH_MAX_CANDIDATES",
-    "LSH_MIN_RECALL_AT_THRESHOLD",
-    "PAIRWISE_MAX_CHUNKS",
-    "PYTHON_PATH_MAX_CHARS",
-    "DuplicateFilter",
-    "KeepPolicy",
-    "batch_shingle_hashes",
-    "jaccard",
-    "line_shingles",
-    "line_words",
-    "lsh_bands",
-    "minhash_signatures",
-    "normalize",
-    "shingle_hashes",
-    "template_lines",
-    "word_text",
-    "words_of",
-]
+from ragtrim.text.tokens import TokenCounter
 
 KeepPolicy = Literal["best", "first"]
 

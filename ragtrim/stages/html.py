@@ -8,21 +8,21 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, get_args
 
-from ragtrim._validate import Boolean, Constraints, Interval, Options
+from ragtrim._util.validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
 from ragtrim.errors import MissingDependencyError
-from ragtrim.html_extract import (
+from ragtrim.html.extract import extract_main_content
+from ragtrim.html.markup import (
     Extraction,
     clean_fragment,
     describe_removed,
-    extract_main_content,
     looks_like_html,
     looks_like_page,
     reads_as_markup,
 )
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 
 HtmlMode = Literal["auto", "page", "fragment"]
 HtmlExtractor = Literal["ragtrim", "trafilatura"]

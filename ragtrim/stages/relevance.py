@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, get_args
 
-from ragtrim._validate import Boolean, Constraints, Interval, Options
-from ragtrim.components import component
+from ragtrim._util.validate import Boolean, Constraints, Interval, Options
+from ragtrim.components import AUTO_KEY, component
 from ragtrim.errors import InputError
-from ragtrim.fast import choose
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.ranking import best_first
-from ragtrim.scoring import Scorer, get_scorer, prefetch_scores, scorer_param, warm_up_scorers
-from ragtrim.stages.base import AUTO_KEY, Stage, register_stage
-from ragtrim.tokens import TokenCounter
+from ragtrim.scoring.auto import choose
+from ragtrim.scoring.base import Scorer, best_first, prefetch_scores, warm_up_scorers
+from ragtrim.scoring.registry import get_scorer, scorer_param
+from ragtrim.stages.base import Stage, register_stage
+from ragtrim.text.tokens import TokenCounter
 
 RelevanceMode = Literal["top_k", "relative", "gap"]
 

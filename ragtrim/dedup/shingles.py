@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ragtrim.text import normalize_text
+from ragtrim.text.sentences import normalize_text
 
 _WORD = re.compile(r"\w+")
 _U64 = np.uint64

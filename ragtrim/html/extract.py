@@ -3,7 +3,7 @@
 Everything here is iterative (no Python recursion over the tree), so deeply nested input cannot hit RecursionError.
 Documents nested deeper than libxml2's limit fall back to a linear-time regex tag stripper (``method="fallback"``).
 This module is the main-content extractor; the detectors, fragment cleaning and the fallback are
-``ragtrim.html_markup`` (re-exported here), the lxml tree primitives both use ``ragtrim._html_tree``.
+``ragtrim.html.markup``, the lxml tree primitives both use ``ragtrim.html.tree``.
 
 Main-content extraction (``extract_main_content``) is a readability-style scorer written for this project:
 
@@ -31,7 +31,8 @@ from typing import Any
 
 from lxml import etree
 
-from ragtrim._html_tree import (
+from ragtrim.html.markup import Extraction, clean_fragment, parse_markup
+from ragtrim.html.tree import (
     PAGE_BOILERPLATE_TAGS,
     TextStats,
     class_hints,
@@ -41,31 +42,6 @@ from ragtrim._html_tree import (
     render_text,
     tag_of,
 )
-from ragtrim.html_markup import (
-    Extraction,
-    ExtractMethod,
-    clean_fragment,
-    describe_removed,
-    looks_like_html,
-    looks_like_page,
-    parse_markup,
-    reads_as_markup,
-    strip_tags_fallback,
-)
-
-# The extractor, and the detectors and cleaners that callers imported from here before they moved out
-# (ragtrim.html_markup).
-__all__ = [
-    "ExtractMethod",
-    "Extraction",
-    "clean_fragment",
-    "describe_removed",
-    "extract_main_content",
-    "looks_like_html",
-    "looks_like_page",
-    "reads_as_markup",
-    "strip_tags_fallback",
-]
 
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _SCORABLE = frozenset({"p", "pre", "td", "blockquote", "div", "section", "article", "main", "dd", "font", "center"})

@@ -22,12 +22,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ragtrim._lru import SizedLRU
-from ragtrim._validate import Constraints, Interval, Options, Satisfies, Text
+from ragtrim._util.lru import SizedLRU
+from ragtrim._util.validate import Constraints, Interval, Options, Satisfies, Text
 from ragtrim.components import Component, Plugin, component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
-from ragtrim.ranking import best_first, check_score_inputs
-from ragtrim.scoring import Scorer, get_scorer, scorer_param, warm_up_scorers
+from ragtrim.scoring.base import Scorer, best_first, check_score_inputs, warm_up_scorers
+from ragtrim.scoring.registry import get_scorer, scorer_param
 
 DEFAULT_QUESTION_TEMPLATE = "Passage: {text}\nPlease write a question based on this passage.\nQuestion:"
 """The prefix the query is scored after; ``{text}`` is the passage (cut to ``max_text_tokens``)."""

@@ -23,25 +23,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ragtrim._validate import Boolean, Constraints, Interval, Text
+from ragtrim._util.paths import cache_dir
+from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
-from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
+from ragtrim.scoring.device import default_threads
+from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
 
 logger = logging.getLogger("ragtrim")
 
 EXPORT_VERSION = 1
 """Bumped when the exported graph changes, so stale exports in a user cache are never used."""
-
-
-def cache_dir() -> Path:
-    """Where ragtrim keeps derived model files: ``$RAGTRIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/ragtrim``, else
-    ``~/.cache/ragtrim``. Never site-packages and never the source tree."""
-    explicit = os.environ.get("RAGTRIM_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ragtrim"
 
 
 def _fingerprint(model_dir: Path) -> str:
@@ -200,7 +192,7 @@ def _session(path: Path, threads: int) -> Any:
     return _load_once(_SESSIONS, (str(path), threads), load)
 
 
-def _tokenizer(model_dir: Path, max_tokens: int) -> Any:
+def load_tokenizer(model_dir: Path, max_tokens: int) -> Any:
     def load() -> Any:
         tok = _import("tokenizers").Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         tok.enable_truncation(max_tokens)
@@ -208,12 +200,6 @@ def _tokenizer(model_dir: Path, max_tokens: int) -> Any:
         return tok
 
     return _load_once(_TOKENIZERS, (str(model_dir), max_tokens), load)
-
-
-def default_threads() -> int:
-    """Intra-op threads for a scorer that was not told: one per two cores, at most 8, at least 1. On a 2-core host
-    that is 1, which is never slower than more threads when the host is also serving requests."""
-    return max(1, min(8, (os.cpu_count() or 1) // 2))
 
 
 _CHARS_PER_PIECE = 6
@@ -296,7 +282,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         if not path.is_file():
             export_onnx(self.model)
         threads = self.threads if self.threads is not None else default_threads()
-        return _session(path, threads), _tokenizer(Path(resolve_model(self.model)), self.max_seq_length)
+        return _session(path, threads), load_tokenizer(Path(resolve_model(self.model)), self.max_seq_length)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self._prepare(texts)()

@@ -16,8 +16,8 @@ from typing import Literal, Protocol, cast
 
 import numpy as np
 
-from ragtrim.minhash import lsh_bands, lsh_buckets, minhash_signatures
-from ragtrim.shingles import (
+from ragtrim.dedup.minhash import lsh_bands, lsh_buckets, minhash_signatures
+from ragtrim.dedup.shingles import (
     U64Array,
     batch_shingle_hashes,
     jaccard,

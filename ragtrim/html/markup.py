@@ -2,7 +2,7 @@
 (boilerplate tags, cookie banners and link-dense blocks dropped, all other text kept), and the linear-time regex
 fallback for documents nested deeper than libxml2's limit.
 
-Main-content extraction for whole pages is ``ragtrim.html_extract``, which re-exports everything here.
+Main-content extraction for whole pages is ``ragtrim.html.extract``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ragtrim._html_tree import (
+from ragtrim.html.tree import (
     BLOCK_TAGS,
     CODE_TAGS,
     JUNK_TAGS,

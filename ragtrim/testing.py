@@ -1,31 +1,98 @@
-"""A fake OpenAI-compatible model server whose time to first token grows with the prompt, for tests and benchmarks.
+"""The fakes ragtrim ships, so that users' tests and ours need no mocks: ``FixedScorer`` (scores you choose),
+``ScriptedSummarizer`` (history items you script) and a fake OpenAI-compatible model server whose time to first token
+grows with the prompt (``create_fake_app``, ``ragtrim serve-fake-upstream``). The whitespace token counter, the other
+fake, is a named counter: ``get_counter("whitespace")`` (``ragtrim.text.tokens.WhitespaceCounter``).
 
-``python -m ragtrim.serve.fake_upstream --port 8001`` (or ``ragtrim serve-fake-upstream``). Prefill takes
-``base_ms + per_1k_ms * prompt_tokens / 1000`` (tokens approximated as characters / 4), at most ``slots`` requests
-are processed at once (the rest wait, as in a GPU batch), then ``output_tokens`` tokens come ``decode_ms`` apart.
-Model names ``fail-400``, ``fail-500`` and ``fail-503`` answer that status, ``fail-midstream`` breaks a stream
-after its first event; GET /debug/requests lists the last
-request bodies received.
+The fake server: prefill takes ``base_ms + per_1k_ms * prompt_tokens / 1000`` (tokens approximated as characters /
+4), at most ``slots`` requests are processed at once (the rest wait, as in a GPU batch), then ``output_tokens`` tokens
+come ``decode_ms`` apart. Model names ``fail-400``, ``fail-500`` and ``fail-503`` answer that status,
+``fail-midstream`` breaks a stream after its first event; GET /debug/requests lists the last request bodies received.
+It needs the ``serve`` extra (starlette, uvicorn), imported when a server is made.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, MappingOf
+from ragtrim.components import Component, component, register
+from ragtrim.errors import ConfigError
+from ragtrim.history.state import STATE_KINDS, StateItem
+from ragtrim.models import Message
+from ragtrim.scoring.base import check_score_inputs
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 
+@register("scorer", "fixed")
+@component
+class FixedScorer(Component):
+    """A fake for tests and for callers who already have scores: a score per text (mapping) or per position."""
+
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "scores": [MappingOf(Interval(float, None, None), "a dict text -> score"),
+                   ListOf(Interval(float, None, None), "a list of scores")],
+        "default": [Interval(float, None, None)],
+    }
+
+    scores: Mapping[str, float] | Sequence[float]
+    default: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return "fixed"
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        check_score_inputs(query, texts)
+        if isinstance(self.scores, Mapping):
+            return [float(self.scores.get(t, self.default)) for t in texts]
+        return [float(self.scores[i]) if i < len(self.scores) else self.default for i in range(len(texts))]
+
+
+@register("summarizer", "scripted")
+@component
+class ScriptedSummarizer(Component):
+    """A fake for tests and demos: returns the items scripted for each turn id, and records every call.
+
+    ``script`` maps a turn id to ``(kind, text)`` pairs; turns not in it give nothing. ``calls`` lists the turn ids
+    of every batch it was asked about, so a test can check that nothing was folded twice.
+    """
+
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "script": [InstanceOf(Mapping, "a dict of turn id -> [(kind, text)]")],
+    }
+
+    script: Mapping[str, Sequence[tuple[str, str]]]
+    calls: list[tuple[str, ...]] = field(default_factory=list, init=False)
+
+    def _check_params(self) -> None:
+        for turn_id, pairs in self.script.items():
+            for pair in pairs:
+                if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and pair[0] in STATE_KINDS):
+                    raise ConfigError(
+                        f"script[{turn_id!r}] entries must be (kind, text) with kind in {STATE_KINDS}, got {pair!r}"
+                    )
+
+    def extract(self, turns: Sequence[Message]) -> list[StateItem]:
+        self.calls.append(tuple(t.turn_id for t in turns))
+        return [
+            StateItem(text=text, kind=kind, turn_ids=(t.turn_id,), role=t.role)  # type: ignore[arg-type]
+            for t in turns
+            for kind, text in self.script.get(t.turn_id, ())
+        ]
+
+
+# -- the fake model server ----------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class FakeUpstreamConfig:
     base_ms: float = 0.0
@@ -57,6 +124,11 @@ def _prompt_text(body: dict[str, Any]) -> str:
 
 
 def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
+    """The fake model server as a Starlette app (serve it with uvicorn)."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
     cfg = config or FakeUpstreamConfig()
     received: deque[dict[str, Any]] = deque(maxlen=cfg.keep_requests)
     sem = asyncio.Semaphore(cfg.slots) if cfg.slots > 0 else None
@@ -169,27 +241,7 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
 
 
 def _error(status: int, message: str) -> Response:
+    from starlette.responses import JSONResponse
+
     return JSONResponse({"error": {"message": message, "type": "fake_upstream_error", "param": None,
                                    "code": status}}, status_code=status)
-
-
-def run_from_args(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    app = create_fake_app(FakeUpstreamConfig(base_ms=args.base_ms, per_1k_ms=args.per_1k_ms,
-                                             decode_ms=args.decode_ms, output_tokens=args.output_tokens,
-                                             slots=args.slots, fail_status=args.fail_status))
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from ragtrim.cli import add_fake_upstream_args
-
-    parser = argparse.ArgumentParser(prog="ragtrim serve-fake-upstream", description=__doc__)
-    add_fake_upstream_args(parser)
-    return run_from_args(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -9,7 +9,7 @@ import re
 import unicodedata
 from bisect import bisect_left, bisect_right
 
-from ragtrim._lru import bounded_cache, weigh_text_and_items
+from ragtrim._util.lru import bounded_cache, weigh_text_and_items
 
 _ABBREVIATIONS = frozenset({
     "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "e.g", "i.e", "cf", "al",

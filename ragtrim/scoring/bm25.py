@@ -1,7 +1,7 @@
 """BM25: its tokenizer (cached per text, primed from a passage's sentences) and the Okapi scorer.
 
 The tokens and scores every BM25 use in ragtrim shares: the relevance stage, sentence compression, the fast path's
-first stage and the benchmarks' distractor mining. ``ragtrim.scoring`` re-exports the public names.
+first stage and the benchmarks' distractor mining.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ragtrim._lru import bounded_cache
-from ragtrim._validate import Boolean, Constraints, Interval
+from ragtrim._util.lru import bounded_cache
+from ragtrim._util.validate import Boolean, Constraints, Interval
 from ragtrim.components import Component, component, register
-from ragtrim.ranking import check_score_inputs as _check_inputs
-from ragtrim.stopwords import STOPWORDS as _STOPWORDS
+from ragtrim.scoring.base import check_score_inputs as _check_inputs
+from ragtrim.scoring.registry import named_scorer
+from ragtrim.text.stopwords import STOPWORDS as _STOPWORDS
 
 # -- tokenization ---------------------------------------------------------------------------------------------------
 # Numbers keep their inner separators ("1,000" -> "1000", "3.5" stays "3.5"); words are runs of letters, so
@@ -137,3 +138,8 @@ def bm25_okapi(tf: np.ndarray, lengths: np.ndarray, *, k1: float, b: float) -> n
 def clear_tokenizer_cache() -> None:
     """Forget BM25's memoized tokenizations (a benchmark's "cold" pass starts from here)."""
     _tokens.cache_clear()
+
+
+@named_scorer("bm25")
+def _bm25() -> BM25Scorer:
+    return BM25Scorer()

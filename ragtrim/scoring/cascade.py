@@ -11,10 +11,10 @@ import math
 from collections.abc import Sequence
 from typing import ClassVar
 
-from ragtrim._validate import Constraints, Interval
+from ragtrim._util.validate import Constraints, Interval
 from ragtrim.components import Component, component, register
-from ragtrim.ranking import best_first, check_score_inputs
-from ragtrim.scoring import Scorer, get_scorer, prefetch_scores, scorer_param, warm_up_scorers
+from ragtrim.scoring.base import Scorer, best_first, check_score_inputs, prefetch_scores, warm_up_scorers
+from ragtrim.scoring.registry import get_scorer, scorer_param
 
 
 @register("scorer", "cascade")

@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 from typing import Any, Protocol
 
-from ragtrim.serve.limits import RateDecision, WindowState, window_decision
+from ragtrim.serve.limits import RateDecision, StateUnavailable, WindowState, window_decision
 
 try:
     from redis.exceptions import RedisError
@@ -18,10 +18,6 @@ try:
     _REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError, TimeoutError)
 except ImportError:  # pragma: no cover - the memory store needs no redis
     _REDIS_ERRORS = (OSError, TimeoutError)
-
-
-class StateUnavailable(Exception):
-    """The shared state (Redis) could not be reached in time."""
 
 
 class RateStore(Protocol):

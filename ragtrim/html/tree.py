@@ -14,6 +14,8 @@ from typing import Any
 
 from lxml import etree
 
+from ragtrim.errors import InputError
+
 # Never content, in any mode.
 JUNK_TAGS = frozenset({
     "script", "style", "noscript", "template", "svg", "canvas", "iframe", "object", "embed", "applet", "button",
@@ -45,7 +47,7 @@ _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 # -- parsing and dropping -------------------------------------------------------------------------------------------
-class TooDeep(Exception):
+class TooDeep(InputError):
     """The document is nested deeper than the parser allows; the caller uses the regex fallback."""
 
 

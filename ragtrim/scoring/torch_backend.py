@@ -18,11 +18,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ragtrim._validate import Boolean, Constraints, Interval, Text
+from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
-from ragtrim.onnx_embed import _tokenizer, padded_batches
-from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_device, resolve_model
+from ragtrim.scoring.device import resolve_device
+from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
+from ragtrim.scoring.onnx_backend import load_tokenizer, padded_batches
 
 logger = logging.getLogger("ragtrim")
 
@@ -174,7 +175,7 @@ class TorchEmbeddingScorer(CachedEmbedder):
         if not (Path(model_dir) / "tokenizer.json").is_file():
             raise ConfigError(f"{model_dir!r} is not a local transformers model with a tokenizer.json")
         device = resolve_device(self.device)
-        return _load(model_dir, device), _tokenizer(Path(model_dir), self.max_seq_length), device
+        return _load(model_dir, device), load_tokenizer(Path(model_dir), self.max_seq_length), device
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self._prepare(texts)()

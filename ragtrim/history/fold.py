@@ -6,7 +6,7 @@ gives the same state as a from-scratch run (for per-turn extractors such as ``Ru
 own text is never fed back to the extractor, so nothing is ever summarized twice.
 
 This module is the engine (which turns to fold, merging, the budget); the state and result types are in
-``ragtrim.history_state`` and the extractors in ``ragtrim.summarizers``, both re-exported here.
+``ragtrim.history.state`` and the extractors in ``ragtrim.history.summarizers``.
 """
 
 from __future__ import annotations
@@ -15,58 +15,23 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ragtrim._validate import Constraints, Interval, validate_params
+from ragtrim._util.validate import Constraints, Interval, validate_params
 from ragtrim.components import Plugin
 from ragtrim.errors import InputError, RagtrimError
-from ragtrim.history_state import (
+from ragtrim.history.state import (
     KIND_LABELS,
     STATE_HEADER,
-    STATE_KINDS,
     HistoryResult,
     HistoryState,
     StateItem,
-    StateKind,
     format_turns,
     render_state,
 )
+from ragtrim.history.summarizers import RuleBasedSummarizer, Summarizer
 from ragtrim.inputs import coerce_history
 from ragtrim.models import Message
-from ragtrim.summarizers import (
-    OpenAICompatibleSummarizer,
-    PostFn,
-    RuleBasedSummarizer,
-    ScriptedSummarizer,
-    Summarizer,
-    content_words,
-    named_facts,
-    parse_llm_items,
-)
-from ragtrim.text import normalize_text
-from ragtrim.tokens import TokenCounter, get_counter
-
-# The engine, and the types and summarizers that callers imported from here before they moved out
-# (ragtrim.history_state, ragtrim.summarizers).
-__all__ = [
-    "HISTORY_CONSTRAINTS",
-    "STATE_HEADER",
-    "STATE_KINDS",
-    "HistoryResult",
-    "HistoryState",
-    "OpenAICompatibleSummarizer",
-    "PostFn",
-    "RuleBasedSummarizer",
-    "ScriptedSummarizer",
-    "StateItem",
-    "StateKind",
-    "Summarizer",
-    "compress_history",
-    "content_words",
-    "format_turns",
-    "named_facts",
-    "parse_llm_items",
-    "render_state",
-    "select_items",
-]
+from ragtrim.text.sentences import normalize_text
+from ragtrim.text.tokens import TokenCounter, get_counter
 
 
 def _item_key(item: StateItem) -> tuple[str, str]:

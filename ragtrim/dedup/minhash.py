@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from ragtrim.shingles import U64Array, fmix64
+from ragtrim.dedup.shingles import U64Array, fmix64
 
 LSH_MIN_RECALL_AT_THRESHOLD = 0.995
 """Band shape is chosen so that a pair exactly at the threshold becomes a candidate at least this often."""

@@ -16,8 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from ragtrim._lru import CACHE_MAX_BYTES, SizedLRU
-from ragtrim._validate import Constraints, Satisfies, Text
+from ragtrim._util.lru import CACHE_MAX_BYTES, SizedLRU
+from ragtrim._util.validate import Constraints, Satisfies, Text
 from ragtrim.components import Component, component, from_config, register, to_config
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
 
