@@ -12,9 +12,9 @@ from ragtrim.text.sentences import (
     sentence_spans,
     split_sentences,
 )
-from tests.reference_sentence_spans import _fences as old_fences
-from tests.reference_sentence_spans import _inline_and_quoted as old_inline_and_quoted
-from tests.reference_sentence_spans import old_sentence_spans
+from tests.text.reference_sentence_spans import _fences as old_fences
+from tests.text.reference_sentence_spans import _inline_and_quoted as old_inline_and_quoted
+from tests.text.reference_sentence_spans import old_sentence_spans
 
 _PROSE = [
     "Dr. Smith paid $3.5 million in 1999. The U.S. Army agreed with J. Doe. It ended.",

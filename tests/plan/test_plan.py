@@ -19,7 +19,7 @@ from ragtrim.plan.planner import Plan, PlanRequest, plan
 from ragtrim.plan.report import format_plan_table
 from ragtrim.plan.workload import Workload
 
-CONFIGS = Path(__file__).parent / "fixtures" / "configs"
+CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
 
 
 def load(name: str) -> ModelSpec:
