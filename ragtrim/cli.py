@@ -395,7 +395,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ragtrim", description="Make RAG prompts small before they reach the model.",
                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub: Any = parser.add_subparsers(dest="command", required=True)  # each package adds its own subcommands
 
     p = sub.add_parser("trim", help="trim chunks: JSON or JSONL in, trimmed JSON out", epilog=EXIT_CODES,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
