@@ -29,8 +29,8 @@ T = TypeVar("T")
 # -- options --------------------------------------------------------------------------------------------------------
 def check_options(pipeline: Any, budget: Any, tokenizer: Any, scorer: Any) -> None:
     """The checks of ``trim()``'s options, as every adapter takes them: a ConfigError naming the bad one."""
-    from ragtrim._validate import check_choice, check_int
-    from ragtrim.scoring import SCORER_NAMES, STAGE_SCORER_NAMES
+    from ragtrim._util.validate import check_choice, check_int
+    from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
 
     if pipeline is not None and not isinstance(pipeline, Pipeline):
         raise ConfigError(f"pipeline must be a ragtrim Pipeline or None, got {type(pipeline).__name__}")
@@ -54,7 +54,7 @@ def options_config(pipeline: Pipeline | None, budget: int | None, tokenizer: Any
     """The options as JSON-ready data, for a framework's own serialisation (Haystack's ``to_dict``, LlamaIndex's
     ``to_dict``): a pipeline as ``Pipeline.to_dict()``, a token counter object as its config (a counter that is not
     a registered component is written as unserializable, and ``options_from_config`` refuses it)."""
-    from ragtrim.tokens import TokenCounter, counter_config
+    from ragtrim.text.tokens import TokenCounter, counter_config
 
     if isinstance(tokenizer, os.PathLike):
         tokenizer = f"hf:{os.fspath(tokenizer)}"
@@ -67,7 +67,7 @@ def options_config(pipeline: Pipeline | None, budget: int | None, tokenizer: Any
 def options_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """``options_config`` output back as constructor keywords (other keys pass through unchanged). A config is data:
     a tokenizer file it names must lie under a directory of ``$RAGTRIM_TOKENIZER_DIRS`` (``Pipeline.from_dict``)."""
-    from ragtrim.tokens import counter_from_config
+    from ragtrim.text.tokens import counter_from_config
 
     out = dict(config)
     if isinstance(out.get("pipeline"), Mapping):

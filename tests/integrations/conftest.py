@@ -17,7 +17,7 @@ from ragtrim.pipeline import Pipeline
 from ragtrim.stages.base import Stage
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.dedup import DuplicateFilter
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

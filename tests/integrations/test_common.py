@@ -22,7 +22,7 @@ from ragtrim.integrations._common import (
     trim_report,
 )
 from ragtrim.pipeline import Pipeline
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.text.tokens import WhitespaceCounter
 from tests.integrations.conftest import CORPUS, dedup_budget
 
 # adapter -> (framework import name, PyPI package, extra, the class that takes trim()'s options)
