@@ -1,0 +1,54 @@
+"""Which writing system a line uses, as far as dedup, HTML extraction and history need to know (issue 24).
+
+A small local helper: the text layer's script detection (``ragtrim.text``, branch ``wip-lang``) is the general one;
+this module answers the three questions those stages ask, with character classes only (no model, no table build).
+"""
+
+from __future__ import annotations
+
+import re
+
+SPACELESS_CLASS = (
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u31f0-\u31ff"  # Katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\uff66-\uff9f"  # half-width Katakana (NFKC folds them, raw text may still hold them)
+    "\U00020000-\U0002fa1f"  # CJK extensions B-F and compatibility supplement
+)
+"""Han and Kana: scripts written without spaces between words, where a "word" of ``\\w+`` is a whole clause."""
+
+HANGUL_CLASS = "\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff"
+"""Hangul syllables and jamo. Korean is written with spaces between words (eojeol), so it keeps word rules."""
+
+SPACELESS_CHAR = re.compile(f"[{SPACELESS_CLASS}]")
+_LETTER = re.compile(r"[^\W\d_]")
+_HAS_CJK = re.compile(f"[{SPACELESS_CLASS}{HANGUL_CLASS}]")
+_WIDE = re.compile(f"[{SPACELESS_CLASS}{HANGUL_CLASS}]+")
+
+PROBE_CHARS = 1000
+"""A line's script is judged on its first this many characters, so the test costs the same on a 10 MB line."""
+
+
+def is_spaceless(line: str, *, min_share: float = 0.5) -> bool:
+    """True when at least ``min_share`` of the letters in the first ``PROBE_CHARS`` characters are Han or Kana."""
+    if line.isascii():
+        return False
+    head = line[:PROBE_CHARS]
+    spaceless = len(SPACELESS_CHAR.findall(head))
+    if not spaceless:
+        return False
+    return spaceless >= min_share * len(_LETTER.findall(head))
+
+
+def has_cjk(text: str) -> bool:
+    """True when ``text`` holds any Han, Kana or Hangul character."""
+    return not text.isascii() and _HAS_CJK.search(text) is not None
+
+
+def wide_chars(text: str) -> int:
+    """How many Han, Kana and Hangul characters ``text`` holds (0 at once for ASCII text)."""
+    if text.isascii():
+        return 0
+    return sum(len(run) for run in _WIDE.findall(text))
