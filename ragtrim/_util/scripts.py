@@ -23,9 +23,17 @@ HANGUL_CLASS = "\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7f
 """Hangul syllables and jamo. Korean is written with spaces between words (eojeol), so it keeps word rules."""
 
 SPACELESS_CHAR = re.compile(f"[{SPACELESS_CLASS}]")
+_HANGUL_CHAR = re.compile(f"[{HANGUL_CLASS}]")
+
+HAN_KANA_WEIGHT = 3
+"""Latin letters one Han or Kana character stands for in a length threshold: the English translations of the ten
+Japanese articles in benchmarks/dedup_scripts_texts.py have 2.4-2.9 characters per Japanese character, and the two
+Chinese sentences of the issue-24 HTML prototype 3.2 per Chinese character."""
+HANGUL_WEIGHT = 2
+"""The same for a Hangul syllable: 1.8 and 2.0 English characters per Korean character in the two Korean sentences
+of the issue-24 HTML prototype (spaces counted on both sides)."""
 _LETTER = re.compile(r"[^\W\d_]")
 _HAS_CJK = re.compile(f"[{SPACELESS_CLASS}{HANGUL_CLASS}]")
-_WIDE = re.compile(f"[{SPACELESS_CLASS}{HANGUL_CLASS}]+")
 
 PROBE_CHARS = 1000
 """A line's script is judged on its first this many characters, so the test costs the same on a 10 MB line."""
@@ -47,8 +55,12 @@ def has_cjk(text: str) -> bool:
     return not text.isascii() and _HAS_CJK.search(text) is not None
 
 
-def wide_chars(text: str) -> int:
-    """How many Han, Kana and Hangul characters ``text`` holds (0 at once for ASCII text)."""
-    if text.isascii():
-        return 0
-    return sum(len(run) for run in _WIDE.findall(text))
+def latin_equivalent_len(text: str) -> int:
+    """``len(text)`` with each Han/Kana character counted ``HAN_KANA_WEIGHT`` times and each Hangul syllable
+    ``HANGUL_WEIGHT`` times, so a length threshold set for English text means as much text in Japanese, Chinese or
+    Korean (the same as ``len`` for ASCII text, at once)."""
+    n = len(text)
+    if text.isascii() or _HAS_CJK.search(text) is None:
+        return n
+    return (n + (HAN_KANA_WEIGHT - 1) * len(SPACELESS_CHAR.findall(text))
+            + (HANGUL_WEIGHT - 1) * len(_HANGUL_CHAR.findall(text)))
