@@ -48,18 +48,23 @@ _UNIT = (r"(?:\s?(?:만|억|천|백|원|달러|유로|엔|명|개|대|장|권|�
 _HAN_NUMBER = r"[〇零一二三四五六七八九十百千万億亿两兩]+"
 _KO_TIME = r"[월화수목금토일]요일|이번 ?주|다음 ?주|지난 ?주|다음 ?달|이번 ?달|지난 ?달|내일|모레|오늘|어제|올해|내년|작년|주말|오전|오후"
 _JA_TIME = r"[月火水木金土日]曜日?|来週|今週|先週|来月|今月|先月|明日|明後日|今日|昨日|今年|来年|去年|週末|正午|午前|午後"
-_ZH_TIME = (r"(?:星期|礼拜|禮拜|周|週)[一二三四五六日天]|下周|下週|本周|本週|上周|上週|下个月|下個月|这个月|這個月|明天|后天|後天|"
+_ZH_TIME = (r"(?:[下本上这這])?(?:星期|礼拜|禮拜|周|週)[一二三四五六日天]|下周|下週|本周|本週|上周|上週|下个月|下個月|这个月|這個月|明天|后天|後天|"
             r"今天|昨天|明年|去年|周末|週末|国庆节|國慶節|春节|春節|上午|下午|中午")
 NAMED_FACT = re.compile(
-    rf"\d[\d,.]*{_UNIT}*|{_HAN_NUMBER}{_UNIT}+|{_KO_TIME}|{_JA_TIME}|{_ZH_TIME}"
+    rf"(?:(?:\d[\d,.]*|{_HAN_NUMBER}){_UNIT}+)+|\d[\d,.]*|{_KO_TIME}|{_JA_TIME}|{_ZH_TIME}"
     r"|[A-Z][A-Za-z0-9]+(?:[ -][A-Z][A-Za-z0-9]+)*|「[^」]{1,40}」|『[^』]{1,40}』|《[^》]{1,40}》|“[^”]{1,40}”"
 )
 """Numbers with their units (digits or Han numerals: 50만 원, 3万円, 五千元, 十二月一日), weekdays and relative dates,
 Latin names (React, ThinkPad), and titles in 「」『』《》“”."""
 
+# Greetings and thanks as whole phrases, so that what follows them is judged on its own ("お疲れさまです" holds
+# "まで", a deadline marker, inside the greeting).
 _GREETING = re.compile(
-    r"^(?:안녕|감사|고맙|고마워|반가워|수고|좋은 (?:하루|여행|주말)|잘 부탁|こんにちは|こんばんは|おはよう|ありがとう|よろしく|"
-    r"お疲れ|お世話|你好|您好|谢谢|謝謝|再见|再見|早上好|晚上好|多谢|多謝)"
+    r"^(?:안녕(?:하세요|하십니까|히 계세요)?|감사(?:합니다|해요|드립니다)?|고맙(?:습니다|다)?|고마워요?|반가워요?|"
+    r"반갑습니다|수고(?:하세요|하셨습니다|했어요)?|좋은 (?:하루|여행|주말)(?: 되세요| 보내세요)?|잘 부탁(?:드립니다|해요)?|"
+    r"こんにちは|こんばんは|おはよう(?:ございます)?|ありがとう(?:ございます|ございました)?|よろしく(?:お願い(?:します|いたします))?|"
+    r"お疲れ(?:さま|様)?(?:です|でした)?|お世話になって(?:います|おります)|おかげさまで|"
+    r"你好|您好|谢谢|謝謝|再见|再見|早上好|晚上好|多谢|多謝)[\s,，、。.!！~]*"
 )
 _REACTION = re.compile(r"^(?:좋네요|좋아요|알겠습니다|알겠어요|네[.,!]|그렇군요|멋져요|대박|맞아|ㅋ{2,}|ㅎ{2,}|なるほど|いいですね|"
                        r"了解|分かりました|わかりました|すごい|好的|太好了|明白了|哈{2,}|呵{2,})")
@@ -103,10 +108,14 @@ def named_facts(clause: str) -> list[str]:
 
 
 def is_small_talk(sentence: str) -> bool:
-    """Greetings and thanks without a fact or a kind; short reactions ("좋네요", "なるほど", "哈哈") without a fact."""
+    """Greetings and thanks followed by nothing with a fact or a kind; short reactions ("좋네요", "なるほど", "哈哈")
+    without a fact."""
     s = sentence.strip()
-    if _GREETING.match(s) and not named_facts(s) and classify(s) == "fact":
-        return True
+    greeting = _GREETING.match(s)
+    if greeting:
+        rest = s[greeting.end() :]
+        if not named_facts(rest) and classify(rest) == "fact":
+            return True
     return bool(_REACTION.match(s)) and not named_facts(s) and (classify(s) == "fact" or len(s) <= 12)
 
 
