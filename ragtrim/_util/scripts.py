@@ -23,6 +23,10 @@ HANGUL_CLASS = "\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7f
 """Hangul syllables and jamo. Korean is written with spaces between words (eojeol), so it keeps word rules."""
 
 SPACELESS_CHAR = re.compile(f"[{SPACELESS_CLASS}]")
+# A quicker first look: one merged range over the BMP blocks (a charset of few ranges scans about twice as fast on
+# non-CJK text). It also admits Bopomofo, Hangul compatibility jamo and CJK symbols, so a hit is then counted with
+# the exact class; a line whose only Han characters lie beyond the BMP goes by words.
+_MAYBE_SPACELESS = re.compile("[\u3040-\u9fff\uf900-\ufaff\uff66-\uff9f]")
 _HANGUL_CHAR = re.compile(f"[{HANGUL_CLASS}]")
 
 HAN_KANA_WEIGHT = 3
@@ -44,10 +48,9 @@ def is_spaceless(line: str, *, min_share: float = 0.5) -> bool:
     if line.isascii():
         return False
     head = line[:PROBE_CHARS]
-    spaceless = len(SPACELESS_CHAR.findall(head))
-    if not spaceless:
+    if _MAYBE_SPACELESS.search(head) is None:  # most non-ASCII lines (accents, quotes): one quick scan
         return False
-    return spaceless >= min_share * len(_LETTER.findall(head))
+    return len(SPACELESS_CHAR.findall(head)) >= min_share * len(_LETTER.findall(head))
 
 
 def has_cjk(text: str) -> bool:

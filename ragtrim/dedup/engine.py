@@ -27,6 +27,7 @@ from ragtrim.dedup.shingles import (
     sorted_jaccard,
     template_lines,
     word_shingles,
+    word_text,
 )
 
 CandidateStrategy = Literal["prefix_filter", "inverted_index", "minhash_lsh"]
@@ -63,12 +64,11 @@ class ShingleSets:
     content_lines: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class _Line:
-    text: str
-    tokens: str  # the shingled tokens joined by spaces (``ragtrim.dedup.shingles.line_tokens``)
-    chars: bool  # tokens are Han/Kana characters (shingled by ``shingle_chars``), not words
-    key: tuple[str, ...] | None  # the line as a template-line candidate (None: too long to be one)
+_Line = tuple[str, str, tuple[str, ...] | None, bool]
+"""A line as ``build_shingle_sets`` reads it: its text, its tokens joined by spaces
+(``ragtrim.dedup.shingles.line_tokens``), its key as a template-line candidate (None: too long to be one), and whether
+its tokens are Han/Kana characters (shingled by ``shingle_chars``) rather than words. Plain tuples: a batch holds
+tens of thousands of lines."""
 
 
 def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: Collection[int], *,
@@ -84,19 +84,25 @@ def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: 
     """
     max_words = template_max_words
     use_template = template_min_chunks is not None and len(distinct) >= template_min_chunks
+    any_chars = False
 
     def split_lines(text: str) -> list[_Line]:
+        nonlocal any_chars
         out: list[_Line] = []
         for line in text.splitlines():
-            tokens, chars = line_tokens(line)
+            if line.isascii():
+                tokens, chars = word_text(line), False
+            else:
+                tokens, chars = line_tokens(line)
+                any_chars = any_chars or chars
             if not use_template:
                 if tokens and not tokens.isspace():
-                    out.append(_Line(line, tokens, chars, None))
+                    out.append((line, tokens, None, chars))
                 continue
             limit = max_words * SPACELESS_CHARS_PER_WORD if chars else max_words
             head = tokens.split(maxsplit=limit)  # never splits a long line beyond its first tokens
             if head:
-                out.append(_Line(line, tokens, chars, tuple(head) if len(head) <= limit else None))
+                out.append((line, tokens, tuple(head) if len(head) <= limit else None, chars))
         return out
 
     lines = {i: split_lines(folded[i]) for i in members}
@@ -104,24 +110,36 @@ def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: 
     if use_template:
         # Counted over distinct normalized texts: exact copies (even pinned ones) do not add evidence. Each line's
         # own limit was applied when its key was made; this one only has to let every key through.
-        template = template_lines(([ln.key for ln in lines[i] if ln.key] for i in distinct if i in lines),
+        template = template_lines(([ln[2] for ln in lines[i] if ln[2]] for i in distinct if i in lines),
                                   min_chunks=cast(int, template_min_chunks),
                                   max_words=max_words * SPACELESS_CHARS_PER_WORD)
     ignored: dict[int, int] = {}
     content: dict[int, list[_Line]] = {}
     for i, own in lines.items():
-        kept = [ln for ln in own if ln.key is None or ln.key not in template] if template else []
+        kept = [ln for ln in own if ln[2] is None or ln[2] not in template] if template else []
         if kept and len(kept) < len(own):
             content[i], ignored[i] = kept, len(own) - len(kept)
         else:  # nothing left out, or only template lines: the full set
             content[i], ignored[i] = own, 0
-    content_lines = {i: tuple(ln.text for ln in own) for i, own in content.items()}
+    content_lines = {i: tuple(ln[0] for ln in own) for i, own in content.items()}
 
     sets: dict[int, ShingleSet] = {}
     if python_sets:
         for i, own in content.items():
             sets[i] = set(map(hash, chain.from_iterable(
-                word_shingles(ln.tokens.split(), shingle_chars if ln.chars else shingle_words) for ln in own)))
+                word_shingles(ln[1].split(), shingle_chars if ln[3] else shingle_words) for ln in own)))
+        return ShingleSets(sets, ignored, len(template), content_lines)
+    empty = np.empty(0, dtype=np.uint64)
+    if not any_chars:  # every line by words: one batch
+        line_texts: list[str] = []
+        bounds: dict[int, tuple[int, int]] = {}
+        for i in members:
+            start = len(line_texts)
+            line_texts.extend(ln[1] for ln in content[i])
+            bounds[i] = (start, len(line_texts))
+        per_line = batch_shingle_hashes(line_texts, shingle_words)
+        for i, (a, b) in bounds.items():
+            sets[i] = per_line[a] if b - a == 1 else (np.concatenate(per_line[a:b]) if b > a else empty)
         return ShingleSets(sets, ignored, len(template), content_lines)
     # Word lines and character lines are hashed in two batches (one shingle length each), then put back in order.
     by_k: dict[int, list[str]] = {}
@@ -129,12 +147,11 @@ def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: 
     for i in members:
         spots = where[i] = []
         for ln in content[i]:
-            k = shingle_chars if ln.chars else shingle_words
+            k = shingle_chars if ln[3] else shingle_words
             batch = by_k.setdefault(k, [])
             spots.append((k, len(batch)))
-            batch.append(ln.tokens)
+            batch.append(ln[1])
     hashed = {k: batch_shingle_hashes(texts, k) for k, texts in by_k.items()}
-    empty = np.empty(0, dtype=np.uint64)
     for i, spots in where.items():
         parts = [hashed[k][j] for k, j in spots]
         sets[i] = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else empty)

@@ -2,18 +2,20 @@
 requests per minute and a Pro plan at 600 are not one chunk said twice).
 
 A *value* is a number with its currency sign, decimal or version parts (``$1,200.50``, ``v2.5``, ``2024-03-01``,
-``15%``) or an English month name; values with only spaces or commas between them form one *slot* (``march 3, 2019``). Two texts *disagree* when the
-same context holds different values in each: a slot of one and a slot of the other have the same two tokens before
-them (or the same two after), and each text has a value there that the other lacks. A value present in only one of
-the texts (a window that starts a few words later, a line one copy lacks) is no disagreement; neither is a changed
-name next to an unchanged number. Pure functions; the ``DuplicateFilter`` stage asks only about pairs at or above its
-threshold.
+``15%``) or an English month name; values with only spaces or commas between them form one *slot*
+(``march 3, 2019``). Two texts *disagree* when their numbers differ and one was replaced: the same context holds
+different values in each (a slot of one and a slot of the other have the same two tokens before them, or the same two
+after, and each text has a value there that the other lacks). A value present in only one of the texts (a window that
+starts a few words later, a line one copy lacks) is no disagreement; neither is a changed name next to an unchanged
+number. ``ValueIndex`` answers for pairs of texts, lazily; the ``DuplicateFilter`` stage asks only about pairs at or
+above its threshold.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ragtrim._util.scripts import SPACELESS_CHAR, SPACELESS_CLASS
@@ -21,20 +23,59 @@ from ragtrim._util.scripts import SPACELESS_CHAR, SPACELESS_CLASS
 _MONTH_NAMES = ("january|february|march|april|may|june|july|august|september|october|november|december"
                 "|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec")
 _S = SPACELESS_CLASS
-_NUMBER = r"(?:[$€£¥₩]\s?)?v?\d+(?:[.,:/-]\d+)*%?"
-_MONTH = rf"(?:{_MONTH_NAMES})(?![^\W_{_S}])"
-# One match per value: first everything that cannot start one, skipped in bulk (a word that starts with a letter,
-# digits and all, so "user4821" and "h2o" are words; a Han/Kana character; anything else that is no currency sign
-# before a number), then the value (a number with its currency sign, decimal, date or version parts, or a month
-# name standing alone), or the end of the line. Every position where the skip stops starts a value, so no match
-# fails and is retried from the next character: one linear pass, values found at C speed on a 10 MB line.
-_VALUE = re.compile(
-    rf"(?:(?!{_MONTH}|v\d)[^\W\d_{_S}][^\W_{_S}]*+|[{_S}_]|[$€£¥₩](?!\s?v?\d)|[^\w$€£¥₩])*+"
-    rf"(?:(?P<value>{_NUMBER}|{_MONTH})|\Z)"
-)
-# The tokens a context is made of: a value, a Han/Kana character (those lines have no words), or a run of other
-# letters and digits (Latin, Hangul, Cyrillic...).
-_TOKEN = re.compile(rf"(?<![^\W_{_S}])(?:[$€£¥₩]\s?)?v?\d+(?:[.,:/-]\d+)*%?|[{_S}]|[^\W_{_S}]+")
+# Values are found from their digits: one scan with a plain character class (the regex engine skips everything else
+# at C speed), then a look at what precedes them ("v" of a version, a currency sign, or a letter that makes the whole
+# a word: "user4821", "h2o", "rev2"). Month names are looked for only in a line that holds one of their first three
+# letters (a scan of literals, cheaper than the word-boundary pattern).
+_NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*%?")
+_MONTH_HINT = re.compile("jan|feb|ma[ry]|apr|ju[nl]|aug|sep|oct|nov|dec")
+_MONTH = re.compile(rf"(?:{_MONTH_NAMES})(?![^\W_{_S}])")
+_GLUE = re.compile(rf"[^\W_{_S}]")
+"""A character a value may not follow: a letter or digit of a script written with spaces."""
+_CURRENCY = "$€£¥₩"
+
+
+def _values(line: str) -> list[tuple[int, int, str]]:
+    """(start, end, canonical value) of every value of ``line``, in order."""
+    out: list[tuple[int, int, str]] = []
+    for m in _NUMBER.finditer(line):
+        start, end = m.span()
+        value = m.group()
+        before = line[start - 1] if start else ""
+        if before == "v" and (start < 2 or not _GLUE.match(line, start - 2)):
+            start -= 1  # a version: "v2.5", the same value as "2.5"
+        elif before in _CURRENCY and before:
+            start -= 1
+            value = before + value
+        elif before == " " and start >= 2 and line[start - 2] in _CURRENCY:
+            start -= 2
+            value = line[start] + value
+        elif before and _GLUE.match(before):
+            continue  # glued to a word
+        out.append((start, end, value))
+    months = _months(line)
+    if months:
+        out.extend(months)
+        out.sort()
+    return out
+
+
+def _months(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, name) of every month name standing alone in ``text``."""
+    out = []
+    for hint in _MONTH_HINT.finditer(text):
+        start = hint.start()
+        if start and _GLUE.match(text, start - 1):
+            continue
+        month = _MONTH.match(text, start)
+        if month:
+            out.append((start, month.end(), month.group()))
+    return out
+
+
+# The tokens a context is made of: a Han/Kana character (those lines have no words) or a run of other letters and
+# digits (Latin, Hangul, Cyrillic...; "2.5" is two tokens here, the same in both texts).
+_TOKEN = re.compile(rf"[{_S}]|[^\W_{_S}]+")
 _JOIN = re.compile(r"[\s,]*")
 """What may stand between two values of one slot ("march 3, 2019", "3 march 2019")."""
 _CONTEXT = 2
@@ -58,7 +99,7 @@ def _before(line: str, start: int) -> list[str]:
     width = _WINDOW
     while True:
         lo = max(0, start - width)
-        tokens = [_canonical(t) for t in _TOKEN.findall(line, lo, start)]
+        tokens = _TOKEN.findall(line, lo, start)
         if lo > 0:
             tokens = tokens[1:]  # the window may cut the first token
         if len(tokens) >= _CONTEXT or lo == 0:
@@ -71,7 +112,7 @@ def _after(line: str, end: int) -> list[str]:
     width = _WINDOW
     while True:
         hi = min(len(line), end + width)
-        tokens = [_canonical(t) for t in _TOKEN.findall(line, end, hi)]
+        tokens = _TOKEN.findall(line, end, hi)
         if hi < len(line):
             tokens = tokens[:-1]
         if len(tokens) >= _CONTEXT or hi == len(line):
@@ -86,11 +127,8 @@ def value_slots(lines: Iterable[str]) -> ValueSlots:
     slots: dict[Context, set[str]] = {}
     for line in lines:
         runs: list[tuple[int, int, list[str]]] = []  # values with only spaces or commas between them form one slot
-        for m in _VALUE.finditer(line):
-            start, end = m.span("value")
-            if start < 0:
-                continue
-            value = _canonical(m.group("value"))
+        for start, end, value in _values(line):
+            value = _canonical(value)
             if runs and _JOIN.fullmatch(line, runs[-1][1], start):
                 runs[-1] = (runs[-1][0], end, [*runs[-1][2], value])
             else:
@@ -120,6 +158,53 @@ class ValueConflict:
             glued = where and SPACELESS_CHAR.fullmatch(w) and SPACELESS_CHAR.fullmatch(where[-1])
             where += w if not where or glued else " " + w
         return f"{self.values[0]} vs {self.values[1]} ({'after' if side == '<' else 'before'} '{where}')"
+
+
+_DIGIT_RUN = re.compile(r"\d+")
+
+
+def number_counts(lines: Iterable[str]) -> Counter[str]:
+    """The multiset of digit runs and month names of ``lines``: what "the numbers of a text" means for the first test
+    of ``ValueIndex.conflict`` (one C-speed scan; digits inside words count here, the slots ignore them)."""
+    text = "\n".join(lines)
+    counts = Counter(_DIGIT_RUN.findall(text))
+    counts.update(name for _, _, name in _months(text))
+    return counts
+
+
+class ValueIndex:
+    """Where pairs of texts disagree on values, computed lazily and cached per text (the ``DuplicateFilter`` stage
+    asks only about pairs at or above its threshold).
+
+    Two texts conflict when (1) their numbers differ (``number_counts``: the multisets of digit runs and month
+    names are not equal) and (2) one of them was replaced: a context both texts have holds, in each, a value the
+    other lacks there (``value_conflict``). Test (1) is one scan per text and settles most near duplicates (the same
+    passage with other boilerplate holds the same numbers); (2) tells a replaced number from one that a window
+    boundary or a missing line left out. A pair holding the same numbers assigned to other words (swapped) passes
+    (1) and is judged by Jaccard alone."""
+
+    def __init__(self, lines: Mapping[int, Sequence[str]]) -> None:
+        self._lines = lines
+        self._counts: dict[int, Counter[str]] = {}
+        self._slots: dict[int, ValueSlots] = {}
+
+    def _numbers(self, i: int) -> Counter[str]:
+        got = self._counts.get(i)
+        if got is None:
+            got = self._counts[i] = number_counts(self._lines[i])
+        return got
+
+    def _slots_of(self, i: int) -> ValueSlots:
+        got = self._slots.get(i)
+        if got is None:
+            got = self._slots[i] = value_slots(self._lines[i])
+        return got
+
+    def conflict(self, i: int, j: int) -> ValueConflict | None:
+        """Where texts ``i`` and ``j`` disagree (the first context in sorted order), or None."""
+        if self._lines[i] == self._lines[j] or self._numbers(i) == self._numbers(j):
+            return None
+        return value_conflict(self._slots_of(i), self._slots_of(j))
 
 
 def value_conflict(a: ValueSlots, b: ValueSlots) -> ValueConflict | None:

@@ -54,7 +54,7 @@ from ragtrim._util.validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
 from ragtrim.dedup.engine import CandidateStrategy, build_shingle_sets, find_near_duplicates
 from ragtrim.dedup.shingles import SHINGLE_CHARS, nfkc_lower
-from ragtrim.dedup.values import ValueSlots, value_conflict, value_slots
+from ragtrim.dedup.values import ValueIndex
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.stages.base import Stage, register_stage
@@ -195,13 +195,10 @@ class DuplicateFilter(Stage):
                                       template_min_chunks=self.template_min_chunks,
                                       template_max_words=self.template_max_words,
                                       python_sets=strategy == "prefix_filter")
-        slots: dict[int, ValueSlots] = {}  # built only for chunks in a pair at or above the threshold
+        values = ValueIndex(shingles.content_lines)  # read only for chunks in a pair at or above the threshold
 
         def values_differ(i: int, j: int) -> str | None:
-            for t in (i, j):
-                if t not in slots:
-                    slots[t] = value_slots(shingles.content_lines[t])
-            found = value_conflict(slots[i], slots[j])
+            found = values.conflict(i, j)
             return None if found is None else found.describe()
 
         search = find_near_duplicates(shingles.sets, survivors, threshold=self.threshold, strategy=strategy,

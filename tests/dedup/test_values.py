@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 
 import pytest
 
-from ragtrim.dedup.values import ValueConflict, value_conflict, value_slots
+from ragtrim.dedup.values import ValueConflict, ValueIndex, number_counts, value_conflict, value_slots
 
 
 def slots(text: str) -> dict[tuple[str, ...], set[str]]:
@@ -26,9 +27,10 @@ class TestValueSlots:
     def test_versions_amounts_dates_percentages(self) -> None:
         assert slots("ragtrim v2.5 adds streaming") == {("<", "|", "ragtrim"): {"2.5"}, (">", "adds", "streaming"): {"2.5"}}
         assert slots("it costs €49 per month") == {("<", "it", "costs"): {"€49"}, (">", "per", "month"): {"€49"}}
+        # Context tokens are runs of letters and digits: "2024-03-01" is three of them there.
         assert slots("released on 2024-03-01 with 15% off") == {
-            ("<", "released", "on"): {"2024-03-01"}, (">", "with", "15%"): {"2024-03-01"},
-            ("<", "2024-03-01", "with"): {"15%"}, (">", "off", "|"): {"15%"}}
+            ("<", "released", "on"): {"2024-03-01"}, (">", "with", "15"): {"2024-03-01"},
+            ("<", "01", "with"): {"15%"}, (">", "off", "|"): {"15%"}}
 
     def test_a_date_with_a_month_name_is_one_slot(self) -> None:
         assert slots("updated on march 3, 2019 by staff") == {
@@ -83,3 +85,24 @@ class TestValueConflict:
     def test_changed_name_beside_a_changed_number_still_conflicts(self) -> None:
         found = value_conflict(value_slots(["free: 60 requests per minute"]), value_slots(["pro: 600 requests per minute"]))
         assert found is not None and found.values == ("60", "600")
+
+
+class TestValueIndex:
+    def test_numbers_are_digit_runs_and_month_names(self) -> None:
+        assert number_counts(["v2.5 on 3 march, may 2024", "user4821 and march"]) == Counter(
+            {"2": 1, "5": 1, "3": 1, "2024": 1, "4821": 1, "march": 2, "may": 1})
+
+    def test_conflict_needs_other_numbers_and_a_replaced_one(self) -> None:
+        index = ValueIndex({
+            0: ("the free plan allows 60 requests per minute",),
+            1: ("the free plan allows 600 requests per minute",),
+            2: ("the free plan allows 60 requests per minute",),
+            3: ("cost 60 and fee 600",),
+            4: ("fee 60 and cost 600",),  # the same numbers, swapped between the words
+            5: ("the free plan allows 60 requests per minute, since 2019",),
+        })
+        found = index.conflict(1, 0)
+        assert found is not None and found.describe() == "600 vs 60 (after 'plan allows')"
+        assert index.conflict(0, 2) is None  # the same lines
+        assert index.conflict(3, 4) is None  # the same numbers: judged by Jaccard alone (a documented limit)
+        assert index.conflict(0, 5) is None  # a number only one of them has
