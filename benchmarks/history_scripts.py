@@ -10,7 +10,7 @@ Per conversation, folded whole (``compress_history(turns, keep_last_turns=0)``):
 
 ``--english-digest`` also prints a SHA-256 of the English rule-based states on every LoCoMo conversation (the items
 of all turns, and ``compress_history``'s state at three budgets): equal digests before and after mean the CJK rules
-changed nothing in English.
+changed nothing in English; and the CPU time of folding every conversation from scratch (median of 3).
 
 Run: ``python benchmarks/history_scripts.py [--english-digest]`` (writes ``benchmarks/results/history_scripts.json``).
 The "before" digest: ``PYTHONPATH=<a checkout of main> python benchmarks/history_scripts.py --english-digest-only
@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import json
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -106,7 +107,16 @@ def english_digest() -> dict[str, Any]:
             result = compress_history(conv.turns, max_tokens=budget)
             digest.update(result.state_text.encode())
             digest.update(json.dumps(result.state.to_dict(), sort_keys=True).encode())
-    return {"locomo_rule_items": n_items, "locomo_state_sha256": digest.hexdigest()}
+    # CPU time of a from-scratch fold of every conversation (the default budget-free call), median of 3: compare a
+    # before and an after run made one after the other, as a ratio (the machine's load moves both).
+    times = []
+    for _ in range(3):
+        started = time.process_time()
+        for conv in load_conversations():
+            compress_history(conv.turns, keep_last_turns=4)
+        times.append(time.process_time() - started)
+    return {"locomo_rule_items": n_items, "locomo_state_sha256": digest.hexdigest(),
+            "locomo_fold_cpu_s_median": round(sorted(times)[1], 3)}
 
 
 def run(splits: Sequence[str]) -> dict[str, Any]:
