@@ -90,8 +90,7 @@ class TestReconcile:
         assert r["savings"]["prompt"]["saved_share"] > 0
 
     def test_synthetic_log_reconciles(self, shared_data: Path, tmp_path: Path) -> None:
-        sys.path.insert(0, str(REPO / "benchmarks"))
-        from audit_synth import SynthConfig, write_log
+        from ragtrim_bench.audit.synth import SynthConfig, write_log
 
         path = write_log(SynthConfig(requests=300, seed=5), tmp_path / "synth.jsonl.gz")
         expected = dict.fromkeys(PARTS, 0)
@@ -230,10 +229,10 @@ class TestCommitted:
         assert set(found) == set(data["plots"]) and all(n > 0 for n in found.values())
 
     def test_gateway_rag_summary_matches_its_report(self) -> None:
-        """benchmarks/audit_gateway.py's summary and the report it wrote come from one run, and agreed with the
+        """``ragtrim-bench audit gateway_rag``'s summary and the report it wrote come from one run, and agreed with the
         gateway: the documents to the token, the prompt once the gateway's numbered block is added."""
         results = REPO / "benchmarks" / "results"
-        summary = json.loads((results / "audit_gateway.json").read_text(encoding="utf-8"))
+        summary = json.loads((results / "audit" / "gateway_rag.json").read_text(encoding="utf-8"))
         report = json.loads((results / "audit" / "gateway-rag" / "audit.json").read_text(encoding="utf-8"))
         b, gw = report["breakdown"], summary["gateway"]["log"]
         assert b["requests"] == summary["requests_ok"] == summary["requests_sent"] == summary["config"]["requests"]
