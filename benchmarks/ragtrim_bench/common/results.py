@@ -82,7 +82,7 @@ def write_result(path: Path, result: Mapping[str, Any] | Sequence[Mapping[str, A
                  packages: Sequence[str] = ()) -> Path:
     """Write one run's result as JSON: the result's own keys, then ``command`` and ``host``. A list of rows is
     kept under ``rows``. Returns the path."""
-    body = dict(result) if isinstance(result, Mapping) else {"rows": list(result)}
+    body: dict[str, Any] = dict(result) if isinstance(result, Mapping) else {"rows": list(result)}
     for key in ("command", "host"):
         if key in body:
             raise ConfigError(f"a result may not set {key!r} itself: write_result records it")

@@ -583,8 +583,8 @@ def datasketch_signatures(sets: Mapping[int, ShingleSet], order: Sequence[int], 
     the same values as ``ragtrim.minhash.minhash_signatures`` (tests/stages/test_dedup.py pins this)."""
     from datasketch import MinHash
 
-    return MinHash.bulk((np.asarray(sets[i]).astype(np.uint32) for i in order), num_perm=cfg.num_perm, seed=1,
-                        hashfunc=_identity)
+    return list(MinHash.bulk((np.asarray(sets[i]).astype(np.uint32) for i in order), num_perm=cfg.num_perm, seed=1,
+                             hashfunc=_identity))
 
 
 def ours_signatures_and_buckets(arrays: Sequence[U64Array], cfg: DedupBenchConfig) -> list[list[int]]:

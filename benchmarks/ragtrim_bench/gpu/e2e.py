@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ragtrim.scoring.auto import Backend
 from ragtrim_bench.common.results import command_line, write_result
 from ragtrim_bench.common.stats import mean, summarize
 from ragtrim_bench.gpu.load import poisson_offsets
@@ -37,7 +38,7 @@ from ragtrim_bench.gpu.metrics import throughput_at_slo
 from ragtrim_bench.gpu.prompts import format_prompt
 
 ARMS = ("untrimmed", "trim_cpu", "trim_gpu")
-BACKEND = {"trim_cpu": "onnxruntime-int8-cpu", "trim_gpu": "torch-cuda"}
+BACKEND: dict[str, Backend] = {"trim_cpu": "onnxruntime-int8-cpu", "trim_gpu": "torch-cuda"}
 
 
 def minilm() -> str:
@@ -49,7 +50,7 @@ def minilm() -> str:
 class Trimmer:
     """trim() with the fast scorer on one backend; one per arm, shared by all of the arm's requests."""
 
-    def __init__(self, backend: str, *, threads: int | None = None) -> None:
+    def __init__(self, backend: Backend, *, threads: int | None = None) -> None:
         from ragtrim.api import default_stages
         from ragtrim.scoring.auto import fast_scorer
         from ragtrim.stages.relevance import RelevanceFilter
@@ -85,7 +86,7 @@ def questions(n: int, offset: int = 0) -> list[tuple[str, str, list[str]]]:
 _WORKER: Trimmer | None = None
 
 
-def _init(backend: str) -> None:
+def _init(backend: Backend) -> None:
     global _WORKER
     _WORKER = Trimmer(backend, threads=1 if backend.startswith("onnx") else None)
     _WORKER("warm up", ["a passage", "another passage"])

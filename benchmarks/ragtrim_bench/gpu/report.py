@@ -442,8 +442,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, task in suite_tasks(suites, "accuracy"):
         if task.get("set") != "golden" or not name.startswith("270m"):
             continue
-        path, arms = {QLM_CONFIG: (QLM_PROMPTS, ["cand_top1", "cand_top1_qlm"]),
-                      RANDOM_CONFIG: (RANDOM_PROMPTS, [random_chosen])}.get(name, (PROMPTS, [chosen]))
+        prompt_files: dict[str, tuple[Path, list[str | None]]] = {
+            QLM_CONFIG: (QLM_PROMPTS, ["cand_top1", "cand_top1_qlm"]), RANDOM_CONFIG: (RANDOM_PROMPTS, [random_chosen])}
+        path, arms = prompt_files.get(name, (PROMPTS, [chosen]))
         if not path.is_file() or not all(arms):
             continue
         if path not in prompt_rows:

@@ -197,7 +197,7 @@ def prepare_models() -> dict[str, Any]:
     info["model_dir_s"] = time.perf_counter() - started
     for size in ("4b", "12b", "27b"):
         if not (DUMMY_DIR / size / "config.json").exists():
-            model_prep.write_dummy_config(DUMMY_DIR / size, size, tokenizer_dir=MODEL_DIR)  # type: ignore[arg-type]
+            model_prep.write_dummy_config(DUMMY_DIR / size, size, tokenizer_dir=MODEL_DIR)
     info["model_configs"] = {
         "270m": json.loads((MODEL_DIR / "config.json").read_text()),
         **{size: json.loads((DUMMY_DIR / size / "config.json").read_text()) for size in ("4b", "12b", "27b")},

@@ -65,12 +65,11 @@ def make_request(rng: random.Random, cfg: MemoryConfig, n: int) -> tuple[list[st
 
 def lift_byte_limits() -> None:
     """Emulate the old entry-only caps: no byte bound, no per-entry bound."""
-    from ragtrim.scoring import embedding as scoring
-    from ragtrim.text import sentences as text
-    from ragtrim.text import tokens
+    from ragtrim.scoring import bm25
+    from ragtrim.text import sentences, tokens
 
     huge = 1 << 62
-    for cache in (scoring._tokens.cache, text._sentence_spans.cache):
+    for cache in (bm25._tokens.cache, sentences._sentence_spans.cache):
         cache.max_bytes = cache.max_entry_bytes = huge
     counter = tokens.get_counter()
     counter._cache.max_bytes = counter._cache.max_entry_bytes = huge  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ import multiprocessing as mp
 import os
 import resource
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,13 @@ from ragtrim_bench.common.stats import mean, percentile, summarize
 
 def candidate_scorer(name: str) -> Any:
     """The relevance scorer of a candidate (built inside the worker)."""
-    from ragtrim.scoring.auto import FAST_BM25_WEIGHT, FAST_CANDIDATES, FAST_PREFIX_TOKENS, fast_scorer
+    from ragtrim.scoring.auto import (
+        FAST_BM25_WEIGHT,
+        FAST_CANDIDATES,
+        FAST_PREFIX_TOKENS,
+        Backend,
+        fast_scorer,
+    )
     from ragtrim.scoring.bm25 import BM25Scorer
     from ragtrim.scoring.cascade import CascadeScorer
     from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, EmbeddingScorer
@@ -72,7 +78,8 @@ def candidate_scorer(name: str) -> Any:
         return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
     if name.startswith("fast-"):  # fast-<onnx|cuda|torchcpu>[-t<threads>][-p<pieces>-w<bm25 weight>]: the fast path
         parts = name.split("-")  # on a forced backend, with its own recipe unless -p/-w say otherwise
-        backend = {"onnx": "onnxruntime-int8-cpu", "cuda": "torch-cuda", "torchcpu": "torch-cpu"}[parts[1]]
+        backends: dict[str, Backend] = {"onnx": "onnxruntime-int8-cpu", "cuda": "torch-cuda", "torchcpu": "torch-cpu"}
+        backend = backends[parts[1]]
         opts = {p[0]: p[1:] for p in parts[2:]}
         return fast_scorer(backend, model=os.environ.get("RAGTRIM_MINILM", DEFAULT_EMBEDDING_MODEL),
                            threads=int(opts["t"]) if "t" in opts else None,
@@ -124,7 +131,7 @@ def _worker(name: str, conn: Any) -> None:
             conn.send({"warmup": True})
             continue
         r8 = pipeline(max(1, budget4 // 2)).run(texts, query=question)
-        info = next((s.info for s in result.trace if s.stage == "relevance"), {})
+        info: Mapping[str, Any] = next((s.info for s in result.trace if s.stage == "relevance"), {})
         conn.send({"trim_ms": wall_ms, "cpu_s": cpu_s, "first_call_ms": first_call_ms,
                    "kept_4x": answer_in_text(answers, result.text), "kept_8x": answer_in_text(answers, r8.text),
                    "ratio_4x": result.tokens_before / max(1, result.tokens_after),

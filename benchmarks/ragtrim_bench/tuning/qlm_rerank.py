@@ -64,8 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "top1_gold_rate": {f"{w:g}": gold_hits[i] / n for i, w in enumerate(WEIGHTS)},
             "top1_has_answer_rate": {f"{w:g}": answer_hits[i] / n for i, w in enumerate(WEIGHTS)},
         }
-        for i, w in enumerate(WEIGHTS):
-            print(f"{key} weight {w:<4g} top1 gold {gold_hits[i] / n:.3f}  top1 has answer {answer_hits[i] / n:.3f}",
+        for i, weight in enumerate(WEIGHTS):
+            print(f"{key} weight {weight:<4g} top1 gold {gold_hits[i] / n:.3f}  top1 has answer {answer_hits[i] / n:.3f}",
                   flush=True)
     write_result(result_path(__spec__.name), results, command=command_line(__spec__.name, argv),
                  packages=["transformers", "torch"])

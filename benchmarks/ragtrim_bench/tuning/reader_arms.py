@@ -43,7 +43,8 @@ class Reader:
         self.torch = torch
         self.tok = AutoTokenizer.from_pretrained(str(model_dir))
         self.tok.padding_side = "left"
-        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+        model: Any = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+        self.model = model.eval()
         self.batch = batch
 
     def answer(self, prompts: Sequence[str], max_tokens: int = 32) -> list[str]:
@@ -56,7 +57,7 @@ class Reader:
                 gen = self.model.generate(**enc, max_new_tokens=max_tokens, do_sample=False, stop_strings=["\n"],
                                           tokenizer=self.tok, pad_token_id=self.tok.pad_token_id)
             for j, i in enumerate(idx):
-                text = self.tok.decode(gen[j, enc.input_ids.shape[1]:], skip_special_tokens=True)
+                text = str(self.tok.decode(gen[j, enc.input_ids.shape[1]:], skip_special_tokens=True))
                 out[i] = text.split("\n")[0]
         return out
 
@@ -68,12 +69,18 @@ def variants(counter: TokenCounter) -> dict[str, Callable[[QAInstance], list[str
         "oracle": lambda inst: [p.content for p in inst.passages if p.is_gold],
         "untrimmed": lambda inst: [p.content for p in inst.passages],
     }
+    def arm(name: str, ratio: float | None, last: bool) -> Callable[[QAInstance], list[str]]:
+        def documents(inst: QAInstance) -> list[str]:
+            docs = arm_documents(inst, name, ratio, counter)
+            return docs[::-1] if last else docs
+        return documents
+
     for name in ("default", "top1", "top2", "top3", "minilm_sent", "top1_sent"):
         for r in (4, 8, 16, 32):
-            out[f"{name}_r{r}"] = (lambda inst, name=name, r=r: arm_documents(inst, name, float(r), counter))
-            out[f"{name}_r{r}_last"] = (lambda inst, name=name, r=r: arm_documents(inst, name, float(r), counter)[::-1])
-        out[name] = lambda inst, name=name: arm_documents(inst, name, None, counter)
-        out[f"{name}_last"] = lambda inst, name=name: arm_documents(inst, name, None, counter)[::-1]
+            out[f"{name}_r{r}"] = arm(name, float(r), False)
+            out[f"{name}_r{r}_last"] = arm(name, float(r), True)
+        out[name] = arm(name, None, False)
+        out[f"{name}_last"] = arm(name, None, True)
     return out
 
 

@@ -10,6 +10,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from ragtrim_bench.relevance.net_latency import candidate_scorer, warmup_requests
 
@@ -29,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         scorer = candidate_scorer(name.removesuffix("-nopf")) or "auto"  # "auto": the default, resolved per host
 
-        def pipeline(budget: int, scorer: object = scorer, name: str = name) -> Pipeline:
+        def pipeline(budget: int, scorer: Any = scorer, name: str = name) -> Pipeline:
             stages = [RelevanceFilter(scorer=scorer, top_k=None) if isinstance(s, RelevanceFilter) else s
                       for s in default_stages(budget=budget, scorer="bm25")]
             return Pipeline(stages, prefetch=not name.endswith("-nopf"))
