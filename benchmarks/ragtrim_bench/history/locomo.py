@@ -10,7 +10,8 @@ point (ratio r means budget = full tokens / r). Metrics, per (point, question):
                     punctuation deleted, no articles); questions whose answer is not in the full history cannot be
                     recalled by any method, so "full history" is the ceiling.
   evidence recall - every evidence turn's key content is retained: all its named-fact words (capitalized names,
-                    numbers, dates) and at least half of its content words occur among the output's words.
+                    numbers, dates) and at least half of its content words occur among the output's fact and content
+                    words (the same extraction on both sides, each word normalized as answers are).
 Run: ``ragtrim-bench history locomo`` (``--quick`` for two conversations).
 """
 
@@ -85,9 +86,19 @@ def answer_present(answer: str, normalized_output: str) -> bool:
     return bool(a) and f" {a} " in f" {normalized_output} "
 
 
+def key_words(text: str) -> tuple[set[str], set[str]]:
+    """The named-fact words and the content words of ``text``, each normalized as answers are. The same extraction
+    runs on a turn and on an output, so a turn the output holds verbatim is always retained (punctuation is deleted,
+    so "5-star" is one word "5star" in a whole-text normalisation but "5" and "star" to the fact extractor)."""
+    facts = {w for f in named_facts(text) for w in normalize_answer(f).split()}
+    words = {normalize_answer(w) for w in content_words(text)} - {""}
+    return facts, words
+
+
 def turn_retained(turn_text: str, output_words: set[str], content_share: float) -> bool:
-    facts = {w for f in named_facts(turn_text) for w in normalize_answer(f).split()}
-    words = {normalize_answer(w) for w in content_words(turn_text)} - {""}
+    """All of the turn's fact words and at least ``content_share`` of its content words are among ``output_words``
+    (an output's ``key_words``, together)."""
+    facts, words = key_words(turn_text)
     if not facts <= output_words:
         return False
     if not words:
@@ -158,7 +169,7 @@ def run(config: HistoryBenchConfig) -> dict[str, Any]:
             for (method, r), text in outputs.items():
                 tokens_out.setdefault((method, r), []).append(counter.count(text))
                 norm = normalize_answer(text)
-                words = set(norm.split())
+                words = set().union(*key_words(text))
                 for q in asked:
                     a = int(answer_present(str(q["answer"]), norm))
                     e = int(all(turn_retained(texts[x], words, config.content_share) for x in q["evidence"]))

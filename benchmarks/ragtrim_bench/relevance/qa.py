@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import resource
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -649,7 +648,6 @@ def run_qa_benchmark(config: QABenchConfig) -> dict[str, Any]:
         "tokenizers": {"budget": counter.name, "gemma3": gemma.name if gemma else None},
         "embedding_prep_s": embed_s,
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "cpu_count": os.cpu_count(),
         "wall_s": time.perf_counter() - started,
     }
 

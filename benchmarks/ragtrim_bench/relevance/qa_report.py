@@ -5,6 +5,7 @@ Formatting is left to ``ragtrim._table``; this module picks columns and writes t
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -66,7 +67,8 @@ def qa_report_text(result: Mapping[str, Any]) -> str:
     for note in result.get("notes", []):
         parts.append(f"note: {note}")
     parts.append(f"wall {result.get('wall_s', 0):.0f} s, max RSS {result.get('max_rss_mib', 0):.0f} MiB, "
-                 f"{result.get('cpu_count')} CPUs; tokens counted with {result.get('tokenizers', {})}")
+                 f"{(result.get('host') or {}).get('cpu_count', os.cpu_count())} CPUs; tokens counted with "
+                 f"{result.get('tokenizers', {})}")
     return "\n".join(parts)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ragtrim.models import Message
 from ragtrim.text.tokens import WhitespaceCounter
 from ragtrim_bench.common.answers import normalize_answer
-from ragtrim_bench.history.locomo import answer_present, last_n_text, session_of, turn_retained
+from ragtrim_bench.history.locomo import answer_present, key_words, last_n_text, session_of, turn_retained
 
 
 def test_answer_present_as_whole_words_after_normalisation() -> None:
@@ -20,6 +20,14 @@ def test_turn_retained_needs_named_facts_and_half_the_content_words() -> None:
     kept = set(normalize_answer("melanie painted lake sunrise 2022 friends").split())
     assert turn_retained(turn, kept, 0.5)
     assert not turn_retained(turn, kept - {"2022"}, 0.5)
+
+
+def test_a_turn_inside_the_output_is_retained() -> None:
+    """The full history is the ceiling: the same word extraction on both sides, whatever the punctuation."""
+    turn = "Caroline’s 5-star stay in São Paulo cost $1,200 on May 3rd: don't ask, it was well-known (e.g. to Jon)."
+    output = "Melanie: hi there!\nCaroline: " + turn + "\nMelanie: wow."
+    assert turn_retained(turn, set().union(*key_words(output)), 0.5)
+    assert not turn_retained(turn, set().union(*key_words("Melanie: hi there!")), 0.5)
 
 
 def test_last_n_text_fits_the_budget() -> None:
