@@ -23,6 +23,7 @@ def format_plan_table(p: Plan) -> str:
         (
             f"  KV per token        {p.kv_bytes_per_token:,} B all layers, {p.kv_bytes_per_token_full_attention:,} B "
             f"full-attention layers ({p.kv_dtype})"
+            + (f"; {p.kv_bytes_per_token_per_gpu:,} B all layers per GPU" if p.tensor_parallel_size > 1 else "")
         ),
         (
             f"  memory              {p.gpu_mem_gib:g} GiB x {p.gpu_memory_utilization:g} = {budget:.2f} GiB - weights "
