@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -141,12 +142,19 @@ def run_cli(args: argparse.Namespace) -> int:
     from ragtrim.audit.core import run_audit, write_report
 
     config = config_from_args(args)  # bad arguments first (exit 2), then the output folder (exit 3)
+    created = not Path(args.out).exists()
     try:
         check_out_dir(args.out)
     except OutputNotWritable as exc:
         print(f"ragtrim: error: {exc}", file=sys.stderr)
         return 3
-    report = run_audit(args.log, config)
+    try:
+        report = run_audit(args.log, config)
+    except BaseException:
+        if created:  # leave no empty folder behind a failed audit
+            with contextlib.suppress(OSError):
+                Path(args.out).rmdir()
+        raise
     try:
         json_path, html_path = write_report(report, args.out)
     except OSError as exc:

@@ -6,7 +6,7 @@ Counted in the pipeline's order, so that the two numbers add up to what its two 
 first and cleans every HTML piece, copies included (boilerplate tokens of every piece); the dedup stage then sees
 the cleaned text, so duplicates are found on it and weigh its cleaned tokens.
 
-Near duplicates use the dedup stage's shingles and seeded MinHash (``ragtrim.stages.dedup``) with LSH banding over
+Near duplicates use the dedup stage's shingles and seeded MinHash (``ragtrim.dedup``) with LSH banding over
 every distinct document of the log (up to ``max_docs``); a candidate counts when the signatures agree on at least
 ``threshold`` of their positions (an estimate of the word-shingle Jaccard; standard error about 0.035 at 0.8).
 """
@@ -51,7 +51,7 @@ class RequestDocs:
 class DocumentAnalysis:
     def __init__(self, counts: CountCache, *, threshold: float = 0.8, num_perm: int = 128, shingle_words: int = 3,
                  seed: int = 1, max_docs: int = DEFAULT_MAX_DOCS, keep_text: bool = True, html: bool = True) -> None:
-        from ragtrim.stages.dedup import lsh_bands
+        from ragtrim.dedup.minhash import lsh_bands
 
         self.counts = counts
         self.threshold = threshold
@@ -87,9 +87,10 @@ class DocumentAnalysis:
 
     # -- per document, once ---------------------------------------------------------------------------------------
     def _new_docs(self, texts: dict[int, str], tokens: dict[int, int]) -> None:
-        from ragtrim.html_extract import looks_like_html
-        from ragtrim.stages.dedup import batch_shingle_hashes, minhash_signatures, word_text
-        from ragtrim.text import normalize_text
+        from ragtrim.dedup.minhash import minhash_signatures
+        from ragtrim.dedup.shingles import batch_shingle_hashes, word_text
+        from ragtrim.html.markup import looks_like_html
+        from ragtrim.text.sentences import normalize_text
 
         fresh: list[tuple[int, _Doc, str]] = []  # docs whose normalized text is new: they need a signature
         cleaned: dict[int, str] = {}

@@ -23,7 +23,8 @@ def _kv(records: Sequence[SampleRecord], part: Part, planner: PlannerConfig | No
     after removing ``part``'s saved tokens from the sampled requests."""
     if not records:
         return None
-    from ragtrim.plan import Workload, plan
+    from ragtrim.plan.planner import plan
+    from ragtrim.plan.workload import Workload
 
     w_before = Workload.from_requests([(r.prompt_before, r.output_tokens) for r in records], name="before")
     w_after = Workload.from_requests([(r.prompt_before - r.saved[part], r.output_tokens) for r in records],
