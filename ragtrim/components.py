@@ -49,7 +49,7 @@ class Component:
     """Base class of everything pluggable: parameters declared as dataclass fields with constraints, validated once
     when the object is built, read back by ``get_params`` and written by ``to_dict``.
 
-    ``_parameter_constraints`` maps each parameter to its constraints (``ragtrim._validate``); a subclass declares
+    ``_parameter_constraints`` maps each parameter to its constraints (``ragtrim._util.validate``); a subclass declares
     its own parameters only (those of its bases are merged in). Rules that tie parameters together go in
     ``_check_params``.
     """

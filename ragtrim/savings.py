@@ -197,5 +197,5 @@ def aggregate(records: Sequence[SavingsRecord]) -> dict[str, Any]:
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
-    """``ragtrim._stats.percentile``; no values: NaN, shown as "n/a"."""
+    """``ragtrim._util.stats.percentile``; no values: NaN, shown as "n/a"."""
     return percentile(values, q) if values else math.nan

@@ -177,3 +177,25 @@ def test_catalog_finds_registrations(tmp_path: Path) -> None:
     built = catalog.build(pkg)
     assert built["COMPONENTS"] == {"scorer": {"mine": "ragtrim.sub.m"}, "stage": {"st": "ragtrim.sub.m"}}
     assert built["NAMED_SCORERS"] == {"bm25": "ragtrim.sub.m"}
+
+
+def test_the_architecture_page_examples_run(tmp_path: Path) -> None:
+    """The stage and scorer that docs/architecture.md shows work as shown (in a child process: they register)."""
+    import subprocess
+    import sys
+
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+    assert len(blocks) == 2
+    script = "\n".join(blocks) + (
+        "\nfrom ragtrim import Chunk, Pipeline\n"
+        "chunks = [Chunk(text='keep me', id='a', score=0.9), Chunk(text='drop me', id='b', score=0.1)]\n"
+        "result = Pipeline([MinScore(min_score=0.5)], tokenizer='whitespace').run(chunks)\n"
+        "assert [c.id for c in result.chunks] == ['a'], result.chunks\n"
+        "assert [r.reason for r in result.removals] == ['low_relevance']\n"
+        "assert MinScore.from_dict(MinScore(min_score=0.5).to_dict()).min_score == 0.5\n"
+        "assert MyScorer().score('a b', ['a', 'a b', 'c']) == [1.0, 2.0, 0.0]\n")
+    (tmp_path / "example.py").write_text(script, encoding="utf-8")
+    out = subprocess.run([sys.executable, str(tmp_path / "example.py")], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr

@@ -226,7 +226,7 @@ class InvertedIndexCandidates:
 class LshCandidates:
     """MinHash signatures cut into LSH bands; kept texts sharing a band bucket are candidates.
 
-    ``b`` bands of ``r`` rows (``ragtrim.minhash.lsh_bands``). A bucket remembers at most ``LSH_MAX_BUCKET_CHUNKS``
+    ``b`` bands of ``r`` rows (``ragtrim.dedup.minhash.lsh_bands``). A bucket remembers at most ``LSH_MAX_BUCKET_CHUNKS``
     kept texts and a text gets at most ``LSH_MAX_CANDIDATES`` exact checks, those sharing the most bands first
     (ties by visit order), so streams of similar but distinct texts stay linear.
     """

@@ -1,6 +1,6 @@
 """MinHash signatures (datasketch's ``affine32`` scheme, vectorized over a batch) and LSH banding.
 
-Estimates which shingle sets may be similar without comparing every pair; ``ragtrim.dedup_engine`` confirms each
+Estimates which shingle sets may be similar without comparing every pair; ``ragtrim.dedup.engine`` confirms each
 candidate with the exact Jaccard. Signatures equal datasketch's, at 4-9x less CPU than its MinHash + MinHashLSH on
 our benchmark (docs/dedup.md), which is why datasketch is not a dependency.
 """

@@ -1,6 +1,6 @@
 """Words, word shingles and their 64-bit hashes, template lines, and Jaccard similarity.
 
-What near-duplicate detection (``ragtrim.dedup_engine``, the ``DuplicateFilter`` stage) compares; pure functions.
+What near-duplicate detection (``ragtrim.dedup.engine``, the ``DuplicateFilter`` stage) compares; pure functions.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ U64Array = npt.NDArray[np.uint64]
 
 
 def normalize(text: str) -> str:
-    """``ragtrim.text.normalize_text``: NFKC, lower case, whitespace runs -> one space, stripped."""
+    """``ragtrim.text.sentences.normalize_text``: NFKC, lower case, whitespace runs -> one space, stripped."""
     return normalize_text(text)
 
 

@@ -1,6 +1,6 @@
 """Summarizers for conversation history: what turns a batch of folded turns into state items.
 
-``RuleBasedSummarizer`` is the offline, deterministic default; ``ScriptedSummarizer`` the fake for tests and demos;
+``RuleBasedSummarizer`` is the offline, deterministic default (``ragtrim.testing.ScriptedSummarizer`` is the fake);
 ``OpenAICompatibleSummarizer`` asks an LLM behind an OpenAI-compatible endpoint.
 """
 

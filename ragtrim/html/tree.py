@@ -1,5 +1,5 @@
-"""lxml tree primitives shared by fragment cleaning (``ragtrim.html_markup``) and main-content extraction
-(``ragtrim.html_extract``): parsing, element tests, dropping, per-element text statistics and rendering to text.
+"""lxml tree primitives shared by fragment cleaning (``ragtrim.html.markup``) and main-content extraction
+(``ragtrim.html.extract``): parsing, element tests, dropping, per-element text statistics and rendering to text.
 
 Everything here is iterative (no Python recursion over the tree), so deeply nested input cannot hit RecursionError;
 ``parse_html`` raises ``TooDeep`` for documents nested deeper than libxml2's limit.

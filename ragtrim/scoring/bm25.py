@@ -45,7 +45,7 @@ def _tokens(text: str, stopwords: bool) -> tuple[str, ...]:
 
 
 def prime_tokens(text: str, spans: Sequence[tuple[int, int]], *, stopwords: bool = True) -> None:
-    """Tokenize the sentences of ``text`` (``spans``: ``ragtrim.text.sentence_spans(text)``, which cover it without
+    """Tokenize the sentences of ``text`` (``spans``: ``ragtrim.text.sentences.sentence_spans(text)``, which cover it without
     gaps) into the BM25 cache, and cache the whole text's tokens as their concatenation: the compression stage
     tokenizes every sentence anyway, and the relevance stage's BM25 over whole passages then costs one join instead
     of a second pass over the text.

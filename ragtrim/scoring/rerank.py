@@ -69,7 +69,7 @@ class QueryLikelihoodScorer(Component):
         batch_size: passages per forward pass.
         max_text_tokens: each passage is cut to this many model tokens before scoring (bounds the cost).
         device, dtype: torch device and dtype name (``"float32"`` on CPU; ``"bfloat16"`` on a GPU).
-        cache_size: (query, text) scores kept in an LRU (``ragtrim._lru.SizedLRU``, also bounded in bytes), so
+        cache_size: (query, text) scores kept in an LRU (``ragtrim._util.lru.SizedLRU``, also bounded in bytes), so
             repeated pipeline runs (budget searches) cost nothing.
 
     Scores are <= 0 and comparable within one call (one query); higher means the passage makes the question likelier.

@@ -4,8 +4,8 @@ Near-duplicate candidates come from seeded MinHash signatures with LSH banding; 
 the exact Jaccard of the two shingle sets, so a chunk is only ever dropped for a measured similarity.
 
 This module is the stage: visit order, exact duplicates, which candidate strategy a batch takes, and the trace. The
-engine lives apart, as ``ragtrim.html_extract`` does for ``HtmlCleaner``: ``ragtrim.shingles`` (words, shingles,
-hashes, Jaccard), ``ragtrim.minhash`` (MinHash signatures, LSH banding) and ``ragtrim.dedup_engine`` (shingle sets
+engine lives apart, as ``ragtrim.html.extract`` does for ``HtmlCleaner``: ``ragtrim.dedup.shingles`` (words, shingles,
+hashes, Jaccard), ``ragtrim.dedup.minhash`` (MinHash signatures, LSH banding) and ``ragtrim.dedup.engine`` (shingle sets
 with template lines left out, one class per candidate strategy, the greedy search).
 
 How duplicates are decided:
@@ -14,7 +14,7 @@ How duplicates are decided:
   (``keep="first"``: pinned, then input position). A visited chunk is dropped when it duplicates a chunk already
   *kept*; otherwise it is kept. Comparing only against kept chunks means no chaining (A~B and B~C does not drop C
   unless C~A) and the kept set never holds two chunks at or above the threshold (up to LSH misses, see below).
-* Exact: the normalized text (``ragtrim.text.normalize_text``: NFKC, lower case, collapsed whitespace) is equal. Two
+* Exact: the normalized text (``ragtrim.text.sentences.normalize_text``: NFKC, lower case, collapsed whitespace) is equal. Two
   empty chunks are exact duplicates of each other. Template lines (below) play no part here.
 * Near: words are ``\\w+`` runs of the normalized text (punctuation is ignored). Shingles never cross a line break:
   each line (``str.splitlines``) is shingled on its own into runs of ``shingle_words`` consecutive words, and a line

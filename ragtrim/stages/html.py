@@ -1,6 +1,6 @@
 """HTML boilerplate removal: chunks that contain markup become clean text; plain text passes through untouched.
 
-Whole pages get main-content extraction (``ragtrim.html_extract.extract_main_content``), fragments get boilerplate
+Whole pages get main-content extraction (``ragtrim.html.extract.extract_main_content``), fragments get boilerplate
 tag stripping; a cheap regex decides whether a chunk is HTML at all before anything is parsed.
 """
 
@@ -45,7 +45,7 @@ class HtmlCleaner(Stage):
         keep_tables: keep table text (cells tab-separated, one row per line); False drops tables.
         page_min_chars: in ``"auto"`` mode, HTML chunks at least this long count as pages.
 
-    A chunk is HTML when it holds markup to render (``ragtrim.html_extract.reads_as_markup``): prose that only
+    A chunk is HTML when it holds markup to render (``ragtrim.html.markup.reads_as_markup``): prose that only
     mentions head or embedded-content tags ("Use the <title> element, e.g. <title>My page</title>, in the head.")
     passes through untouched instead of losing the words between them.
 

@@ -61,7 +61,7 @@ class RelevanceFilter(Stage):
     """Score chunks against the query (sets ``Chunk.score``) and keep the best ones, in input order.
 
     Parameters:
-        scorer: ``"auto"`` (decided per host by ``ragtrim.fast.choose``: ``"fast"`` when MiniLM can run, else
+        scorer: ``"auto"`` (decided per host by ``ragtrim.scoring.auto.choose``: ``"fast"`` when MiniLM can run, else
             ``"bm25"``; the decision and its reason go into ``to_dict()`` under ``"auto"`` and into the trace),
             ``"fast"`` (BM25 mixed with MiniLM over each passage's lead), ``"bm25"``, ``"embedding"`` (MiniLM),
             ``"hybrid"`` (both, mixed), ``"given"`` (each chunk's own ``score``, as the retriever computed it: a

@@ -45,7 +45,7 @@ class TokenCounter(Protocol):
 
 @component
 class _CachedCounter(Component):
-    """Shared machinery: an LRU cache of counts by text, bounded in entries and bytes (see ``ragtrim._lru``).
+    """Shared machinery: an LRU cache of counts by text, bounded in entries and bytes (see ``ragtrim._util.lru``).
 
     Texts are counted whole, so a count is exact for its tokenizer: a budget checked with ``count`` holds on the
     text the model receives. (Cutting long texts into pieces undercounted: ``"." * 4097`` gave 65 of 66 tokens.

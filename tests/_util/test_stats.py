@@ -1,4 +1,4 @@
-"""ragtrim._stats.percentile: the one percentile the planner (and, after the merge, the benchmarks) use."""
+"""ragtrim._util.stats.percentile: the one percentile the planner (and, after the merge, the benchmarks) use."""
 
 from __future__ import annotations
 

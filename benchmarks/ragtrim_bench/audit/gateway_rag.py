@@ -12,33 +12,14 @@ The log itself (it holds the passages' text) goes to .cache/audit/, never into t
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ragtrim_bench.audit.gateway_traffic import GatewayAuditConfig, run
 from ragtrim_bench.audit.scale import planner_args
+from ragtrim_bench.audit.screenshots import screenshot
 from ragtrim_bench.common.results import command_line, result_path, results_root, shown_path, write_result
-
-
-def screenshot(html: Path, png: Path, *, width: int = 1000, height: int = 1500) -> int:
-    """The top of the report in headless Chromium, reduced to a 256-colour palette (as the other docs/audit shots)."""
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        raise SystemExit("chromium is not installed (apt-get install chromium); no screenshot taken")
-    from PIL import Image
-
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / "shot.png"
-        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        f"--screenshot={raw}", f"--window-size={width},{height}", html.resolve().as_uri()],
-                       check=True, capture_output=True, timeout=120)
-        png.parent.mkdir(parents=True, exist_ok=True)
-        Image.open(raw).convert("RGB").quantize(colors=256).save(png, optimize=True)
-    return png.stat().st_size
 
 
 def report(result: dict[str, Any]) -> None:
