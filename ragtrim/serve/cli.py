@@ -13,7 +13,8 @@ def run_serve(args: argparse.Namespace) -> int:
     from ragtrim.serve.config import load_config
 
     config = load_config(args.config)
-    app = create_app(config)
+    _log_to_stderr()
+    app = create_app(config, config_path=args.config)  # SIGHUP re-reads this file
     print(f"ragtrim serve: {args.host}:{args.port} -> {config.upstream.url} "
           f"({len(config.keys) or 'no'} keys, state {config.limits.state.split('@')[-1]})", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
@@ -25,3 +26,16 @@ def run_fake_upstream(args: argparse.Namespace) -> int:
     from ragtrim.serve.fake_upstream import run_from_args
 
     return run_from_args(args)
+
+
+def _log_to_stderr() -> None:
+    """The gateway's own log lines (config reloads, internal errors) on stderr beside uvicorn's."""
+    import logging
+    import sys
+
+    log = logging.getLogger("ragtrim.serve")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
