@@ -299,8 +299,8 @@ class TestErrorsEverywhere:
     def test_every_gateway_error_has_a_string_code(self, fake: Any, gateway: Any) -> None:
         up = fake()
         gw, _ = gateway({"upstream": {"url": up.url + "/v1"}})
-        bad = [b"{nope", b"[]", b'{"messages": 5}', b'{"messages": [{"role": "user", "content": "x"}], '
-               b'"max_tokens": "many"}', b'{"messages": [{"role": "user", "content": "x"}], "ragtrim": 5}',
+        bad = [b"{nope", b"[]", b'{"messages": 5}', (b'{"messages": [{"role": "user", "content": "x"}], '
+               b'"max_tokens": "many"}'), b'{"messages": [{"role": "user", "content": "x"}], "ragtrim": 5}',
                b'{"messages": [{"role": "user", "content": "x"}], "documents": 5}']
         for body in bad:
             r = httpx.post(gw.url + CHAT, content=body)
