@@ -159,6 +159,7 @@ class Gateway:
             hup = self.config_path is not None and threading.current_thread() is threading.main_thread()
             if hup:  # signal handlers can only be set from the main thread (a server run by `ragtrim serve`)
                 asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload)
+            await run_in_threadpool(self.warm_up)
             try:
                 yield
             finally:
@@ -176,6 +177,18 @@ class Gateway:
             Route("/health/readiness", self.readiness, methods=["GET"]),
             Route("/metrics", self.metrics_endpoint, methods=["GET"]),
         ], lifespan=lifespan, exception_handlers={HTTPException: self._http_error, Exception: self._internal_error})
+
+    def warm_up(self) -> None:
+        """Load the tokenizer and the trimming code before the first request: loading them is seconds of work that
+        holds the interpreter lock, which would otherwise stall every other request of the first one's client."""
+        try:
+            self.counter.count("warm up")
+            if self.config.trim.budget is not None:
+                prepare_chat({"model": "warm-up", "messages": [{"role": "user", "content": "warm up"}],
+                              "documents": ["The first warm-up passage.", "The second warm-up passage."],
+                              "ragtrim": {"budget": 4}}, self.config, self.counter)
+        except Exception as exc:  # noqa: BLE001 - a warm-up never stops the start; each request reports its error
+            logger.warning("ragtrim serve: warm-up failed (%s: %s)", type(exc).__name__, exc)
 
     # -- config reload ----------------------------------------------------------------------------------------------
     def reload(self) -> bool:
@@ -348,10 +361,12 @@ class Gateway:
                 rec.identity = self.authenticate(request)
                 raw = await self._read_body(request)
                 if self.log is not None and self.log.log_request:
-                    rec.extra["request_body"] = raw
-                prepared, content = await self._prepare(raw, prepare)
+                    rec.extra["request_body"] = bytes(raw)
+                prepared, content, too_large = await self._prepare(raw, prepare)
+                del raw  # the parsed request is all that is needed from here on
                 rec.prepared = prepared
-                self._check_size(prepared)
+                if too_large is not None:
+                    raise too_large
                 response = await until_disconnect(request.receive,
                                                   self._admit_and_send(rec, path, prepared, content))
             except GatewayError as exc:
@@ -377,7 +392,7 @@ class Gateway:
             self._finish(rec)
         return response
 
-    async def _read_body(self, request: Request) -> bytes:
+    async def _read_body(self, request: Request) -> bytearray:
         """The body, refused with 413 past ``limits.max_body_bytes`` (by its Content-Length before reading any
         of it) and with 408 when it has not all arrived within ``limits.body_timeout_s``. Both close the
         connection, since the rest of the body is never read."""
@@ -385,7 +400,7 @@ class Gateway:
         declared = request.headers.get("content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > lim.max_body_bytes:
             raise self._too_large(int(declared))
-        parts: list[bytes] = []
+        body = bytearray()  # one buffer (a list of chunks joined at the end held the body twice)
         size = 0
         try:
             async with asyncio.timeout(lim.body_timeout_s):
@@ -393,13 +408,13 @@ class Gateway:
                     size += len(chunk)
                     if size > lim.max_body_bytes:
                         raise self._too_large(size)
-                    parts.append(chunk)
+                    body += chunk
         except TimeoutError:
             raise GatewayError(408, f"the request body did not arrive within {lim.body_timeout_s:g} s "
                                f"(limits.body_timeout_s); {size} bytes came", type_="invalid_request_error",
                                code="request_timeout", outcome="body_timeout",
                                headers={"connection": "close"}) from None
-        return b"".join(parts)
+        return body
 
     def _too_large(self, size: int) -> GatewayError:
         cap = self.config.limits.max_body_bytes
@@ -407,11 +422,11 @@ class Gateway:
                             f"this gateway's limit of {cap} (limits.max_body_bytes)", type_="invalid_request_error",
                             code="request_too_large", outcome="too_large", headers={"connection": "close"})
 
-    async def _prepare(self, raw: bytes, prepare: Prepare) -> tuple[Prepared, bytes]:
+    async def _prepare(self, raw: bytearray, prepare: Prepare) -> tuple[Prepared, bytes, GatewayError | None]:
         """Parse, check, trim, count and encode the request in a worker thread: the event loop only waits."""
         config = self.config  # one config for the whole request, even if a reload lands meanwhile
         try:
-            prepared, content = await run_in_threadpool(self._parse_and_prepare, raw, prepare, config)
+            prepared, content, too_large = await run_in_threadpool(self._parse_and_prepare, raw, prepare, config)
         except RequestError as exc:
             raise GatewayError(400, str(exc), type_="invalid_request_error", param=exc.param, code=exc.code,
                                outcome="bad_request") from None
@@ -419,9 +434,12 @@ class Gateway:
             raise GatewayError(400, f"ragtrim could not trim this request: {exc}", type_="invalid_request_error",
                                code="trim_failed", outcome="bad_request", client_text=True) from None
         self.metrics.trim_seconds.observe(prepared.trim_ms / 1000)
-        return prepared, content
+        return prepared, content, too_large
 
-    def _parse_and_prepare(self, raw: bytes, prepare: Prepare, config: GatewayConfig) -> tuple[Prepared, bytes]:
+    def _parse_and_prepare(self, raw: bytearray, prepare: Prepare,
+                           config: GatewayConfig) -> tuple[Prepared, bytes, GatewayError | None]:
+        """The request parsed, checked, trimmed and counted; its encoding for the upstream (empty when it is over
+        ``max_input_tokens``, which the third item then says)."""
         try:
             body = loads(raw)
         except ValueError:  # orjson also refuses nesting past 1,024 levels here
@@ -431,24 +449,27 @@ class Gateway:
             raise RequestError(f"the request body nests objects and arrays more than {depth} levels deep "
                                "(limits.max_json_depth)", code="json_too_deep")
         prepared = prepare(body, config, self.counter)
-        return prepared, dumps(prepared.body)
+        too_large = self._size_error(prepared, config)
+        return prepared, b"" if too_large else dumps(prepared.body), too_large
 
-    def _check_size(self, p: Prepared) -> None:
-        cap = self.config.limits.max_input_tokens
+    @staticmethod
+    def _size_error(p: Prepared, config: GatewayConfig) -> GatewayError | None:
+        cap = config.limits.max_input_tokens
         if cap is None:
-            return
+            return None
         if p.largest_input_tokens is not None:
             if p.largest_input_tokens > cap:
-                raise GatewayError(
+                return GatewayError(
                     400, f"an input has {p.largest_input_tokens} tokens, over this gateway's limit of {cap}; "
                     "split it", type_="invalid_request_error", param="input", code="context_length_exceeded",
                     outcome="too_large")
         elif p.prompt_tokens > cap:
-            raise GatewayError(
+            return GatewayError(
                 400, f"this request has {p.prompt_tokens} prompt tokens after trimming "
                 f"({p.prompt_tokens_before} before), over this gateway's limit of {cap}; send fewer or shorter "
                 "documents or messages", type_="invalid_request_error", param="messages",
                 code="context_length_exceeded", outcome="too_large")
+        return None
 
     async def _admit_and_send(self, rec: Record, path: str, p: Prepared, content: bytes) -> Response:
         ident = rec.identity

@@ -19,13 +19,13 @@ from ragtrim.serve.upstream import UpstreamError
 try:  # orjson is several times faster on the hot path; the stdlib is the fallback
     import orjson
 
-    def loads(raw: bytes) -> Any:
+    def loads(raw: bytes | bytearray) -> Any:
         return orjson.loads(raw)
 
     def dumps(obj: Any) -> bytes:
         return orjson.dumps(obj)
 except ImportError:  # pragma: no cover
-    def loads(raw: bytes) -> Any:
+    def loads(raw: bytes | bytearray) -> Any:
         return json.loads(raw)
 
     def dumps(obj: Any) -> bytes:
