@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ragtrim._validate import plain_number
+from ragtrim._util.validate import plain_number
 from ragtrim.errors import InputError
 from ragtrim.models import Chunk, Message
 

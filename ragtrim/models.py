@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
-from ragtrim._validate import plain_number
+from ragtrim._util.validate import plain_number
 from ragtrim.errors import InputError
 
 Reason = Literal[

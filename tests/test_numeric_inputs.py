@@ -67,7 +67,7 @@ class TestOutOfRange:
             trim([{"text": "a", "id": 10**5000}], query="q", tokenizer="whitespace")
 
     def test_huge_int_for_a_float_parameter(self) -> None:
-        from ragtrim._validate import check_float
+        from ragtrim._util.validate import check_float
 
         with pytest.raises(ConfigError, match="float's range"):
             check_float("ratio", 10**400)

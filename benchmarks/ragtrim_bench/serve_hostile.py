@@ -31,8 +31,7 @@ from typing import Any
 from ragtrim_bench.serve_load import free_port, start_process, stop_process
 from ragtrim_bench.stats import percentile
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "serve" / "hostile_requests.json"
+DEFAULT_OUTPUT = Path("benchmarks") / "results" / "serve" / "hostile_requests.json"  # from the repository root
 CHAT = "/v1/chat/completions"
 KEY = "sk-bench"
 SMALL_KEY = "sk-small"  # a key whose tpm a large request can never fit

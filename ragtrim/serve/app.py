@@ -22,6 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragtrim.errors import ConfigError, RagtrimError, require
+
+for _package in ("starlette", "uvicorn", "aiohttp", "prometheus_client"):  # one clear error naming the extra
+    require(_package, "serve", "ragtrim serve")
+
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -29,12 +34,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ragtrim.errors import ConfigError, RagtrimError
 from ragtrim.serve.admission import Admission, Identity, key_id
 from ragtrim.serve.config import GatewayConfig, load_config
 from ragtrim.serve.limits import Gate, QueueFull, QueueTimeout
 from ragtrim.serve.log import RequestLog
 from ragtrim.serve.metrics import GatewayMetrics
+from ragtrim.serve.rate_store import make_store
 from ragtrim.serve.relay import ClientGone, RelayStream, event_end, until_disconnect
 from ragtrim.serve.render import Prepared, RequestError, prepare_chat, prepare_completion, prepare_embeddings
 from ragtrim.serve.responses import (
@@ -50,11 +55,10 @@ from ragtrim.serve.responses import (
     upstream_failed,
     usage_of,
 )
-from ragtrim.serve.state import make_store
 from ragtrim.serve.upstream import Upstream, UpstreamError, UpstreamResponse
-from ragtrim.tokens import TokenCounter, get_counter
+from ragtrim.text.tokens import TokenCounter, get_counter
 
-logger = logging.getLogger("ragtrim.serve")
+logger = logging.getLogger(__package__)  # the package logger, which `ragtrim serve` sends to stderr
 
 Prepare = Callable[[Any, GatewayConfig, TokenCounter], Prepared]
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}

@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ragtrim.errors import ServeError
 from ragtrim.serve.limits import RateDecision, format_reset
 from ragtrim.serve.render import Prepared
 from ragtrim.serve.upstream import UpstreamError
@@ -32,7 +33,7 @@ except ImportError:  # pragma: no cover
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
-class GatewayError(Exception):
+class GatewayError(ServeError):
     """Becomes an OpenAI-style error response: ``{"error": {"message", "type", "param", "code"}}``, always with a
     ``code``. ``client_text``: the message may quote what the client sent (so the request log leaves it out
     unless ``log.log_text`` is on)."""

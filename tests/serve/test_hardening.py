@@ -20,7 +20,7 @@ import pytest
 
 from ragtrim.serve.app import Gateway
 from ragtrim.serve.config import parse_config
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.text.tokens import WhitespaceCounter
 from tests.serve.conftest import RedisServer, ServerThread, debug_requests, read_log, wait_idle
 
 CHAT = "/v1/chat/completions"

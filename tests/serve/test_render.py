@@ -7,17 +7,16 @@ from typing import Any
 
 import pytest
 
+from ragtrim.openai_text import extract_context, split_chunks
 from ragtrim.serve.config import parse_config
 from ragtrim.serve.render import (
     RequestError,
     document_budget,
-    extract_context,
     prepare_chat,
     prepare_completion,
     render_documents,
-    split_chunks,
 )
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.text.tokens import WhitespaceCounter
 
 WS = WhitespaceCounter()
 
@@ -168,7 +167,7 @@ class TestLongTextCounting:
     @pytest.mark.parametrize("spec", ["cl100k_base", "whitespace"])
     def test_pieces_sum_to_the_whole_count(self, spec: str) -> None:
         from ragtrim.serve.render import PIECE_CHARS, count_text
-        from ragtrim.tokens import get_counter
+        from ragtrim.text.tokens import get_counter
 
         counter = get_counter(spec)
         for seed in range(3):
@@ -178,7 +177,7 @@ class TestLongTextCounting:
 
     def test_a_text_without_spaces_is_cut_at_the_piece_size(self) -> None:
         from ragtrim.serve.render import PIECE_CHARS, count_text
-        from ragtrim.tokens import get_counter
+        from ragtrim.text.tokens import get_counter
 
         counter = get_counter("whitespace")
         assert count_text("x" * (3 * PIECE_CHARS), counter) == 3  # three pieces of one "word" each
