@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from audit_screenshots import screenshot  # benchmarks/ is on the path of a script run from it
 
 from ragtrim_bench.gateway_audit import GatewayAuditConfig, run
 
@@ -34,23 +33,6 @@ def in_repo(path: Path) -> Path:
     that way, as the other committed audits do), else absolute."""
     path = path.resolve()
     return path.relative_to(REPO) if path.is_relative_to(REPO) else path
-
-
-def screenshot(html: Path, png: Path, *, width: int = 1000, height: int = 1500) -> int:
-    """The top of the report in headless Chromium, reduced to a 256-colour palette (as the other docs/audit shots)."""
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        raise SystemExit("chromium is not installed (apt-get install chromium); no screenshot taken")
-    from PIL import Image
-
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / "shot.png"
-        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        f"--screenshot={raw}", f"--window-size={width},{height}", html.resolve().as_uri()],
-                       check=True, capture_output=True, timeout=120)
-        png.parent.mkdir(parents=True, exist_ok=True)
-        Image.open(raw).convert("RGB").quantize(colors=256).save(png, optimize=True)
-    return png.stat().st_size
 
 
 def report(result: dict[str, Any]) -> None:

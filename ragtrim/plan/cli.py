@@ -42,7 +42,8 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     sp = subparsers.add_parser(
         "plan", help="GPU memory, KV cache, max_model_len and concurrency for a workload"
     )
-    sp.add_argument("--config", required=True, help="path of the model's Hugging Face config.json")
+    sp.add_argument("--config", required=True,
+                    help="the model's Hugging Face config.json, or the model directory that holds it")
     sp.add_argument("--gpu-mem-gib", type=_positive_float, required=True, help="GPU memory in GiB (H200: 141)")
     sp.add_argument("--gpu-util", type=_positive_float, default=0.9, help="vLLM --gpu-memory-utilization (default 0.9)")
     sp.add_argument("--weight-dtype", default="bf16", choices=list(get_args(WeightDtype)))
@@ -54,6 +55,11 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         default=4.0,
         help="activation peak, CUDA graphs and context that vLLM reserves besides weights (GiB)",
     )
+    sp.add_argument("--tensor-parallel-size", type=int, default=1,
+                    help="GPUs per replica (vLLM --tensor-parallel-size); memory is per GPU, concurrency per replica")
+    sp.add_argument("--max-model-len", type=int, default=None,
+                    help="plan at this vLLM --max-model-len instead of the recommended one; the output says what it "
+                         "guarantees against the workload's p95")
     sp.add_argument("--block-size", type=int, default=16)
     sp.add_argument(
         "--max-num-batched-tokens",
@@ -85,7 +91,8 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     src.add_argument("--after-field", default="tokens_after")
     src.add_argument("--records-key", default=None)
     src.add_argument("--qa-output-tokens", type=int, default=32, help="output tokens when records lack them")
-    sp.add_argument("--concurrency", type=int, default=None, help="concurrent generating requests to fit")
+    sp.add_argument("--concurrency", type=int, default=None,
+                    help="concurrent generating requests to serve; the plan says how many GPUs that takes")
     sp.add_argument("--target-ttft-ms", type=_positive_float, default=None)
     sp.add_argument("--prefill-tokens-per-s", type=_positive_float, default=None, help="measured prefill throughput")
     sp.add_argument("--decode-ms-per-token", type=_positive_float, default=None, help="measured time per output token")
@@ -161,6 +168,8 @@ def run_cli(args: argparse.Namespace) -> int:
             max_len_percentile=args.max_len_percentile,
             max_len_headroom=args.headroom,
             hybrid_kv_cache=not args.no_hybrid_kv_cache,
+            max_model_len=args.max_model_len,
+            tensor_parallel_size=args.tensor_parallel_size,
         )
         result = plan(model, request, _workloads_from_args(args))
     except RagtrimError as exc:
