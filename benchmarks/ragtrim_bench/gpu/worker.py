@@ -29,7 +29,7 @@ from ragtrim_bench.gpu.metrics import summarize_records, throughput_at_slo
 
 
 def load_prompts(path: str | Path) -> list[dict[str, Any]]:
-    """The prompt rows of a JSONL file written by ``benchmarks/gpu/make_prompts.py``."""
+    """The prompt rows of a JSONL file written by ``gpu make_prompts``."""
     return [row for _, row in iter_jsonl(path, what="prompts file")]
 
 

@@ -77,7 +77,7 @@ class Config:
 
 
 def golden_instances(n: int) -> list[QAInstance]:
-    """The first ``n`` golden questions, built exactly as benchmarks/gpu/make_prompts.py builds them."""
+    """The first ``n`` golden questions, built exactly as ``gpu make_prompts`` builds them."""
     pool = load_nq_open()
     return build_multidoc(pool[:n], n_docs=20, gold_position="middle", distractors="bm25", pool=pool)
 
@@ -180,7 +180,7 @@ def measure(cfg: Config) -> dict[str, Any]:
         "config": asdict(cfg),
         "questions": len(run_set),
         "golden_set": f"the first {len(run_set)} NQ questions of nq-multidoc, 20 passages, hard BM25 distractors, "
-                      "gold in the middle (benchmarks/gpu/make_prompts.py's golden set)",
+                      "gold in the middle (gpu make_prompts's golden set)",
         "cold": "trim: every passage new to the process (ragtrim's BM25 and embedding caches cleared before each "
                 "trim; the scorer's model loaded; token counts may be cached)",
         "passages_repeated_across_questions": repeated_passages(run_set),
