@@ -92,8 +92,7 @@ class TestReconcile:
         assert r["savings"]["prompt"]["saved_share"] > 0
 
     def test_synthetic_log_reconciles(self, shared_data: Path, tmp_path: Path) -> None:
-        sys.path.insert(0, str(REPO / "benchmarks"))
-        from audit_synth import SynthConfig, write_log
+        from ragtrim_bench.audit.synth import SynthConfig, write_log
 
         path = write_log(SynthConfig(requests=300, seed=5), tmp_path / "synth.jsonl.gz")
         expected = dict.fromkeys(PARTS, 0)
@@ -451,14 +450,14 @@ class TestReport:
 
         from PIL import Image
 
-        sys.path.insert(0, str(REPO / "benchmarks"))
-        from audit_screenshots import DOCS, SHOTS, take
+        from ragtrim_bench.audit.screenshots import DOCS, SHOTS, take
 
-        out = DOCS if os.environ.get("RAGTRIM_UPDATE_SCREENSHOTS") == "1" else tmp_path
+        docs = REPO / DOCS
+        out = docs if os.environ.get("RAGTRIM_UPDATE_SCREENSHOTS") == "1" else tmp_path
         for shot in SHOTS:
             png = take(shot, out)
             image = Image.open(png).convert("RGB")
-            assert image.size == (shot.width, shot.height) == Image.open(DOCS / shot.name).size
+            assert image.size == (shot.width, shot.height) == Image.open(docs / shot.name).size
             colours = image.getcolors(maxcolors=1 << 16) or []
             assert len(colours) > 20, shot.name  # text, bars and tables, not a blank page
             pixels = {c for _, c in colours}
@@ -536,10 +535,10 @@ class TestCommitted:
         assert set(found) == set(data["plots"]) and all(n > 0 for n in found.values())
 
     def test_gateway_rag_summary_matches_its_report(self) -> None:
-        """benchmarks/audit_gateway.py's summary and the report it wrote come from one run, and agreed with the
+        """``ragtrim-bench audit gateway_rag``'s summary and the report it wrote come from one run, and agreed with the
         gateway: the documents to the token, the prompt once the gateway's numbered block is added."""
         results = REPO / "benchmarks" / "results"
-        summary = json.loads((results / "audit_gateway.json").read_text(encoding="utf-8"))
+        summary = json.loads((results / "audit" / "gateway_rag.json").read_text(encoding="utf-8"))
         report = json.loads((results / "audit" / "gateway-rag" / "audit.json").read_text(encoding="utf-8"))
         b, gw = report["breakdown"], summary["gateway"]["log"]
         assert b["requests"] == summary["requests_ok"] == summary["requests_sent"] == summary["config"]["requests"]
