@@ -441,8 +441,9 @@ class TestStateStore:
             finally:
                 os.kill(redis.proc.pid, signal.SIGCONT)
             assert codes == [200] * 6  # fail_open
-            # Without the breaker every request waited out the rate call and the org lease: 6 x 2 x 0.3 s.
-            assert elapsed < 1.5, elapsed
+            # Without the breaker every request waited out the rate call and the org lease: 6 x 2 x 0.3 s = 3.6 s;
+            # with it, one or two timeouts (0.3-0.6 s). The bound leaves room for a loaded machine.
+            assert elapsed < 2.5, elapsed
         finally:
             redis.stop()
             shutil.rmtree(redis.dir, ignore_errors=True)
