@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 import numpy.typing as npt
@@ -218,7 +219,7 @@ def shingle_hashes(text: str, shingle_words: int) -> U64Array:
     return np.unique(batch_shingle_hashes([word_text(normalize(text))], shingle_words)[0])
 
 
-def jaccard(a: frozenset[int] | set[int], b: frozenset[int] | set[int]) -> float:
+def jaccard(a: AbstractSet[Hashable], b: AbstractSet[Hashable]) -> float:
     """|a & b| / |a | b| (0.0 when both are empty)."""
     if not a and not b:
         return 0.0
