@@ -41,3 +41,12 @@ def test_jain_index() -> None:
     assert jain_index([11, 3, 3, 3]) == 400 / (4 * (121 + 27))
     assert jain_index([0, 0]) == 1.0
     assert math.isnan(jain_index([]))
+
+
+def test_wilson_interval() -> None:
+    from ragtrim_bench.stats import wilson_interval
+
+    low, high = wilson_interval(291, 300)  # 0.97 on 300 requests: about +-0.02
+    assert low == pytest.approx(0.94398, abs=1e-4) and high == pytest.approx(0.98414, abs=1e-4)
+    assert wilson_interval(300, 300)[1] == 1.0 and wilson_interval(0, 10)[0] == 0.0
+    assert all(math.isnan(x) for x in wilson_interval(0, 0))
