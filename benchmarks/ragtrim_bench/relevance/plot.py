@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-COLOR_FLOOR = 0.5
-"""Recall at or below this gets the darkest red: the interesting differences are between 0.8 and 1.0."""
+COLOR_FLOOR = 0.7
+"""Recall at or below this gets the darkest red: the differences that matter lie between 0.8 and 1.0."""
 
 
 def plot_matrix(result: Mapping[str, Any], path: str | Path) -> Path:
@@ -40,8 +40,8 @@ def plot_matrix(result: Mapping[str, Any], path: str | Path) -> Path:
             best = np.nanmax(col) if not np.all(np.isnan(col)) else np.nan
             for i in range(len(rows)):
                 v = grid[i, j]
-                text, weight = ("n/a", "normal") if np.isnan(v) else (f"{v:.2f}", "bold" if v == best else "normal")
-                ax.text(j, i, text, ha="center", va="center", fontsize=9, fontweight=weight,
+                text, weight = ("n/a", "normal") if np.isnan(v) else (f"{v:.3f}", "bold" if v == best else "normal")
+                ax.text(j, i, text, ha="center", va="center", fontsize=8.5, fontweight=weight,
                         color="white" if not np.isnan(v) and v < COLOR_FLOOR + 0.1 else "black")
         ax.set_yticks(range(len(rows)), rows, fontsize=10)
         ax.set_xticks(range(len(cells)), [f"{k}x" for _, k in cells], fontsize=9)
