@@ -50,22 +50,22 @@ from typing import Any, cast
 
 import numpy as np
 
-from ragtrim.dedup_engine import (
+from ragtrim.dedup.engine import (
     ExactJaccard,
     NearDuplicate,
     ShingleSet,
     build_shingle_sets,
     find_near_duplicates,
 )
-from ragtrim.minhash import lsh_bands, lsh_buckets, minhash_permutations, minhash_signatures
+from ragtrim.dedup.minhash import lsh_bands, lsh_buckets, minhash_permutations, minhash_signatures
+from ragtrim.dedup.shingles import U64Array, jaccard, nfkc_lower, shingle_hashes
 from ragtrim.models import Chunk, TrimContext
 from ragtrim.pipeline import Pipeline
-from ragtrim.shingles import U64Array, nfkc_lower
 from ragtrim.stages import dedup as dedup_module
 from ragtrim.stages.budget import TokenBudget
-from ragtrim.stages.dedup import DuplicateFilter, jaccard, shingle_hashes
+from ragtrim.stages.dedup import DuplicateFilter
 from ragtrim.stages.html import HtmlCleaner
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.text.tokens import WhitespaceCounter
 from ragtrim_bench.datasets import dataset_path
 from ragtrim_bench.datasets.nq import load_nq_open
 from ragtrim_bench.stats import percentile, summarize_ms

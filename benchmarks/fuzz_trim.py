@@ -27,7 +27,6 @@ from ragtrim.errors import ContractError, RagtrimError, StageError
 from ragtrim.inputs import coerce_chunks
 from ragtrim.models import Chunk
 from ragtrim.pipeline import Pipeline
-from ragtrim.scoring import FixedScorer
 from ragtrim.stages.base import Stage
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.compress import SentenceCompressor
@@ -35,7 +34,8 @@ from ragtrim.stages.dedup import DuplicateFilter
 from ragtrim.stages.html import HtmlCleaner
 from ragtrim.stages.order import Reorder
 from ragtrim.stages.relevance import RelevanceFilter
-from ragtrim.tokens import get_counter
+from ragtrim.testing import FixedScorer
+from ragtrim.text.tokens import get_counter
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

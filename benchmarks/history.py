@@ -27,15 +27,11 @@ from typing import Any
 
 _ROOT = Path(__file__).resolve().parents[1]
 
-from ragtrim.history import (
-    HistoryState,
-    compress_history,
-    content_words,
-    format_turns,
-    named_facts,
-)
+from ragtrim.history.fold import compress_history
+from ragtrim.history.state import HistoryState, format_turns
+from ragtrim.history.summarizers import content_words, named_facts
 from ragtrim.models import Message
-from ragtrim.tokens import TokenCounter, get_counter
+from ragtrim.text.tokens import TokenCounter, get_counter
 from ragtrim_bench.datasets import dataset_path
 from ragtrim_bench.stats import mean, summarize_ms
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragtrim._table import format_table
+from ragtrim._util.table import format_table
 from ragtrim_bench.hostile import CASES, HostileCase, dots
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragtrim.html_extract import extract_main_content
+from ragtrim.html.extract import extract_main_content
 from ragtrim_bench.datasets import dataset_path
 from ragtrim_bench.stats import mean
 

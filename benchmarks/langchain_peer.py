@@ -27,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk
-from ragtrim.tokens import TiktokenCounter
+from ragtrim.text.tokens import TiktokenCounter
 from ragtrim_bench.datasets.nq import QAInstance
 from ragtrim_bench.qa import (
     CACHE_DIR,
@@ -192,7 +192,7 @@ def run(config: PeerConfig) -> dict[str, Any]:
 
 def report(result: Mapping[str, Any], path: Path) -> None:
     """Print the side-by-side table (the only printing in this script)."""
-    from ragtrim._table import format_table
+    from ragtrim._util.table import format_table
 
     print(f"== {result['setting']}: {result['rows'][0]['n_requests']} questions ==")
     print(format_table(result["rows"], (

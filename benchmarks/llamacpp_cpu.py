@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from ragtrim.api import ScorerChoice, default_pipeline, resolve_scorer, trim
 from ragtrim.caches import clear_caches
-from ragtrim.tokens import HFTokenizerCounter, TokenCounter, get_counter
+from ragtrim.text.tokens import HFTokenizerCounter, TokenCounter, get_counter
 from ragtrim_bench.datasets.nq import QAInstance, build_multidoc, load_nq_open
 from ragtrim_bench.gpu.backends import OpenAICompletionsBackend
 from ragtrim_bench.gpu.prompts import format_prompt

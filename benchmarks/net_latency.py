@@ -38,11 +38,13 @@ RESULTS = Path("benchmarks/results")
 
 def _scorer(name: str) -> Any:
     """The relevance scorer of a candidate (built inside the worker)."""
-    from ragtrim.cascade import CascadeScorer
-    from ragtrim.fast import FAST_BM25_WEIGHT, FAST_CANDIDATES, FAST_PREFIX_TOKENS, fast_scorer
-    from ragtrim.onnx_embed import OnnxEmbeddingScorer
-    from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL, BM25Scorer, EmbeddingScorer, HybridScorer
-    from ragtrim.torch_embed import TorchEmbeddingScorer
+    from ragtrim.scoring.auto import FAST_BM25_WEIGHT, FAST_CANDIDATES, FAST_PREFIX_TOKENS, fast_scorer
+    from ragtrim.scoring.bm25 import BM25Scorer
+    from ragtrim.scoring.cascade import CascadeScorer
+    from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, EmbeddingScorer
+    from ragtrim.scoring.hybrid import HybridScorer
+    from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
+    from ragtrim.scoring.torch_backend import TorchEmbeddingScorer
 
     table: dict[str, Callable[[], Any]] = {
         "bm25": BM25Scorer,
@@ -103,7 +105,7 @@ def _worker(name: str, conn: Any) -> None:
                   for s in default_stages(budget=budget, scorer="bm25")]
         return Pipeline(stages, prefetch=prefetch)
 
-    from ragtrim.tokens import get_counter
+    from ragtrim.text.tokens import get_counter
 
     counter = get_counter("cl100k_base")
     first_call_ms = None

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 from ragtrim.api import trim
 from ragtrim.savings import EXAMPLE_REQUESTS, example_requests, load_requests
-from ragtrim.tokens import HFTokenizerCounter
+from ragtrim.text.tokens import HFTokenizerCounter
 from ragtrim_bench.model_prep import build_tokenizer, find_gguf
 from ragtrim_bench.stats import summarize_ms
 

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from ragtrim.history import (
-    HistoryResult,
-    OpenAICompatibleSummarizer,
-    RuleBasedSummarizer,
-    Summarizer,
-    compress_history,
-)
+from ragtrim.history.fold import compress_history
+from ragtrim.history.state import HistoryResult
+from ragtrim.history.summarizers import OpenAICompatibleSummarizer, RuleBasedSummarizer, Summarizer
 
 CONVERSATION = [
     {"role": "user", "content": "Hi! Hope you're doing well."},

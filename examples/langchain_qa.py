@@ -90,7 +90,7 @@ class MiniLMEmbeddings(Embeddings):
 
     def __init__(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from ragtrim.scoring import EmbeddingScorer
+        from ragtrim.scoring.embedding import EmbeddingScorer
 
         self.scorer = EmbeddingScorer()
 

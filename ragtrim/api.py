@@ -5,30 +5,30 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from ragtrim._validate import check_choice, check_int
+from ragtrim._util.validate import check_choice, check_int
 from ragtrim.errors import ConfigError
 from ragtrim.models import TrimResult
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.base import Stage
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 
 ScorerChoice = Literal["auto", "given", "bm25", "embedding", "hybrid", "fast"]
-"""A stage-level name (``ragtrim.scoring.STAGE_SCORER_NAMES``: ``"auto"``, ``"given"``) or a named scorer
-(``ragtrim.scoring.NAMED_SCORERS``); a test keeps them equal."""
+"""A stage-level name (``ragtrim.scoring.registry.STAGE_SCORER_NAMES``: ``"auto"``, ``"given"``) or a named scorer
+(``ragtrim.scoring.registry.SCORER_NAMES``); a test keeps them equal."""
 
 
 def embeddings_available() -> bool:
     """True when the ``embeddings`` extra (sentence-transformers and the bundled MiniLM) is installed."""
-    from ragtrim.fast import embeddings_available as available
+    from ragtrim.scoring.auto import embeddings_available as available
 
     return available()
 
 
 def resolve_scorer(scorer: ScorerChoice) -> str:
-    """The named scorer ``scorer`` stands for: ``auto`` is decided once per process by ``ragtrim.fast.choose``
+    """The named scorer ``scorer`` stands for: ``auto`` is decided once per process by ``ragtrim.scoring.auto.choose``
     (``fast`` when MiniLM can run, else ``bm25``); the decision and its reason are in ``to_dict()`` and the trace."""
-    from ragtrim.fast import choose  # imports numpy and the scorers: not at ``import ragtrim`` time
-    from ragtrim.scoring import SCORER_NAMES, STAGE_SCORER_NAMES
+    from ragtrim.scoring.auto import choose
+    from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
 
     check_choice("scorer", scorer, (*STAGE_SCORER_NAMES, *SCORER_NAMES))
     return choose().scorer if scorer == "auto" else scorer
@@ -84,7 +84,7 @@ def trim(
     same in the LangChain classes. Tokens are counted with tiktoken ``cl100k_base`` unless ``tokenizer`` names another counter
     (e.g. ``"hf:/models/gemma-3/tokenizer.json"``). ``scorer`` ranks chunks: ``auto`` (MiniLM when the
     ``embeddings`` extra is installed, else BM25) or a named scorer (``bm25``, ``embedding``, ``hybrid``, ``fast``:
-    ``ragtrim.scoring.NAMED_SCORERS``). Pass ``pipeline`` to use
+    ``ragtrim.scoring.registry.SCORER_NAMES``). Pass ``pipeline`` to use
     your own stages.
     """
     if pipeline is None:

@@ -16,7 +16,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Self, TypeVar, dataclass_transform
 
-from ragtrim._validate import Constraint, Constraints, validate_params
+from ragtrim import _catalog
+from ragtrim._util.validate import Constraint, Constraints, validate_params
 from ragtrim.errors import ConfigError
 
 Kind = Literal["stage", "scorer", "counter", "summarizer"]
@@ -29,13 +30,6 @@ it instead of silently building the default."""
 REDACTED = "redacted"
 """``to_dict`` writes ``{"redacted": why}`` for a secret (an API key): it is never written, and never read back."""
 
-_BUILTIN_MODULES: dict[Kind, tuple[str, ...]] = {
-    "stage": ("ragtrim.stages.html", "ragtrim.stages.dedup", "ragtrim.stages.budget", "ragtrim.stages.relevance",
-              "ragtrim.stages.compress", "ragtrim.stages.order", "ragtrim.stages.history"),
-    "scorer": ("ragtrim.scoring", "ragtrim.cascade", "ragtrim.onnx_embed", "ragtrim.torch_embed", "ragtrim.rerank"),
-    "counter": ("ragtrim.tokens",),
-    "summarizer": ("ragtrim.summarizers",),
-}
 _REGISTRY: dict[Kind, dict[str, type[Component]]] = {kind: {} for kind in KINDS}
 _NAME_OF: dict[type, tuple[Kind, str]] = {}
 _CONSTRAINTS: dict[type, dict[str, Constraints]] = {}
@@ -55,7 +49,7 @@ class Component:
     """Base class of everything pluggable: parameters declared as dataclass fields with constraints, validated once
     when the object is built, read back by ``get_params`` and written by ``to_dict``.
 
-    ``_parameter_constraints`` maps each parameter to its constraints (``ragtrim._validate``); a subclass declares
+    ``_parameter_constraints`` maps each parameter to its constraints (``ragtrim._util.validate``); a subclass declares
     its own parameters only (those of its bases are merged in). Rules that tie parameters together go in
     ``_check_params``.
     """
@@ -147,7 +141,8 @@ def registered(kind: Kind) -> dict[str, type[Component]]:
 
 
 def load_builtins(kind: Kind) -> None:
-    for module in _BUILTIN_MODULES[kind]:
+    """Import the modules that register ragtrim's own ``kind`` components (``ragtrim._catalog`` lists them)."""
+    for module in sorted(set(_catalog.COMPONENTS.get(kind, {}).values())):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

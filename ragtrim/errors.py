@@ -8,7 +8,17 @@ Catch ``RagtrimError`` to handle them all. The tree::
     ├── BudgetError                             pinned chunks alone exceed the token budget
     ├── MissingDependencyError (also ImportError) an optional extra is not installed
     ├── StageError                              a stage raised; names the stage, keeps the cause
-    └── ContractError                           a stage broke the pipeline contract (wrong type, untraced loss)
+    ├── ContractError                           a stage broke the pipeline contract (wrong type, untraced loss)
+    └── ServeError                              the gateway (``ragtrim serve``); each is answered as an HTTP error
+        ├── GatewayError         (serve.responses)   an error response: status, OpenAI error type and code
+        ├── RequestError         (serve.render)      a request the gateway cannot forward as sent
+        ├── QueueFull, QueueTimeout (serve.limits)   no concurrency slot: the queue is full, or the wait ran out
+        ├── StateUnavailable     (serve.limits)      the shared rate store (Redis) did not answer
+        ├── UpstreamError        (serve.upstream)    the model server could not be reached
+        └── ClientGone           (serve.relay)       the client disconnected before its answer was complete
+
+Inside the HTML stage, ``ragtrim.html.tree.TooDeep`` (an ``InputError``) marks markup nested deeper than the parser
+takes; the stage answers it with a linear-time fallback, so it never reaches a caller.
 """
 
 from __future__ import annotations
@@ -56,6 +66,10 @@ class ContractError(RagtrimError):
     def __init__(self, stage: str, message: str) -> None:
         self.stage = stage
         super().__init__(f"stage {stage!r} broke the pipeline contract: {message}")
+
+
+class ServeError(RagtrimError):
+    """Base class of the gateway's errors (``ragtrim.serve``); the gateway answers each as an HTTP error."""
 
 
 def require(package: str, extra: str, purpose: str) -> None:

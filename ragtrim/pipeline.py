@@ -19,7 +19,7 @@ from ragtrim.errors import ConfigError, ContractError, RagtrimError, StageError
 from ragtrim.inputs import coerce_chunks, coerce_history
 from ragtrim.models import Chunk, Removal, StageOutput, StageReport, TrimContext, TrimResult
 from ragtrim.stages.base import Stage, stage_from_dict
-from ragtrim.tokens import TokenCounter, counter_config, counter_from_config, get_counter
+from ragtrim.text.tokens import TokenCounter, counter_config, counter_from_config, get_counter
 
 
 class Pipeline:

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ragtrim._jsonl import iter_jsonl
-from ragtrim._stats import percentile
+from ragtrim._util.jsonl import iter_jsonl
+from ragtrim._util.stats import percentile
 from ragtrim.caches import clear_caches
 from ragtrim.errors import InputError
 from ragtrim.pipeline import Pipeline
@@ -197,5 +197,5 @@ def aggregate(records: Sequence[SavingsRecord]) -> dict[str, Any]:
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
-    """``ragtrim._stats.percentile``; no values: NaN, shown as "n/a"."""
+    """``ragtrim._util.stats.percentile``; no values: NaN, shown as "n/a"."""
     return percentile(values, q) if values else math.nan

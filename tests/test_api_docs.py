@@ -26,7 +26,7 @@ def test_reference_builds(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     pages = {p.relative_to(tmp_path / "api").as_posix() for p in (tmp_path / "api").rglob("*.html")}
     assert {"index.html", "ragtrim.html", "ragtrim/pipeline.html", "ragtrim/plan.html", "ragtrim/plan/model.html",
-            "ragtrim/stages/dedup.html", "ragtrim/dedup_engine.html"} <= pages
+            "ragtrim/stages/dedup.html", "ragtrim/dedup/engine.html"} <= pages
     assert not any("/_" in p or p.startswith("ragtrim/_") for p in pages), "private modules are not documented"
     top = (tmp_path / "api" / "ragtrim.html").read_text(encoding="utf-8")
     # Lazily exported names are documented where users import them from, with their docstrings.

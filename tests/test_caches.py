@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from ragtrim import bm25, scoring, text
 from ragtrim.caches import clear_caches
-from ragtrim.scoring import get_scorer
+from ragtrim.scoring import bm25
+from ragtrim.scoring.registry import get_scorer
 from ragtrim.stages import compress
-from ragtrim.tokens import get_counter
+from ragtrim.text import sentences as text
+from ragtrim.text.tokens import get_counter
 
 
 def test_clear_caches_empties_counts_tokens_sentences() -> None:
     counter = get_counter("cl100k_base")
     counter.count("a sentence that is now cached")
-    scoring.tokenize("words to tokenize")
+    bm25.tokenize("words to tokenize")
     text.sentence_spans("One sentence. Another one here.")
     get_scorer("bm25").score("q", ["cached text"])
     compress._cached_parts("One sentence. Another one here.")
@@ -36,8 +37,8 @@ def test_clear_caches_reaches_into_composite_scorers() -> None:
             Spy.cleared += 1
 
     from ragtrim.caches import _clear_scorer
-    from ragtrim.cascade import CascadeScorer
-    from ragtrim.scoring import HybridScorer
+    from ragtrim.scoring.cascade import CascadeScorer
+    from ragtrim.scoring.hybrid import HybridScorer
 
     _clear_scorer(CascadeScorer(first="bm25", second=HybridScorer(scorers=(Spy(), "bm25"))))
     assert Spy.cleared == 1

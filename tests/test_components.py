@@ -12,25 +12,21 @@ from typing import Any, ClassVar, get_args
 import pytest
 
 from ragtrim import components
-from ragtrim._validate import Constraints, Interval
+from ragtrim._util.validate import Constraints, Interval
 from ragtrim.api import ScorerChoice, default_pipeline
-from ragtrim.cascade import CascadeScorer
 from ragtrim.components import Component, component, from_config, register, registered
 from ragtrim.errors import ConfigError
-from ragtrim.history import OpenAICompatibleSummarizer, RuleBasedSummarizer
+from ragtrim.history.summarizers import OpenAICompatibleSummarizer, RuleBasedSummarizer
 from ragtrim.pipeline import Pipeline
-from ragtrim.scoring import (
-    SCORER_NAMES,
-    STAGE_SCORER_NAMES,
-    BM25Scorer,
-    EmbeddingScorer,
-    FixedScorer,
-    HybridScorer,
-    ScorerName,
-)
+from ragtrim.scoring.bm25 import BM25Scorer
+from ragtrim.scoring.cascade import CascadeScorer
+from ragtrim.scoring.embedding import EmbeddingScorer
+from ragtrim.scoring.hybrid import HybridScorer
+from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES, ScorerName
 from ragtrim.stages.compress import SentenceCompressor
 from ragtrim.stages.history import HistoryCompressor
 from ragtrim.stages.relevance import RelevanceFilter
+from ragtrim.testing import FixedScorer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pipeline_configs"
 DOCS = Path(__file__).resolve().parents[1] / "docs"

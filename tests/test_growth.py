@@ -13,14 +13,15 @@ from collections.abc import Callable
 
 import pytest
 
-from ragtrim.history import ScriptedSummarizer, compress_history
-from ragtrim.html_extract import strip_tags_fallback
+from ragtrim.history.fold import compress_history
+from ragtrim.html.markup import strip_tags_fallback
 from ragtrim.inputs import coerce_chunks
 from ragtrim.models import TrimContext
 from ragtrim.stages.compress import SentenceCompressor
 from ragtrim.stages.html import HtmlCleaner
-from ragtrim.text import _sentence_spans
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.testing import ScriptedSummarizer
+from ragtrim.text.sentences import _sentence_spans
+from ragtrim.text.tokens import WhitespaceCounter
 from ragtrim_bench.hostile import deep_html_then_unclosed, dots, fences, quoted_prose
 
 MAX_RATIO = 8.0

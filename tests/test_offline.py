@@ -20,7 +20,7 @@ socket.getaddrinfo = refuse
 
 from ragtrim import trim
 from ragtrim.errors import ConfigError
-from ragtrim.tokens import OFFLINE_ENCODINGS, get_counter
+from ragtrim.text.tokens import OFFLINE_ENCODINGS, get_counter
 
 specs = [*OFFLINE_ENCODINGS, *(f"tiktoken:{e}" for e in OFFLINE_ENCODINGS), "approx", "whitespace"]
 for spec in specs:

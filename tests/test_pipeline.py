@@ -10,7 +10,7 @@ from ragtrim.models import Removal, StageOutput, TrimContext
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.base import Stage, stage_from_dict
 from ragtrim.stages.budget import TokenBudget
-from ragtrim.tokens import TokenCounter, WhitespaceCounter
+from ragtrim.text.tokens import TokenCounter, WhitespaceCounter
 
 
 class DropFirst(Stage):
@@ -214,7 +214,7 @@ class TestHardBudgetOnResultText:
 
     def test_separators_count(self) -> None:
         from ragtrim import trim
-        from ragtrim.tokens import get_counter
+        from ragtrim.text.tokens import get_counter
 
         texts = ["tower height 330", "tower built 1889", "tower iron lattice", "tower in paris"]
         for budget in range(30):
@@ -233,7 +233,7 @@ class TestHardBudgetOnResultText:
 
     def test_claimed_token_count_is_recounted(self) -> None:
         from ragtrim.models import Chunk
-        from ragtrim.tokens import get_counter
+        from ragtrim.text.tokens import get_counter
 
         liar = Chunk(text="word " * 500, id="a", token_count=1)
         r = Pipeline([TokenBudget(max_tokens=10)]).run([liar, Chunk(text="a b c", id="b", token_count=0)])

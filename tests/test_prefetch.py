@@ -13,13 +13,15 @@ import pytest
 
 from ragtrim import Pipeline
 from ragtrim.api import default_stages
-from ragtrim.cascade import CascadeScorer
 from ragtrim.errors import ConfigError, StageError
 from ragtrim.models import StageOutput, TrimContext
-from ragtrim.scoring import BM25Scorer, CachedEmbedder, HybridScorer
+from ragtrim.scoring.bm25 import BM25Scorer
+from ragtrim.scoring.cascade import CascadeScorer
+from ragtrim.scoring.embedding import CachedEmbedder
+from ragtrim.scoring.hybrid import HybridScorer
 from ragtrim.stages.base import Stage
 from ragtrim.stages.relevance import RelevanceFilter
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 
 PASSAGES = [
     "The Eiffel Tower was built by Gustave Eiffel's company for the 1889 World's Fair in Paris. It is 330 m tall.",

@@ -10,7 +10,7 @@ from ragtrim import trim
 from ragtrim.api import default_pipeline
 from ragtrim.errors import ContractError, RagtrimError, StageError
 from ragtrim.models import Chunk
-from ragtrim.tokens import get_counter
+from ragtrim.text.tokens import get_counter
 
 _word = st.sampled_from(["tower", "Paris", "built", "1889", "metres", "iron", "the", "a", "fair", "<p>", "</p>",
                          "<nav>Home</nav>", "&amp;", ".", "!", "\n\n", "<div>", "</div>", "é", "330"])

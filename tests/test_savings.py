@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ragtrim._jsonl import iter_jsonl
-from ragtrim._table import format_table
+from ragtrim._util.jsonl import iter_jsonl
+from ragtrim._util.table import format_table
 from ragtrim.errors import InputError
 from ragtrim.pipeline import Pipeline
 from ragtrim.savings import (

@@ -29,7 +29,7 @@ def main() -> int:
     from ragtrim.api import default_stages
     from ragtrim.pipeline import Pipeline
     from ragtrim.stages.relevance import RelevanceFilter
-    from ragtrim.tokens import get_counter
+    from ragtrim.text.tokens import get_counter
     from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
     from ragtrim_bench.qa_metrics import answer_in_text
 

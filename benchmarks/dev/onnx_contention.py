@@ -17,7 +17,7 @@ import numpy as np
 
 
 def main() -> None:
-    from ragtrim.onnx_embed import OnnxEmbeddingScorer
+    from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
 
     scorer = OnnxEmbeddingScorer(max_seq_length=10, threads=1)
     session, _ = scorer._parts()

@@ -24,8 +24,8 @@ from tqdm import tqdm
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[2]
 
-from ragtrim.rerank import QueryLikelihoodScorer
-from ragtrim.scoring import EmbeddingScorer
+from ragtrim.scoring.embedding import EmbeddingScorer
+from ragtrim.scoring.rerank import QueryLikelihoodScorer
 from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
 from ragtrim_bench.model_prep import local_reader_dir
 from ragtrim_bench.qa_metrics import answer_in_text

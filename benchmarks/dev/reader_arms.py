@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 from tqdm import tqdm
 
-from ragtrim.tokens import HFTokenizerCounter, TokenCounter
+from ragtrim.text.tokens import HFTokenizerCounter, TokenCounter
 from ragtrim_bench.datasets.nq import QAInstance, build_multidoc, load_nq_open
 from ragtrim_bench.gpu.prompts import arm_documents, format_prompt
 from ragtrim_bench.model_prep import build_tokenizer, find_gguf, local_reader_dir

@@ -15,12 +15,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ragtrim.models import Chunk
 from ragtrim.pipeline import Pipeline
-from ragtrim.scoring import BM25Scorer, EmbeddingScorer, Scorer
+from ragtrim.scoring.base import Scorer
+from ragtrim.scoring.bm25 import BM25Scorer
+from ragtrim.scoring.embedding import EmbeddingScorer
 from ragtrim.stages.base import Stage
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.compress import SentenceCompressor
 from ragtrim.stages.relevance import RelevanceFilter
-from ragtrim.tokens import get_counter
+from ragtrim.text.tokens import get_counter
 from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
 from ragtrim_bench.stats import percentile
 

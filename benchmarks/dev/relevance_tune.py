@@ -19,12 +19,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ragtrim.models import Chunk
 from ragtrim.pipeline import Pipeline
-from ragtrim.scoring import BM25Scorer, EmbeddingScorer, HybridScorer, Scorer
+from ragtrim.scoring.base import Scorer
+from ragtrim.scoring.bm25 import BM25Scorer
+from ragtrim.scoring.embedding import EmbeddingScorer
+from ragtrim.scoring.hybrid import HybridScorer
 from ragtrim.stages.base import Stage
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.compress import SentenceCompressor
 from ragtrim.stages.relevance import RelevanceFilter
-from ragtrim.tokens import get_counter
+from ragtrim.text.tokens import get_counter
 from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
 from ragtrim_bench.qa_metrics import answer_in_text
 from ragtrim_bench.stats import percentile

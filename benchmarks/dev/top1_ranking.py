@@ -20,7 +20,8 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[2]
 
-from ragtrim.scoring import BM25Scorer, EmbeddingScorer
+from ragtrim.scoring.bm25 import BM25Scorer
+from ragtrim.scoring.embedding import EmbeddingScorer
 from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
 from ragtrim_bench.qa_metrics import answer_in_text
 

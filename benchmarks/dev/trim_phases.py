@@ -19,7 +19,7 @@ def main(names: list[str]) -> None:
     from ragtrim.caches import clear_caches
     from ragtrim.pipeline import Pipeline
     from ragtrim.stages.relevance import RelevanceFilter
-    from ragtrim.tokens import get_counter
+    from ragtrim.text.tokens import get_counter
     from ragtrim_bench.datasets.nq import build_single_use, load_nq_open
 
     qs = load_nq_open()

@@ -40,7 +40,7 @@ BACKEND = {"trim_cpu": "onnxruntime-int8-cpu", "trim_gpu": "torch-cuda"}
 
 
 def minilm() -> str:
-    from ragtrim.scoring import DEFAULT_EMBEDDING_MODEL
+    from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL
 
     return os.environ.get("RAGTRIM_MINILM", DEFAULT_EMBEDDING_MODEL)
 
@@ -50,9 +50,9 @@ class Trimmer:
 
     def __init__(self, backend: str, *, threads: int | None = None) -> None:
         from ragtrim.api import default_stages
-        from ragtrim.fast import fast_scorer
+        from ragtrim.scoring.auto import fast_scorer
         from ragtrim.stages.relevance import RelevanceFilter
-        from ragtrim.tokens import get_counter
+        from ragtrim.text.tokens import get_counter
 
         self.scorer = fast_scorer(backend, model=minilm(), threads=threads)
         self.counter = get_counter("cl100k_base")

@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 REPO = Path(__file__).resolve().parents[2]
 
-from ragtrim.tokens import HFTokenizerCounter
+from ragtrim.text.tokens import HFTokenizerCounter
 from ragtrim_bench.datasets.nq import build_multidoc, load_nq_open
 from ragtrim_bench.datasets.squad import load_squad, squad_instances
 from ragtrim_bench.gpu.prompts import (

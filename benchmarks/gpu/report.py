@@ -20,7 +20,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
-from ragtrim._table import format_table
+from ragtrim._util.table import format_table
 from ragtrim_bench.gpu.report import (
     accuracy_rows,
     arm_vs_oracle,

@@ -30,7 +30,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
-from ragtrim.plan import parse_vllm_kv_log
+from ragtrim.plan.logs import parse_vllm_kv_log
 
 MODEL_DIR = Path(os.environ.get("RAGTRIM_GPU_MODEL_DIR", "/tmp/gemma-hf"))
 DUMMY_DIR = Path(os.environ.get("RAGTRIM_GPU_DUMMY_DIR", "/tmp/gemma-dummy"))

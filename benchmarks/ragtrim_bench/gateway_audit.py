@@ -22,7 +22,7 @@ from typing import Any
 
 from ragtrim.audit.reader import AuditRequest
 from ragtrim.errors import ConfigError
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 from ragtrim_bench.datasets.nq import QAInstance
 from ragtrim_bench.gpu.prompts import INSTRUCTION, context_block
 from ragtrim_bench.serve_load import RawClient, free_port, start_process, stop_process
@@ -195,11 +195,11 @@ def serve_and_log(cfg: GatewayAuditConfig, requests: Sequence[tuple[str, dict[st
 def run(cfg: GatewayAuditConfig) -> dict[str, Any]:
     """The whole run: requests through the gateway, the audit of its log (report in ``cfg.report_dir``), and the
     comparison of the audit's totals with the gateway's own counts."""
-    from ragtrim.audit import read_requests, run_audit, write_report
     from ragtrim.audit.cli import config_from_args
-    from ragtrim.audit.reader import SkipLog
+    from ragtrim.audit.core import run_audit, write_report
+    from ragtrim.audit.reader import SkipLog, read_requests
     from ragtrim.cli import build_parser
-    from ragtrim.tokens import get_counter
+    from ragtrim.text.tokens import get_counter
     from ragtrim_bench.datasets.nq import golden_multidoc
 
     load_before = os.getloadavg()

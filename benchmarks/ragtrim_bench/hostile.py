@@ -86,8 +86,8 @@ def conversation(n: int, *, seed: int = 0) -> list[dict[str, str]]:
 def cold_caches() -> None:
     """Empty the per-process caches of sentence spans and BM25 tokens, so a repeated call measures the work and
     not the cache; token counts stay cold by giving each call a fresh counter (``fresh_counter``)."""
-    from ragtrim.bm25 import _tokens
-    from ragtrim.text import _sentence_spans
+    from ragtrim.scoring.bm25 import _tokens
+    from ragtrim.text.sentences import _sentence_spans
 
     _sentence_spans.cache_clear()
     _tokens.cache_clear()
@@ -95,14 +95,14 @@ def cold_caches() -> None:
 
 def fresh_counter() -> Any:
     """A cl100k_base counter with an empty count cache (the encoding itself is loaded once per process)."""
-    from ragtrim.tokens import TiktokenCounter
+    from ragtrim.text.tokens import TiktokenCounter
 
     return TiktokenCounter(encoding="cl100k_base")
 
 
 def _split(make_text: Callable[[int], str]) -> Callable[[int], Call]:
     def build(n: int) -> Call:
-        from ragtrim.text import _sentence_spans
+        from ragtrim.text.sentences import _sentence_spans
 
         text = make_text(n)
 
@@ -151,7 +151,7 @@ def _dedup(n: int) -> Call:
 
 
 def _history(n: int) -> Call:
-    from ragtrim.history import compress_history
+    from ragtrim.history.fold import compress_history
 
     turns = conversation(n)
 
@@ -163,7 +163,7 @@ def _history(n: int) -> Call:
 
 
 def _history_blank_run(n: int) -> Call:
-    from ragtrim.history import compress_history
+    from ragtrim.history.fold import compress_history
 
     turns = [{"role": "user", "content": "I like" + " " * n + "green tea"}, {"role": "assistant", "content": "ok"}]
 

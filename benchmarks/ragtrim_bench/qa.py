@@ -23,10 +23,10 @@ from ragtrim.errors import ConfigError, InputError
 from ragtrim.models import Chunk
 from ragtrim.pipeline import Pipeline
 from ragtrim.savings import answer_in_text, peak_memory_mib
-from ragtrim.scoring import EmbeddingScorer
+from ragtrim.scoring.embedding import EmbeddingScorer
 from ragtrim.stages.base import Stage
 from ragtrim.stages.budget import TokenBudget
-from ragtrim.tokens import TiktokenCounter, TokenCounter
+from ragtrim.text.tokens import TiktokenCounter, TokenCounter
 from ragtrim_bench.datasets.nq import DistractorKind, GoldPosition, QAInstance
 from ragtrim_bench.stats import mean, summarize_ms
 
@@ -183,7 +183,7 @@ def embedding_scorer(*, cached: bool = True) -> Any:
 
 def bm25_scores(query: str, texts: Sequence[str]) -> list[float]:
     """Okapi BM25 of each text against the query, statistics from these texts only (``ragtrim.scoring``)."""
-    from ragtrim.scoring import BM25Scorer
+    from ragtrim.scoring.bm25 import BM25Scorer
 
     return BM25Scorer().score(query, texts)
 
@@ -484,7 +484,7 @@ each distinct text is encoded once per process."""
 def gemma_counter(notes: list[str], *, cache_file: Path = GEMMA_TOKENIZER_CACHE) -> TokenCounter | None:
     """The Gemma 3 tokenizer rebuilt from the GGUF (``ragtrim_bench.model_prep``; 40-120 s), cached as a
     tokenizer.json under ``.cache/``; None with a note when it cannot be built."""
-    from ragtrim.tokens import HFTokenizerCounter
+    from ragtrim.text.tokens import HFTokenizerCounter
 
     try:
         if not cache_file.is_file():
@@ -513,7 +513,7 @@ def _progress(it: Iterable[Any], enabled: bool, **kw: Any) -> Iterable[Any]:
 def shared_embedder() -> EmbeddingScorer:
     """The process-wide MiniLM scorer (``get_scorer("embedding")``) that the default pipeline's stages use, with
     an LRU large enough for a whole run; the benchmark's own embedding methods use the same one."""
-    from ragtrim.scoring import get_scorer
+    from ragtrim.scoring.registry import get_scorer
 
     scorer = get_scorer("embedding")
     if not isinstance(scorer, EmbeddingScorer):
@@ -570,7 +570,7 @@ def save_embeddings(scorer: EmbeddingScorer, cache_file: Path) -> int:
 
 def reset_caches(scorer: EmbeddingScorer | None) -> None:
     """Forget every embedding and every BM25 tokenization, as in a fresh process (the model stays loaded)."""
-    from ragtrim.scoring import clear_tokenizer_cache
+    from ragtrim.scoring.bm25 import clear_tokenizer_cache
 
     clear_tokenizer_cache()
     if scorer is not None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ragtrim._table import format_table
+from ragtrim._util.table import format_table
 
 QA_COLUMNS: tuple[tuple[str, str], ...] = (
     ("method", "method"),

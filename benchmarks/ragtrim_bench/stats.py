@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ragtrim._stats import percentile as _percentile
+from ragtrim._util.stats import percentile as _percentile
 
 
 def percentile(values: Sequence[float], q: float) -> float:

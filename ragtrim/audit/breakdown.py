@@ -12,7 +12,7 @@ from itertools import islice
 from typing import Any
 
 from ragtrim.audit.reader import PARTS, AuditRequest, Part
-from ragtrim.tokens import TokenCounter, count_batch
+from ragtrim.text.tokens import TokenCounter, count_batch
 
 TOP_K = 10
 SHARE_BINS = 10_000

@@ -27,7 +27,8 @@ class PlannerConfig:
     max_len_percentile: int = 99
 
     def build(self) -> tuple[Any, Any]:
-        from ragtrim.plan import ModelSpec, PlanRequest
+        from ragtrim.plan.model import ModelSpec
+        from ragtrim.plan.planner import PlanRequest
 
         model = ModelSpec.from_config_file(self.model_config)
         request = PlanRequest(gpu_mem_gib=self.gpu_mem_gib, gpu_memory_utilization=self.gpu_memory_utilization,
@@ -38,7 +39,8 @@ class PlannerConfig:
 
     def kv_cache_tokens(self) -> int:
         """vLLM's KV cache size in tokens for this model and GPU (the prefix cache's room)."""
-        from ragtrim.plan import Workload, plan
+        from ragtrim.plan.planner import plan
+        from ragtrim.plan.workload import Workload
 
         model, request = self.build()
         probe = Workload.from_percentiles(name="probe", input_p50_tokens=1, input_p95_tokens=1, output_p95_tokens=1)
@@ -51,7 +53,7 @@ def _ceil(x: float) -> int:
 
 def log_workload(prompt: Histogram, output: Histogram, total: Histogram) -> Any:
     """The whole log as a planner workload, from exact histograms."""
-    from ragtrim.plan import Workload
+    from ragtrim.plan.workload import Workload
 
     return Workload(name="log", requests=prompt.n,
                     input_p50_tokens=_ceil(prompt.percentile(50)), input_p95_tokens=_ceil(prompt.percentile(95)),
@@ -68,7 +70,8 @@ _KEEP = ("workload", "requests", "input_p50_tokens", "input_p95_tokens", "input_
 def plan_section(cfg: PlannerConfig, prompt: Histogram, output: Histogram, total: Histogram,
                  records: Sequence[SampleRecord]) -> dict[str, Any]:
     """Plan the log, the sample untrimmed and the sample trimmed; freed = trimmed - untrimmed on the sample."""
-    from ragtrim.plan import Workload, plan
+    from ragtrim.plan.planner import plan
+    from ragtrim.plan.workload import Workload
 
     model, request = cfg.build()
     workloads = [log_workload(prompt, output, total)]

@@ -20,7 +20,7 @@ from ragtrim.audit.prefix import DEFAULT_CACHE_TOKENS, PrefixAnalysis
 from ragtrim.audit.reader import PARTS, AuditRequest, SkipLog, read_requests
 from ragtrim.audit.savings import Reservoir, SavingsConfig, TTFTCurve, measure, summarize_savings, ttft_change
 from ragtrim.errors import ConfigError
-from ragtrim.tokens import get_counter
+from ragtrim.text.tokens import get_counter
 
 REPORT_VERSION = 1
 PLOTS = ("part_share", "part_share_per_request", "prompt_tokens_before_after", "prefix_cache", "savings_by_part",

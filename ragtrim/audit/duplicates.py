@@ -46,7 +46,7 @@ class RequestDocs:
 class DocumentAnalysis:
     def __init__(self, counts: CountCache, *, threshold: float = 0.8, num_perm: int = 128, shingle_words: int = 3,
                  seed: int = 1, max_docs: int = DEFAULT_MAX_DOCS, keep_text: bool = True, html: bool = True) -> None:
-        from ragtrim.stages.dedup import lsh_bands
+        from ragtrim.dedup.minhash import lsh_bands
 
         self.counts = counts
         self.threshold = threshold
@@ -82,9 +82,10 @@ class DocumentAnalysis:
 
     # -- per document, once ---------------------------------------------------------------------------------------
     def _new_docs(self, texts: dict[int, str], tokens: dict[int, int]) -> None:
-        from ragtrim.html_extract import looks_like_html
-        from ragtrim.stages.dedup import batch_shingle_hashes, minhash_signatures, word_text
-        from ragtrim.text import normalize_text
+        from ragtrim.dedup.minhash import minhash_signatures
+        from ragtrim.dedup.shingles import batch_shingle_hashes, word_text
+        from ragtrim.html.markup import looks_like_html
+        from ragtrim.text.sentences import normalize_text
 
         fresh: list[tuple[int, _Doc, str]] = []  # docs whose normalized text is new: they need a signature
         html_clean: dict[int, str] = {}

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragtrim._util.stats import percentile
 from ragtrim.audit.reader import PARTS, AuditRequest, Part
 from ragtrim.errors import ConfigError, InputError
-from ragtrim.plan import percentile
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 
 
 @dataclass(frozen=True, kw_only=True)

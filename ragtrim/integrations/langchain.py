@@ -148,8 +148,8 @@ def trim_event(result: TrimResult, documents: Sequence[Document]) -> dict[str, A
 
 # -- configuration --------------------------------------------------------------------------------------------------
 def _check_config(pipeline: Any, budget: Any, tokenizer: Any, score_key: Any, scorer: Any) -> None:
-    from ragtrim._validate import check_choice, check_int
-    from ragtrim.scoring import SCORER_NAMES, STAGE_SCORER_NAMES
+    from ragtrim._util.validate import check_choice, check_int
+    from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
 
     if pipeline is not None and not isinstance(pipeline, Pipeline):
         raise ConfigError(f"pipeline must be a ragtrim Pipeline or None, got {type(pipeline).__name__}")

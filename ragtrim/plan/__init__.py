@@ -10,7 +10,7 @@ Modules: ``model`` (``ModelSpec``, dtypes, weight and KV bytes), ``workload`` (t
 
 from __future__ import annotations
 
-from ragtrim._stats import percentile
+from ragtrim._util.stats import percentile
 from ragtrim.plan.cli import add_cli, main, run_cli
 from ragtrim.plan.estimate import (
     KVCapacity,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from ragtrim._jsonl import iter_jsonl
-from ragtrim._stats import percentile
+from ragtrim._util.jsonl import iter_jsonl
+from ragtrim._util.stats import percentile
 from ragtrim.errors import ConfigError, InputError
 
 MaxLenPercentile = Literal[95, 99]

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ragtrim.serve.config import GatewayConfig
-from ragtrim.serve.limits import FairGate, Gate, RateDecision, SharedGate
+from ragtrim.serve.limits import FairGate, Gate, RateDecision, SharedGate, StateUnavailable
 from ragtrim.serve.metrics import GatewayMetrics
+from ragtrim.serve.rate_store import RateStore, RedisRateStore, RedisSlots
 from ragtrim.serve.responses import GatewayError, rate_headers
-from ragtrim.serve.state import RateStore, RedisRateStore, RedisSlots, StateUnavailable
 
 
 @dataclass(frozen=True, slots=True)

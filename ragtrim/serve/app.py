@@ -13,18 +13,23 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragtrim.errors import RagtrimError, require
+
+for _package in ("starlette", "uvicorn", "aiohttp", "prometheus_client"):  # one clear error naming the extra
+    require(_package, "serve", "ragtrim serve")
+
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ragtrim.errors import RagtrimError
 from ragtrim.serve.admission import Admission, Identity, key_id
 from ragtrim.serve.config import GatewayConfig
 from ragtrim.serve.limits import Gate, QueueFull, QueueTimeout
 from ragtrim.serve.log import RequestLog
 from ragtrim.serve.metrics import GatewayMetrics
+from ragtrim.serve.rate_store import make_store
 from ragtrim.serve.relay import ClientGone, RelayStream, event_end, until_disconnect
 from ragtrim.serve.render import Prepared, RequestError, prepare_chat, prepare_completion
 from ragtrim.serve.responses import (
@@ -38,9 +43,8 @@ from ragtrim.serve.responses import (
     upstream_failed,
     usage_of,
 )
-from ragtrim.serve.state import make_store
 from ragtrim.serve.upstream import Upstream, UpstreamError, UpstreamResponse
-from ragtrim.tokens import TokenCounter, get_counter
+from ragtrim.text.tokens import TokenCounter, get_counter
 
 
 @dataclass(slots=True)

@@ -1,12 +1,52 @@
-"""Command-line glue: ``ragtrim serve`` and ``ragtrim serve-fake-upstream`` (arguments live in ragtrim/cli.py so
-that ``ragtrim --help`` works without the extra)."""
+"""``ragtrim serve`` and ``ragtrim serve-fake-upstream``: their arguments (registered by ``add_cli``, light to import,
+so ``ragtrim --help`` works without the ``serve`` extra) and the runs, which need it."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from ragtrim.errors import require
+
+_EXTRA_PACKAGES = ("starlette", "uvicorn", "aiohttp", "prometheus_client")
+
+
+def add_cli(sub: Any) -> None:
+    """Add ``serve`` and ``serve-fake-upstream`` to the ``ragtrim`` command's subparsers."""
+    s = sub.add_parser("serve", help="OpenAI-compatible gateway that trims in flight and enforces limits "
+                       "(extra: serve; docs/serve.md)")
+    s.add_argument("--config", required=True, help="gateway TOML file")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8080)
+    s.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    s.add_argument("--access-log", action="store_true", help="uvicorn's access log (off: it costs throughput)")
+    s.set_defaults(func=run_serve)
+
+    f = sub.add_parser("serve-fake-upstream", help="a fake OpenAI-compatible model server whose prefill time "
+                       "grows with the prompt (for tests and benchmarks)")
+    add_fake_upstream_args(f)
+    f.set_defaults(func=run_fake_upstream)
+
+
+def add_fake_upstream_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``ragtrim serve-fake-upstream``."""
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--base-ms", type=float, default=20.0, help="prefill floor per request (ms)")
+    parser.add_argument("--per-1k-ms", type=float, default=37.0, help="prefill ms per 1,000 prompt tokens")
+    parser.add_argument("--decode-ms", type=float, default=0.0, help="ms between output tokens")
+    parser.add_argument("--output-tokens", type=int, default=8)
+    parser.add_argument("--slots", type=int, default=0, help="requests processed at once (0: unlimited)")
+    parser.add_argument("--fail-status", type=int, default=0)
+
+
+def _require_extra() -> None:
+    for package in _EXTRA_PACKAGES:
+        require(package, "serve", "ragtrim serve")
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    _require_extra()
     import uvicorn
 
     from ragtrim.serve.app import create_app
@@ -22,6 +62,13 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_fake_upstream(args: argparse.Namespace) -> int:
-    from ragtrim.serve.fake_upstream import run_from_args
+    _require_extra()
+    import uvicorn
 
-    return run_from_args(args)
+    from ragtrim.testing import FakeUpstreamConfig, create_fake_app
+
+    app = create_fake_app(FakeUpstreamConfig(base_ms=args.base_ms, per_1k_ms=args.per_1k_ms,
+                                             decode_ms=args.decode_ms, output_tokens=args.output_tokens,
+                                             slots=args.slots, fail_status=args.fail_status))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0

@@ -156,7 +156,7 @@ def _trim(t: Mapping[str, Any]) -> TrimConfig:
     if budget is not None:
         budget = _budget("trim.budget", budget)
     scorer = t.get("scorer", "bm25")
-    from ragtrim.scoring import SCORER_NAMES  # numpy: imported when a config is read, not with the module
+    from ragtrim.scoring.registry import SCORER_NAMES
 
     if scorer not in ("auto", *SCORER_NAMES):
         raise ConfigError(f"trim.scorer must be one of {', '.join(map(repr, ('auto', *SCORER_NAMES)))}, got "

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ragtrim.errors import ServeError
+
 
 @dataclass(frozen=True, slots=True)
 class WindowState:
@@ -115,11 +117,15 @@ def format_reset(seconds: float) -> str:
 
 
 # -- concurrency ----------------------------------------------------------------------------------------------------
-class QueueFull(Exception):
+class QueueFull(ServeError):
     """The gate's queue already holds ``max_queued`` waiters."""
 
 
-class QueueTimeout(Exception):
+class StateUnavailable(ServeError):
+    """The shared state (Redis) could not be reached in time."""
+
+
+class QueueTimeout(ServeError):
     """No slot freed within the queue timeout."""
 
 
@@ -246,8 +252,6 @@ class SharedGate:
         return self.local.queued
 
     async def acquire(self, user: str, deadline: float) -> float:
-        from ragtrim.serve.state import StateUnavailable
-
         t0 = time.monotonic()
         await self.local.acquire(user, deadline)
         lease: str | None = uuid.uuid4().hex

@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from ragtrim.errors import ServeError
 from ragtrim.serve.responses import GatewayError
 
 
-class ClientGone(Exception):
+class ClientGone(ServeError):
     """The client disconnected before the response started."""
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragtrim.errors import ServeError
 from ragtrim.openai_text import (
     TOKENS_PER_MESSAGE,
     TOKENS_PER_REPLY,
@@ -21,7 +22,7 @@ from ragtrim.openai_text import (
 )
 from ragtrim.openai_text import text_of as _text_of
 from ragtrim.serve.config import GatewayConfig
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 
 CHAT_FIELDS = frozenset({
     "model", "messages", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "max_tokens",
@@ -38,7 +39,7 @@ COMPLETION_FIELDS = frozenset({
 DEFAULT_OUTPUT_ESTIMATE = 256
 
 
-class RequestError(Exception):
+class RequestError(ServeError):
     """The request cannot be forwarded; becomes a 400 OpenAI-style error naming ``param``."""
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
@@ -304,7 +305,7 @@ def _fold_history(messages: list[dict[str, Any]], q_index: int | None, config: G
     if not all(m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str) and
                set(m) <= {"role", "content", "name"} for m in turns):
         return messages, 0, 0, 0
-    from ragtrim.history import compress_history
+    from ragtrim.history.fold import compress_history
 
     hist = compress_history([{"role": m["role"], "content": m["content"], "turn_id": f"t{i}"}
                              for i, m in enumerate(turns)], keep_last_turns=keep, counter=counter)

@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ragtrim.errors import ServeError
 from ragtrim.serve.limits import RateDecision, format_reset
 from ragtrim.serve.render import Prepared
 from ragtrim.serve.upstream import UpstreamError
@@ -32,7 +33,7 @@ except ImportError:  # pragma: no cover
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
-class GatewayError(Exception):
+class GatewayError(ServeError):
     """Becomes an OpenAI-style error response."""
 
     def __init__(self, status: int, message: str, *, type_: str, code: str | None = None, param: str | None = None,

@@ -13,12 +13,13 @@ from typing import Any, Literal
 
 import aiohttp
 
+from ragtrim.errors import ServeError
 from ragtrim.serve.config import UpstreamConfig
 
 UpstreamErrorKind = Literal["connect", "timeout", "protocol"]
 
 
-class UpstreamError(Exception):
+class UpstreamError(ServeError):
     """The upstream could not be reached (``connect``), was too slow (``timeout``) or broke the protocol."""
 
     def __init__(self, kind: UpstreamErrorKind, message: str) -> None:

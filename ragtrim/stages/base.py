@@ -11,13 +11,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from ragtrim.components import AUTO_KEY, UNSERIALIZABLE, Component, from_config, register, registered
+from ragtrim.components import Component, from_config, register, registered
 from ragtrim.models import Chunk, StageOutput, TrimContext
-from ragtrim.ranking import best_first
-from ragtrim.tokens import TokenCounter
+from ragtrim.scoring.base import best_first
+from ragtrim.text.tokens import TokenCounter
 
-__all__ = ["AUTO_KEY", "UNSERIALIZABLE", "Stage", "chunk_tokens", "register_stage", "registered_stages",
-           "score_order", "stage_from_dict"]
+__all__ = ["Stage", "chunk_tokens", "register_stage", "registered_stages", "score_order", "stage_from_dict"]
 
 S = TypeVar("S", bound="type[Stage]")
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Literal, get_args
 
-from ragtrim._validate import Boolean, Constraints, Interval, Options
+from ragtrim._util.validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
 from ragtrim.errors import BudgetError
 from ragtrim.models import CHUNK_SEPARATOR, Chunk, Removal, StageOutput, TrimContext
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage, score_order
-from ragtrim.text import sentence_spans
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.sentences import sentence_spans
+from ragtrim.text.tokens import TokenCounter
 
 BudgetPolicy = Literal["score", "position"]
 

@@ -14,17 +14,19 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ragtrim._background import background_busy
-from ragtrim._lru import bounded_cache, weigh_text_and_items
-from ragtrim._validate import Constraints, Interval, Text
-from ragtrim.bm25 import BM25Scorer, prime_tokens
+from ragtrim._util.background import background_busy
+from ragtrim._util.lru import bounded_cache, weigh_text_and_items
+from ragtrim._util.validate import Constraints, Interval, Text
 from ragtrim.components import component
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.scoring import Scorer, get_scorer, min_max, scorer_param, warm_up_scorers
+from ragtrim.scoring.base import Scorer, warm_up_scorers
+from ragtrim.scoring.bm25 import BM25Scorer, prime_tokens
+from ragtrim.scoring.hybrid import min_max
+from ragtrim.scoring.registry import get_scorer, scorer_param
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
-from ragtrim.text import normalize_text, sentence_spans
-from ragtrim.tokens import TokenCounter, count_at_least
+from ragtrim.text.sentences import normalize_text, sentence_spans
+from ragtrim.text.tokens import TokenCounter, count_at_least
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +127,7 @@ def clear_sentence_cache() -> None:
 class SentenceCompressor(Stage):
     """Shorten chunks to their query-relevant sentences (extractive: kept text is copied verbatim, in order).
 
-    Sentences come from ``ragtrim.text.sentence_spans`` (never cut inside a number, a quoted span or a code line).
+    Sentences come from ``ragtrim.text.sentences.sentence_spans`` (never cut inside a number, a quoted span or a code line).
     Each sentence gets a priority: its ``scorer`` score against the query (min-max scaled over all sentences of the
     request), mixed with its chunk's score (``chunk_weight``; chunk scores come from an earlier relevance stage, or
     from ``scorer`` on whole chunks when absent), plus ``answer_hint_weight`` when it holds the kind of value the
@@ -133,7 +135,7 @@ class SentenceCompressor(Stage):
     that neighbour's priority, so a kept sentence tends to keep its immediate context.
 
     Parameters:
-        scorer: a named scorer (``ragtrim.scoring.NAMED_SCORERS``) or a Scorer, applied to sentences.
+        scorer: a named scorer (``ragtrim.scoring.registry.SCORER_NAMES``) or a Scorer, applied to sentences.
         max_tokens: a target for all non-pinned chunk text together; sentences are taken best-first over all
             chunks until it is reached (the output fits it under the pipeline's counter).
         target_ratio: alternatively, the compression ratio to reach (4.0 keeps about a quarter of the tokens).
@@ -397,7 +399,7 @@ class SentenceCompressor(Stage):
     def _drop_repeats(self, out: list[Chunk], removals: list[Removal], shortened: set[str]) -> list[Chunk]:
         """Drop a chunk that compression made identical to an earlier one (dedup ran before and saw them differ).
 
-        Identical means the same normalized text (``ragtrim.text.normalize_text``, as exact dedup compares), and at
+        Identical means the same normalized text (``ragtrim.text.sentences.normalize_text``, as exact dedup compares), and at
         least one of the two was shortened here: chunks that were identical on arrival are the dedup stage's
         business. The later one goes (reason ``duplicate_after_compression``), unless it is pinned and the earlier
         one is not; two pinned chunks both stay."""

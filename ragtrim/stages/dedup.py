@@ -4,8 +4,8 @@ Near-duplicate candidates come from seeded MinHash signatures with LSH banding; 
 the exact Jaccard of the two shingle sets, so a chunk is only ever dropped for a measured similarity.
 
 This module is the stage: visit order, exact duplicates, which candidate strategy a batch takes, and the trace. The
-engine lives apart, as ``ragtrim.html_extract`` does for ``HtmlCleaner``: ``ragtrim.shingles`` (words, shingles,
-hashes, Jaccard), ``ragtrim.minhash`` (MinHash signatures, LSH banding) and ``ragtrim.dedup_engine`` (shingle sets
+engine lives apart, as ``ragtrim.html.extract`` does for ``HtmlCleaner``: ``ragtrim.dedup.shingles`` (words, shingles,
+hashes, Jaccard), ``ragtrim.dedup.minhash`` (MinHash signatures, LSH banding) and ``ragtrim.dedup.engine`` (shingle sets
 with template lines left out, one class per candidate strategy, the greedy search).
 
 How duplicates are decided:
@@ -14,7 +14,7 @@ How duplicates are decided:
   (``keep="first"``: pinned, then input position). A visited chunk is dropped when it duplicates a chunk already
   *kept*; otherwise it is kept. Comparing only against kept chunks means no chaining (A~B and B~C does not drop C
   unless C~A) and the kept set never holds two chunks at or above the threshold (up to LSH misses, see below).
-* Exact: the normalized text (``ragtrim.text.normalize_text``: NFKC, lower case, collapsed whitespace) is equal. Two
+* Exact: the normalized text (``ragtrim.text.sentences.normalize_text``: NFKC, lower case, collapsed whitespace) is equal. Two
   empty chunks are exact duplicates of each other. Template lines (below) play no part here.
 * Near: words are ``\\w+`` runs of the normalized text (punctuation is ignored). Shingles never cross a line break:
   each line (``str.splitlines``) is shingled on its own into runs of ``shingle_words`` consecutive words, and a line
@@ -43,56 +43,15 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal, get_args
 
-from ragtrim._validate import Boolean, Constraints, Interval, Options
+from ragtrim._util.validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
-from ragtrim.dedup_engine import (
-    LSH_MAX_BUCKET_CHUNKS,
-    LSH_MAX_CANDIDATES,
-    CandidateStrategy,
-    build_shingle_sets,
-    find_near_duplicates,
-)
+from ragtrim.dedup.engine import CandidateStrategy, build_shingle_sets, find_near_duplicates
+from ragtrim.dedup.shingles import nfkc_lower
 from ragtrim.errors import ConfigError
-from ragtrim.minhash import LSH_MIN_RECALL_AT_THRESHOLD, lsh_bands, minhash_signatures
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.shingles import (
-    batch_shingle_hashes,
-    jaccard,
-    line_shingles,
-    line_words,
-    nfkc_lower,
-    normalize,
-    shingle_hashes,
-    template_lines,
-    word_text,
-    words_of,
-)
 from ragtrim.stages.base import Stage, register_stage
 from ragtrim.stages.budget import priority_order
-from ragtrim.tokens import TokenCounter
-
-# The stage, its switches, and the engine functions that callers imported from here before the engine moved out
-# (ragtrim.shingles, ragtrim.minhash, ragtrim.dedup_engine).
-__all__ = [
-    "LSH_MAX_BUCKET_CHUNKS",
-    "LSH_MAX_CANDIDATES",
-    "LSH_MIN_RECALL_AT_THRESHOLD",
-    "PAIRWISE_MAX_CHUNKS",
-    "PYTHON_PATH_MAX_CHARS",
-    "DuplicateFilter",
-    "KeepPolicy",
-    "batch_shingle_hashes",
-    "jaccard",
-    "line_shingles",
-    "line_words",
-    "lsh_bands",
-    "minhash_signatures",
-    "normalize",
-    "shingle_hashes",
-    "template_lines",
-    "word_text",
-    "words_of",
-]
+from ragtrim.text.tokens import TokenCounter
 
 KeepPolicy = Literal["best", "first"]
 

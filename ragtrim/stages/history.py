@@ -9,15 +9,15 @@ import dataclasses
 from collections.abc import Mapping
 from typing import ClassVar
 
-from ragtrim._validate import Constraints
+from ragtrim._util.validate import Constraints
 from ragtrim.components import component
 from ragtrim.errors import InputError
-from ragtrim.history import HISTORY_CONSTRAINTS, compress_history
-from ragtrim.history_state import HistoryState
+from ragtrim.history.fold import HISTORY_CONSTRAINTS, compress_history
+from ragtrim.history.state import HistoryState
+from ragtrim.history.summarizers import Summarizer
 from ragtrim.models import StageOutput, TrimContext
 from ragtrim.stages.base import Stage, register_stage
-from ragtrim.summarizers import Summarizer
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 
 
 @register_stage

@@ -1,6 +1,6 @@
 """HTML boilerplate removal: chunks that contain markup become clean text; plain text passes through untouched.
 
-Whole pages get main-content extraction (``ragtrim.html_extract.extract_main_content``), fragments get boilerplate
+Whole pages get main-content extraction (``ragtrim.html.extract.extract_main_content``), fragments get boilerplate
 tag stripping; a cheap regex decides whether a chunk is HTML at all before anything is parsed.
 """
 
@@ -8,21 +8,21 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, get_args
 
-from ragtrim._validate import Boolean, Constraints, Interval, Options
+from ragtrim._util.validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
 from ragtrim.errors import MissingDependencyError
-from ragtrim.html_extract import (
+from ragtrim.html.extract import extract_main_content
+from ragtrim.html.markup import (
     Extraction,
     clean_fragment,
     describe_removed,
-    extract_main_content,
     looks_like_html,
     looks_like_page,
     reads_as_markup,
 )
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 
 HtmlMode = Literal["auto", "page", "fragment"]
 HtmlExtractor = Literal["ragtrim", "trafilatura"]
@@ -45,7 +45,7 @@ class HtmlCleaner(Stage):
         keep_tables: keep table text (cells tab-separated, one row per line); False drops tables.
         page_min_chars: in ``"auto"`` mode, HTML chunks at least this long count as pages.
 
-    A chunk is HTML when it holds markup to render (``ragtrim.html_extract.reads_as_markup``): prose that only
+    A chunk is HTML when it holds markup to render (``ragtrim.html.markup.reads_as_markup``): prose that only
     mentions head or embedded-content tags ("Use the <title> element, e.g. <title>My page</title>, in the head.")
     passes through untouched instead of losing the words between them.
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal, get_args
 
-from ragtrim._validate import Constraints, Options, Text
+from ragtrim._util.validate import Constraints, Options, Text
 from ragtrim.components import component
 from ragtrim.models import Chunk, StageOutput, TrimContext
 from ragtrim.stages.base import Stage, register_stage, score_order
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 
 OrderStrategy = Literal["original", "score", "lost_in_the_middle", "prefix_cache"]
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, get_args
 
-from ragtrim._validate import Boolean, Constraints, Interval, Options
-from ragtrim.components import component
+from ragtrim._util.validate import Boolean, Constraints, Interval, Options
+from ragtrim.components import AUTO_KEY, component
 from ragtrim.errors import InputError
-from ragtrim.fast import choose
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.ranking import best_first
-from ragtrim.scoring import Scorer, get_scorer, prefetch_scores, scorer_param, warm_up_scorers
-from ragtrim.stages.base import AUTO_KEY, Stage, register_stage
-from ragtrim.tokens import TokenCounter
+from ragtrim.scoring.auto import choose
+from ragtrim.scoring.base import Scorer, best_first, prefetch_scores, warm_up_scorers
+from ragtrim.scoring.registry import get_scorer, scorer_param
+from ragtrim.stages.base import Stage, register_stage
+from ragtrim.text.tokens import TokenCounter
 
 RelevanceMode = Literal["top_k", "relative", "gap"]
 
@@ -61,7 +61,7 @@ class RelevanceFilter(Stage):
     """Score chunks against the query (sets ``Chunk.score``) and keep the best ones, in input order.
 
     Parameters:
-        scorer: ``"auto"`` (decided per host by ``ragtrim.fast.choose``: ``"fast"`` when MiniLM can run, else
+        scorer: ``"auto"`` (decided per host by ``ragtrim.scoring.auto.choose``: ``"fast"`` when MiniLM can run, else
             ``"bm25"``; the decision and its reason go into ``to_dict()`` under ``"auto"`` and into the trace),
             ``"fast"`` (BM25 mixed with MiniLM over each passage's lead), ``"bm25"``, ``"embedding"`` (MiniLM),
             ``"hybrid"`` (both, mixed), ``"given"`` (each chunk's own ``score``, as the retriever computed it: a

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
+from ragtrim._util.stats import percentile
 from ragtrim.audit.breakdown import ConversationGrowth, CountCache, Histogram, TopK, part_tokens
 from ragtrim.audit.duplicates import DocumentAnalysis
 from ragtrim.audit.prefix import PrefixAnalysis, PrefixCacheSim, recommended_order
 from ragtrim.audit.reader import parse_request
 from ragtrim.audit.savings import Reservoir, SavingsConfig, TTFTCurve, _ratio_ci, measure
 from ragtrim.errors import ConfigError, InputError
-from ragtrim.plan import percentile
-from ragtrim.tokens import WhitespaceCounter, count_batch, get_counter
+from ragtrim.text.tokens import WhitespaceCounter, count_batch, get_counter
 
 REPO = Path(__file__).resolve().parents[2]
 

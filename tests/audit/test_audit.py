@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from ragtrim.audit import PARTS, AuditConfig, SavingsConfig, run_audit, write_report
-from ragtrim.audit.reader import parse_request
+from ragtrim.audit.core import AuditConfig, run_audit, write_report
+from ragtrim.audit.reader import PARTS, parse_request
+from ragtrim.audit.savings import SavingsConfig
 from ragtrim.cli import main
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ragtrim.audit import AuditRequest, Segment
+from ragtrim.audit.reader import AuditRequest, Segment
 from ragtrim.errors import ConfigError
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.text.tokens import WhitespaceCounter
 from ragtrim_bench.datasets.nq import Passage, QAInstance
 from ragtrim_bench.gateway_audit import (
     GatewayAuditConfig,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragtrim.stages.dedup import jaccard, line_shingles
+from ragtrim.dedup.shingles import jaccard, line_shingles
 from ragtrim_bench.hostile import (
     CASES,
     HostileCase,

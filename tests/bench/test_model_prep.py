@@ -158,7 +158,9 @@ class TestDummyShapes:
     def test_shape_is_the_planners_model_spec(self, size: mp.DummySize) -> None:
         # One model-config type: the written config.json reads back (ragtrim.plan) to the same ModelSpec numbers,
         # and the planner takes a shape as it is.
-        from ragtrim.plan import ModelSpec, PlanRequest, Workload, plan
+        from ragtrim.plan.model import ModelSpec
+        from ragtrim.plan.planner import PlanRequest, plan
+        from ragtrim.plan.workload import Workload
 
         shape = mp.GEMMA3_SHAPES[size]
         read_back = ModelSpec.from_config_dict(shape.to_config(), name=shape.name)
@@ -404,7 +406,7 @@ class TestQueryLikelihoodScorer:
     """ragtrim.rerank on the real 270M reader: the relevant passage makes the question likelier; padding is exact."""
 
     def test_scores(self, model_dir: Path) -> None:
-        from ragtrim.rerank import QueryLikelihoodScorer
+        from ragtrim.scoring.rerank import QueryLikelihoodScorer
 
         query = "what is the capital of france"
         texts = ["Paris is the capital and most populous city of France, on the Seine.",

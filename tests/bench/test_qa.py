@@ -6,7 +6,7 @@ import pytest
 
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.text.tokens import WhitespaceCounter
 from ragtrim_bench.datasets.nq import Passage, QAInstance
 from ragtrim_bench.qa import (
     Method,
@@ -109,7 +109,7 @@ class TestFamilies:
             family_stages("magic", 50)
 
     def test_reset_caches_without_embedder(self) -> None:
-        from ragtrim.scoring import tokenize
+        from ragtrim.scoring.bm25 import tokenize
 
         tokenize("rome founded")
         reset_caches(None)

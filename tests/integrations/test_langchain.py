@@ -41,7 +41,7 @@ from ragtrim.pipeline import Pipeline
 from ragtrim.stages.base import Stage
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.dedup import DuplicateFilter
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 
 CORPUS = [
     ("lifecycle rules run once every 24 hours", {"source": "lifecycle", "page": 1}),

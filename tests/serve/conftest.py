@@ -22,7 +22,7 @@ import uvicorn
 
 from ragtrim.serve.app import Gateway
 from ragtrim.serve.config import parse_config
-from ragtrim.serve.fake_upstream import FakeUpstreamConfig, create_fake_app
+from ragtrim.testing import FakeUpstreamConfig, create_fake_app
 from ragtrim_bench.serve_load import free_port
 
 

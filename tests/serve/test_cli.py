@@ -83,7 +83,7 @@ def test_missing_extra_names_serve() -> None:
         from ragtrim.cli import main
         assert main(["serve", "--config", "gateway.toml"]) == 2
         try:
-            import ragtrim.serve
+            import ragtrim.serve.app
         except ragtrim.MissingDependencyError as exc:
             print("ok", exc.extra)
     """)

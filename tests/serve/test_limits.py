@@ -17,7 +17,7 @@ from ragtrim.serve.limits import (
     weighted_count,
     window_decision,
 )
-from ragtrim.serve.state import MemoryRateStore
+from ragtrim.serve.rate_store import MemoryRateStore
 
 
 class TestWindowMath:

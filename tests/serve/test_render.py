@@ -7,17 +7,16 @@ from typing import Any
 
 import pytest
 
+from ragtrim.openai_text import extract_context, split_chunks
 from ragtrim.serve.config import parse_config
 from ragtrim.serve.render import (
     RequestError,
     document_budget,
-    extract_context,
     prepare_chat,
     prepare_completion,
     render_documents,
-    split_chunks,
 )
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.text.tokens import WhitespaceCounter
 
 WS = WhitespaceCounter()
 

@@ -8,7 +8,7 @@ from ragtrim.errors import BudgetError, ConfigError
 from ragtrim.models import Chunk
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.budget import TokenBudget, truncate_to_fit
-from ragtrim.tokens import WhitespaceCounter, get_counter
+from ragtrim.text.tokens import WhitespaceCounter, get_counter
 
 
 def run(stage: TokenBudget, chunks: list[object], tokenizer: str = "whitespace") -> object:

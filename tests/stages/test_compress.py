@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, TrimContext, TrimResult
 from ragtrim.pipeline import Pipeline
-from ragtrim.scoring import FixedScorer
 from ragtrim.stages.base import stage_from_dict
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.compress import SentenceCompressor, answer_hint, answer_kind, holds_kind
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.testing import FixedScorer
+from ragtrim.text.tokens import WhitespaceCounter
 
 
 def run(stages: list[object], chunks: list[object], query: str = "q") -> TrimResult:
@@ -200,7 +200,7 @@ class TestWideContextWindow:
         import random
 
         from ragtrim.stages import compress as compress_module
-        from ragtrim.text import split_sentences
+        from ragtrim.text.sentences import split_sentences
 
         rng = random.Random(4)
         words = ["tower", "paris", "iron", "built", "tall", "river", "bridge", "city"]
@@ -232,7 +232,7 @@ class TestLazyCounting:
         name = "opaque"
 
         def __init__(self) -> None:
-            from ragtrim.tokens import TiktokenCounter
+            from ragtrim.text.tokens import TiktokenCounter
 
             self.inner = TiktokenCounter()
 

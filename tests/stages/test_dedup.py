@@ -9,27 +9,27 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragtrim import dedup_engine, minhash, shingles
-from ragtrim.errors import ConfigError
-from ragtrim.models import Chunk, TrimContext, TrimResult
-from ragtrim.pipeline import Pipeline
-from ragtrim.stages import dedup as dedup_module
-from ragtrim.stages.base import stage_from_dict
-from ragtrim.stages.dedup import (
-    DuplicateFilter,
+from ragtrim.dedup import engine as dedup_engine
+from ragtrim.dedup import minhash, shingles
+from ragtrim.dedup.minhash import lsh_bands, minhash_signatures
+from ragtrim.dedup.shingles import (
     batch_shingle_hashes,
     jaccard,
     line_shingles,
-    lsh_bands,
-    minhash_signatures,
     normalize,
     shingle_hashes,
     template_lines,
     word_text,
     words_of,
 )
-from ragtrim.text import normalize_text
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.errors import ConfigError
+from ragtrim.models import Chunk, TrimContext, TrimResult
+from ragtrim.pipeline import Pipeline
+from ragtrim.stages import dedup as dedup_module
+from ragtrim.stages.base import stage_from_dict
+from ragtrim.stages.dedup import DuplicateFilter
+from ragtrim.text.sentences import normalize_text
+from ragtrim.text.tokens import WhitespaceCounter
 
 BASE = ("the committee met on tuesday to discuss the new budget for the city parks and the public library "
         "and agreed to publish a report before the end of the month")
@@ -341,7 +341,7 @@ class TestCandidateCaps:
 
     def test_exact_checks_grow_linearly(self, monkeypatch: pytest.MonkeyPatch) -> None:
         calls = [0]
-        real = dedup_module.jaccard
+        real = dedup_engine.jaccard
 
         def counting(a: Any, b: Any) -> float:
             calls[0] += 1
@@ -354,7 +354,7 @@ class TestCandidateCaps:
         run(DuplicateFilter(), similar_stream(600))
         # All pairs (the old candidate generation) would be 16x; the caps bound the checks per chunk.
         assert calls[0] <= 8 * small
-        assert calls[0] <= dedup_module.LSH_MAX_CANDIDATES * 600
+        assert calls[0] <= dedup_engine.LSH_MAX_CANDIDATES * 600
 
     def test_caps_never_drop_wrongly_and_still_catch_copies(self) -> None:
         stream = similar_stream(300, seed=1)

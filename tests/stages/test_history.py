@@ -5,12 +5,14 @@ from typing import Any
 import pytest
 
 from ragtrim.errors import ConfigError, InputError
-from ragtrim.history import HistoryState, ScriptedSummarizer, compress_history
+from ragtrim.history.fold import compress_history
+from ragtrim.history.state import HistoryState
 from ragtrim.models import TrimContext
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.base import stage_from_dict
 from ragtrim.stages.history import HistoryCompressor
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.testing import ScriptedSummarizer
+from ragtrim.text.tokens import WhitespaceCounter
 
 HISTORY = [
     {"role": "user", "content": "Hello!", "turn_id": "1"},

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtrim.errors import ConfigError, MissingDependencyError
-from ragtrim.html_extract import (
+from ragtrim.html.extract import extract_main_content
+from ragtrim.html.markup import (
     clean_fragment,
     describe_removed,
-    extract_main_content,
     looks_like_html,
     looks_like_page,
     reads_as_markup,
@@ -29,7 +29,7 @@ from ragtrim.models import Chunk, TrimContext
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.base import stage_from_dict
 from ragtrim.stages.html import HtmlCleaner
-from ragtrim.tokens import get_counter
+from ragtrim.text.tokens import get_counter
 
 WS = get_counter("whitespace")
 

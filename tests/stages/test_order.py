@@ -11,7 +11,7 @@ from ragtrim.models import Chunk, TrimContext, TrimResult
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.base import stage_from_dict
 from ragtrim.stages.order import Reorder, lost_in_the_middle_order
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.text.tokens import WhitespaceCounter
 
 
 def run(stage: Reorder, chunks: list[object]) -> TrimResult:

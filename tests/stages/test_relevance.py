@@ -7,10 +7,10 @@ import pytest
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, TrimContext, TrimResult
 from ragtrim.pipeline import Pipeline
-from ragtrim.scoring import FixedScorer
 from ragtrim.stages.base import stage_from_dict
 from ragtrim.stages.relevance import RelevanceFilter, adaptive_keep_count
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.testing import FixedScorer
+from ragtrim.text.tokens import WhitespaceCounter
 
 
 def run(stage: RelevanceFilter, chunks: list[object], query: str = "q") -> TrimResult:

@@ -16,10 +16,10 @@ from typing import Literal
 
 import numpy as np
 
-from ragtrim._jsonl import iter_jsonl
+from ragtrim._util.jsonl import iter_jsonl
 from ragtrim.errors import ConfigError, InputError
 from ragtrim.savings import normalize_answer, normalized_answers
-from ragtrim.scoring import bm25_okapi
+from ragtrim.scoring.bm25 import bm25_okapi
 from ragtrim_bench.datasets import dataset_path
 
 NQ_FOLDER = "nq-multidoc"

@@ -12,7 +12,7 @@ from functools import lru_cache, partial
 from typing import Any, Literal
 
 from ragtrim.pipeline import Pipeline
-from ragtrim.tokens import TokenCounter
+from ragtrim.text.tokens import TokenCounter
 from ragtrim_bench.datasets.nq import QAInstance
 
 INSTRUCTION = (
@@ -154,14 +154,14 @@ QLM_WEIGHT = 0.3
 
 @lru_cache(maxsize=1)
 def _shared_embedding_scorer() -> Any:
-    from ragtrim.scoring import EmbeddingScorer
+    from ragtrim.scoring.embedding import EmbeddingScorer
 
     return EmbeddingScorer()
 
 
 @lru_cache(maxsize=2)
 def _shared_qlm_scorer(reader_model: str) -> Any:
-    from ragtrim.rerank import QueryLikelihoodScorer, RerankScorer
+    from ragtrim.scoring.rerank import QueryLikelihoodScorer, RerankScorer
 
     return RerankScorer(_shared_embedding_scorer(), QueryLikelihoodScorer(reader_model), top_k=QLM_RERANK_K,
                         weight=QLM_WEIGHT)

@@ -150,7 +150,8 @@ def knob_rows(latency: Sequence[Mapping[str, Any]], ladder: Sequence[Mapping[str
 
 def capacity_rows(suites: Iterable[Mapping[str, Any]], config_dir: Path) -> list[dict[str, Any]]:
     """vLLM's reported KV capacity and max concurrency next to the planner's, from the same available KV memory."""
-    from ragtrim.plan import ModelSpec, planner_from_available_kv_memory
+    from ragtrim.plan.estimate import planner_from_available_kv_memory
+    from ragtrim.plan.model import ModelSpec
 
     rows = []
     for suite in suites:

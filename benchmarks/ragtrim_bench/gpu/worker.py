@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragtrim._jsonl import iter_jsonl
+from ragtrim._util.jsonl import iter_jsonl
 from ragtrim_bench.gpu.backends import (
     OpenAICompletionsBackend,
     VLLMInProcessBackend,

@@ -4,7 +4,7 @@ import pytest
 
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.budget import TokenBudget
-from ragtrim.tokens import WhitespaceCounter
+from ragtrim.text.tokens import WhitespaceCounter
 from ragtrim_bench.datasets.nq import Passage, QAInstance
 from ragtrim_bench.gpu.prompts import INSTRUCTION, build_arm_prompts, cut_to_tokens, format_prompt
 
@@ -83,7 +83,7 @@ def test_cut_to_tokens_lands_at_or_below_the_length() -> None:
 
 def test_qlm_recipe_reranks_with_the_reader() -> None:
     from ragtrim.errors import ConfigError
-    from ragtrim.rerank import QueryLikelihoodScorer, RerankScorer
+    from ragtrim.scoring.rerank import QueryLikelihoodScorer, RerankScorer
     from ragtrim.stages.relevance import RelevanceFilter
     from ragtrim_bench.gpu.prompts import QLM_RERANK_K, QLM_WEIGHT, recipe_pipeline
 

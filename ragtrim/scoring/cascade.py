@@ -1,0 +1,80 @@
+"""A two-stage scorer: a cheap first stage ranks every text, an expensive second stage rescores only the best few.
+
+What a cold MiniLM pass costs grows with the word pieces it reads; BM25 costs almost nothing. Rescoring only the
+candidates that can still matter, on their leading word pieces, keeps most of MiniLM's ranking at a fraction of
+its cost (the numbers are in benchmarks/results/net_latency.json).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+from ragtrim._util.validate import Constraints, Interval
+from ragtrim.components import Component, component, register
+from ragtrim.scoring.base import Scorer, best_first, check_score_inputs, prefetch_scores, warm_up_scorers
+from ragtrim.scoring.registry import get_scorer, scorer_param
+
+
+@register("scorer", "cascade")
+@component
+class CascadeScorer(Component):
+    """Rank all texts with ``first``; rescore the top ``candidates`` with ``second``.
+
+    The number rescored is ``max(candidates, ceil(candidate_share x n))`` (capped at n). Rescored texts keep
+    ``second``'s score; the others are placed just below the worst rescored one, in ``first``'s order, spaced by
+    ``1e-6`` so that min-max scaling downstream still spans the rescored texts' range.
+    """
+
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "first": [scorer_param()],
+        "second": [scorer_param()],
+        "candidates": [Interval(int, 1, None)],
+        "candidate_share": [Interval(float, 0.0, 1.0)],
+    }
+
+    first: Scorer | str = "bm25"
+    second: Scorer | str = "embedding"
+    candidates: int = 8
+    candidate_share: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return f"cascade({get_scorer(self.first).name}->{get_scorer(self.second).name}@{self.candidates})"
+
+    def warm_up(self) -> None:
+        warm_up_scorers([get_scorer(self.first), get_scorer(self.second)])
+
+    def prefetch(self, query: str, texts: Sequence[str]) -> None:
+        """Start the second stage on the texts it will rescore (all of them when they are few enough; else the
+        first stage ranks them now, which a later ``score`` repeats from its caches)."""
+        n = len(texts)
+        if n == 0 or not isinstance(query, str):
+            return
+        top: Sequence[str] = texts
+        if self.rescored(n) < n:
+            first = get_scorer(self.first).score(query, texts)
+            top = [texts[i] for i in best_first(first)[: self.rescored(n)]]
+        prefetch_scores([get_scorer(self.second)], query, top)
+
+    def rescored(self, n: int) -> int:
+        """How many of ``n`` texts the second stage reads."""
+        return min(n, max(self.candidates, math.ceil(self.candidate_share * n)))
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        check_score_inputs(query, texts)
+        n = len(texts)
+        if n == 0:
+            return []
+        first = get_scorer(self.first).score(query, texts)
+        order = best_first(first)
+        top = order[: self.rescored(n)]
+        second = get_scorer(self.second).score(query, [texts[i] for i in top])
+        out: list[float] = [0.0] * n
+        for i, s in zip(top, second):
+            out[i] = float(s)
+        floor = min(second)
+        for rank, i in enumerate(order[len(top):], start=1):
+            out[i] = floor - 1e-6 * rank
+        return out

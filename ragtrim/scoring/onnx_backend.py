@@ -1,0 +1,309 @@
+"""MiniLM through ONNX Runtime: an int8 (dynamically quantized) export of the bundled sentence-transformers model,
+made once into a user cache directory and run without torch.
+
+``export_onnx`` needs torch and transformers (the ``embeddings`` extra) once; ``OnnxEmbeddingScorer`` then needs
+only onnxruntime, tokenizers and numpy. ``ragtrim prepare`` runs the export ahead of time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ragtrim._util.paths import cache_dir
+from ragtrim._util.validate import Boolean, Constraints, Interval, Text
+from ragtrim.components import component, register
+from ragtrim.errors import ConfigError, MissingDependencyError
+from ragtrim.scoring.device import default_threads
+from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
+
+logger = logging.getLogger("ragtrim")
+
+EXPORT_VERSION = 1
+"""Bumped when the exported graph changes, so stale exports in a user cache are never used."""
+
+
+def _fingerprint(model_dir: Path) -> str:
+    """Identifies the source model by content, not by path or mtime (so a copied model keeps its export): each
+    file's name and size, small files whole, and the first and last MiB of large ones (a fine-tuned copy of the
+    same architecture differs there)."""
+    h = hashlib.sha256(f"v{EXPORT_VERSION}".encode())
+    for f in sorted(model_dir.rglob("*")):
+        if not f.is_file():
+            continue
+        size = f.stat().st_size
+        h.update(f"{f.relative_to(model_dir).as_posix()}:{size}".encode())
+        with f.open("rb") as fh:
+            h.update(fh.read(_MIB))
+            if size > 2 * _MIB:
+                fh.seek(-_MIB, os.SEEK_END)
+                h.update(fh.read(_MIB))
+    return h.hexdigest()[:16]
+
+
+_MIB = 1 << 20
+
+
+def export_dir(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
+    """The folder that holds (or will hold) the ONNX export of ``model``."""
+    src = Path(resolve_model(model)).resolve()
+    return cache_dir() / "onnx" / f"{src.name}-{_source_fingerprint(str(src))}"
+
+
+@functools.cache
+def _source_fingerprint(model_dir: str) -> str:
+    return _fingerprint(Path(model_dir))
+
+
+def onnx_file(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> Path:
+    return export_dir(model) / ("model.int8.onnx" if quantized else "model.onnx")
+
+
+def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> bool:
+    try:
+        return onnx_file(model, quantized=quantized).is_file()
+    except (MissingDependencyError, OSError):
+        return False
+
+
+_EXPORT_LOCK = threading.Lock()
+
+
+def export_onnx(model: str = DEFAULT_EMBEDDING_MODEL, *, force: bool = False) -> Path:
+    """Export ``model`` (a sentence-transformers directory; default: the bundled MiniLM) to ONNX with mean pooling
+    and L2 normalization inside the graph, plus an int8 dynamically quantized copy; returns the folder.
+
+    Files are written to a temporary name and renamed, so concurrent processes never see a half-written model.
+    """
+    src = Path(resolve_model(model))
+    if not (src / "config.json").is_file() or not (src / "tokenizer.json").is_file():
+        raise ConfigError(f"{str(src)!r} is not a local transformers model with a tokenizer.json")
+    out = export_dir(model)
+    with _EXPORT_LOCK:
+        if not force and (out / "model.int8.onnx").is_file() and (out / "model.onnx").is_file():
+            return out
+        try:
+            import torch
+            from transformers import AutoModel
+        except ImportError as exc:
+            raise MissingDependencyError("torch", "embeddings", "exporting the MiniLM model to ONNX (once)") from exc
+        quantization = _import("onnxruntime.quantization")
+        out.mkdir(parents=True, exist_ok=True)
+        logger.info("exporting %s to ONNX (int8) in %s", src.name, out)
+        encoder = quietly(lambda: AutoModel.from_pretrained(str(src), local_files_only=True, dtype=torch.float32))
+
+        class Pooled(torch.nn.Module):
+            def __init__(self, inner: Any) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+                hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                                    token_type_ids=token_type_ids).last_hidden_state
+                mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+                mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                return torch.nn.functional.normalize(mean, p=2, dim=1)
+
+        names = ["input_ids", "attention_mask", "token_type_ids"]
+        example = tuple(torch.ones(2, 16, dtype=torch.long) for _ in names)
+        axes: dict[str, dict[int, str]] = {n: {0: "batch", 1: "tokens"} for n in names}
+        axes["embedding"] = {0: "batch"}
+        with tempfile.TemporaryDirectory(dir=out) as tmp, _quiet_export():
+            fp32 = Path(tmp) / "model.onnx"
+            int8 = Path(tmp) / "model.int8.onnx"
+            with torch.no_grad():
+                torch.onnx.export(Pooled(encoder.eval()), example, str(fp32), input_names=names,
+                                  output_names=["embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
+            quantization.quantize_dynamic(str(fp32), str(int8), weight_type=quantization.QuantType.QInt8)
+            (Path(tmp) / "source.json").write_text(json.dumps({"model": str(src), "version": EXPORT_VERSION}))
+            for f in ("source.json", "model.onnx", "model.int8.onnx"):
+                os.replace(Path(tmp) / f, out / f)
+        return out
+
+
+@contextlib.contextmanager
+def _quiet_export() -> Iterator[None]:
+    """Silence the tracer's and the quantizer's advice (warnings, and a root-logger line from onnxruntime) during
+    the one-time export; the host application's own warnings and logging are untouched outside it."""
+
+    def not_onnxruntime(record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in record.pathname
+
+    root = logging.getLogger()
+    root.addFilter(not_onnxruntime)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        root.removeFilter(not_onnxruntime)
+
+
+_SESSIONS: dict[tuple[str, int], Any] = {}
+_TOKENIZERS: dict[tuple[str, int], Any] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _load_once(cache: dict[tuple[str, int], Any], key: tuple[str, int], load: Callable[[], Any]) -> Any:
+    """``cache[key]``, loaded by ``load()`` on first use; one lock, so concurrent first calls load it once."""
+    with _LOAD_LOCK:
+        if key not in cache:
+            cache[key] = load()
+        return cache[key]
+
+
+def _import(module: str) -> Any:
+    """``module``, or the MissingDependencyError that names the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(module.partition(".")[0], "embeddings", "the ONNX MiniLM scorer") from exc
+
+
+def _session(path: Path, threads: int) -> Any:
+    """One ONNX Runtime session per (file, threads) and process; spinning off, so idle threads never burn a core
+    that the host application needs."""
+
+    def load() -> Any:
+        ort = _import("onnxruntime")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.log_severity_level = 3
+        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        logger.info("loaded %s with ONNX Runtime (%d thread%s)", path.name, threads, "" if threads == 1 else "s")
+        return session
+
+    return _load_once(_SESSIONS, (str(path), threads), load)
+
+
+def load_tokenizer(model_dir: Path, max_tokens: int) -> Any:
+    def load() -> Any:
+        tok = _import("tokenizers").Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        tok.enable_truncation(max_tokens)
+        tok.no_padding()
+        return tok
+
+    return _load_once(_TOKENIZERS, (str(model_dir), max_tokens), load)
+
+
+_CHARS_PER_PIECE = 6
+"""Characters of text read per word piece wanted before the cut at the next space: English averages under five
+characters per piece (a word and its space), so ``6 x max_seq_length`` characters nearly always hold the pieces the
+model reads; a prefix that does not is encoded again whole, so the result never depends on it."""
+
+
+def encode_prefixes(tokenizer: Any, texts: Sequence[str], max_tokens: int) -> list[Any]:
+    """The truncated encodings of ``texts``, tokenizing only a prefix of each long text (a 20-passage request spent
+    more time in the tokenizer than in a 10-piece model pass), in one ``encode_batch`` call, which releases the GIL
+    (a prefetch tokenizes on the background thread while the caller's thread works).
+
+    Exact: a prefix ends at a space, where every whitespace-splitting pre-tokenizer (BERT's, ``Whitespace``,
+    ``Metaspace``, byte-level BPE) starts a new word, so its pieces are the whole text's first pieces; a text whose
+    prefix holds fewer than ``max_tokens`` pieces is encoded whole."""
+    base = _CHARS_PER_PIECE * max_tokens
+    cuts: list[str] = []
+    for text in texts:
+        cut = text.find(" ", base) if len(text) > 2 * base else -1  # short texts: a second encode costs more
+        cuts.append(text[:cut] if cut > 0 else text)
+    encodings = list(tokenizer.encode_batch(cuts))
+    redo = [i for i, enc in enumerate(encodings) if len(cuts[i]) < len(texts[i]) and len(enc.ids) < max_tokens]
+    for i, enc in zip(redo, tokenizer.encode_batch([texts[i] for i in redo]) if redo else (), strict=True):
+        encodings[i] = enc
+    return encodings
+
+
+def padded_batches(tokenizer: Any, texts: Sequence[str], max_tokens: int,
+                   batch_size: int) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+    """The texts' word pieces (at most ``max_tokens`` each, see ``encode_prefixes``) in length-sorted batches of
+    ``batch_size``: ``(positions in texts, input ids, attention mask)``, int64 and right-padded to the batch's
+    longest text, so padding costs little."""
+    encodings = encode_prefixes(tokenizer, texts, max_tokens)
+    order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+    for start in range(0, len(order), batch_size):
+        batch = order[start:start + batch_size]
+        width = max(len(encodings[i].ids) for i in batch)
+        ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, i in enumerate(batch):
+            n = len(encodings[i].ids)
+            ids[row, :n] = encodings[i].ids
+            mask[row, :n] = 1
+        yield batch, ids, mask
+
+
+@register("scorer", "onnx_embedding")
+@component
+class OnnxEmbeddingScorer(CachedEmbedder):
+    """Cosine similarity of MiniLM embeddings computed by ONNX Runtime (int8 weights by default), without torch.
+
+    The export is made once into ``cache_dir()`` (``ragtrim prepare`` does it ahead of time; otherwise the first
+    use does, which needs the ``embeddings`` extra). Texts are cut to ``max_seq_length`` word pieces and encoded
+    in length-sorted batches of ``batch_size``, so padding costs little. Embeddings are cached per text like
+    ``EmbeddingScorer``'s.
+    """
+
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "model": [Text("a model name or local path")],
+        "quantized": [Boolean()],
+        "max_seq_length": [Interval(int, 8, None)],
+        "threads": [Interval(int, 1, None), None],
+        "batch_size": [Interval(int, 1, None)],
+    }
+
+    model: str = DEFAULT_EMBEDDING_MODEL
+    quantized: bool = True
+    max_seq_length: int = 256
+    threads: int | None = None
+    batch_size: int = 32
+    warms_up: ClassVar[bool] = True
+
+    @property
+    def name(self) -> str:
+        return f"onnx{'-int8' if self.quantized else ''}:{Path(self.model).name}@{self.max_seq_length}"
+
+    def _parts(self) -> tuple[Any, Any]:
+        path = onnx_file(self.model, quantized=self.quantized)
+        if not path.is_file():
+            export_onnx(self.model)
+        threads = self.threads if self.threads is not None else default_threads()
+        return _session(path, threads), load_tokenizer(Path(resolve_model(self.model)), self.max_seq_length)
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self._prepare(texts)()
+
+    def _prepare(self, texts: Sequence[str]) -> Callable[[], np.ndarray]:
+        session, tokenizer = self._parts()
+        return self._model_pass(session, tokenizer, texts)
+
+    def _model_pass(self, session: Any, tokenizer: Any, texts: Sequence[str]) -> Callable[[], np.ndarray]:
+        """The returned call tokenizes (``encode_batch`` releases the GIL), runs the session (which does too) and
+        assembles the rows: on the background thread, nothing of it holds the caller's thread up."""
+        texts = list(texts)
+
+        def run() -> np.ndarray:
+            out = np.zeros((len(texts), 0), dtype=np.float32)
+            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, self.batch_size):
+                vectors = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                             "token_type_ids": np.zeros_like(ids)})[0]
+                if out.shape[1] == 0:
+                    out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+                out[batch] = vectors
+            return out
+
+        return run

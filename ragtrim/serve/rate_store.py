@@ -1,0 +1,224 @@
+"""Where rate windows live: ``MemoryRateStore`` (one process) or ``RedisRateStore`` (shared by replicas).
+
+Both keep per-key request and token counts in fixed windows and decide with ``limits.window_decision``; the Redis
+store does the read-check-charge in one Lua script on the server's clock, so replicas never race or drift.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any, Protocol
+
+from ragtrim.serve.limits import RateDecision, StateUnavailable, WindowState, window_decision
+
+try:
+    from redis.exceptions import RedisError
+
+    _REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError, TimeoutError)
+except ImportError:  # pragma: no cover - the memory store needs no redis
+    _REDIS_ERRORS = (OSError, TimeoutError)
+
+
+class RateStore(Protocol):
+    async def acquire(self, key: str, rpm: int | None, tpm: int | None, tokens: int) -> RateDecision: ...
+
+    async def adjust(self, key: str, requests_delta: int, tokens_delta: int) -> None: ...
+
+    async def ping(self) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryRateStore:
+    """Windows in a dict; exact for one gateway process."""
+
+    def __init__(self, *, window_s: float = 60.0) -> None:
+        self.window_s = window_s
+        # key -> [window index, previous requests, current requests, previous tokens, current tokens]
+        self._windows: dict[str, list[float]] = {}
+
+    def _roll(self, key: str, now: float) -> tuple[list[float], float]:
+        idx = int(now // self.window_s)
+        frac = (now - idx * self.window_s) / self.window_s
+        w = self._windows.get(key)
+        if w is None:
+            w = self._windows[key] = [idx, 0.0, 0.0, 0.0, 0.0]
+        elif w[0] != idx:
+            if w[0] == idx - 1:
+                w[:] = [idx, w[2], 0.0, w[4], 0.0]
+            else:
+                w[:] = [idx, 0.0, 0.0, 0.0, 0.0]
+        return w, frac
+
+    async def acquire(self, key: str, rpm: int | None, tpm: int | None, tokens: int) -> RateDecision:
+        w, frac = self._roll(key, time.time())
+        decision = window_decision(WindowState(w[1], w[2], frac), WindowState(w[3], w[4], frac), rpm, tpm, tokens,
+                                   self.window_s)
+        if decision.admitted:
+            w[2] += 1
+            w[4] += tokens
+        return decision
+
+    async def adjust(self, key: str, requests_delta: int, tokens_delta: int) -> None:
+        if requests_delta or tokens_delta:
+            w, _ = self._roll(key, time.time())
+            w[2] += requests_delta
+            w[4] += tokens_delta
+
+    async def ping(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None
+
+
+# KEYS[1]: key prefix. ARGV: window ms, rpm (-1: none), tpm (-1: none), tokens.
+# Returns {admitted, prev requests, cur requests, prev tokens, cur tokens, fraction * 1e6}, counts before charging.
+_ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local w = tonumber(ARGV[1])
+local rpm = tonumber(ARGV[2])
+local tpm = tonumber(ARGV[3])
+local tokens = tonumber(ARGV[4])
+local idx = math.floor(now / w)
+local frac = (now - idx * w) / w
+local cur = KEYS[1] .. ':' .. idx
+local prev = KEYS[1] .. ':' .. (idx - 1)
+local pv = redis.call('HMGET', prev, 'r', 't')
+local cv = redis.call('HMGET', cur, 'r', 't')
+local pr = math.max(0, tonumber(pv[1] or '0'))
+local pt = math.max(0, tonumber(pv[2] or '0'))
+local cr = math.max(0, tonumber(cv[1] or '0'))
+local ct = math.max(0, tonumber(cv[2] or '0'))
+local ok = 1
+if rpm >= 0 and pr * (1 - frac) + cr + 1 > rpm then ok = 0 end
+if tpm >= 0 and (tokens > tpm or pt * (1 - frac) + ct + tokens > tpm) then ok = 0 end
+if ok == 1 then
+  redis.call('HINCRBY', cur, 'r', 1)
+  redis.call('HINCRBY', cur, 't', tokens)
+  redis.call('PEXPIRE', cur, 2 * w + 1000)
+end
+return {ok, pr, cr, pt, ct, math.floor(frac * 1000000)}
+"""
+
+_ADJUST = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local w = tonumber(ARGV[1])
+local cur = KEYS[1] .. ':' .. math.floor(now / w)
+redis.call('HINCRBY', cur, 'r', tonumber(ARGV[2]))
+redis.call('HINCRBY', cur, 't', tonumber(ARGV[3]))
+redis.call('PEXPIRE', cur, 2 * w + 1000)
+return 1
+"""
+
+
+class RedisRateStore:
+    """Windows in Redis hashes ``<prefix>:<key>:<window index>``, decided atomically by a Lua script."""
+
+    def __init__(self, *, url: str, window_s: float = 60.0, timeout_s: float = 0.5,
+                 prefix: str = "ragtrim:rl") -> None:
+        self.url = url
+        self.window_s = window_s
+        self.timeout_s = timeout_s
+        self.prefix = prefix
+        self._client: Any = None
+        self._acquire: Any = None
+        self._adjust: Any = None
+
+    def _redis(self) -> Any:
+        if self._client is None:
+            import redis.asyncio as aioredis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+
+            # No retries: a down Redis must cost one fast failure, then fail_open decides.
+            self._client = aioredis.Redis.from_url(
+                self.url, socket_timeout=self.timeout_s, socket_connect_timeout=self.timeout_s,
+                retry=Retry(NoBackoff(), 0), health_check_interval=0)
+            self._acquire = self._client.register_script(_ACQUIRE)
+            self._adjust = self._client.register_script(_ADJUST)
+        return self._client
+
+    async def acquire(self, key: str, rpm: int | None, tpm: int | None, tokens: int) -> RateDecision:
+        self._redis()
+        try:
+            ok, pr, cr, pt, ct, frac_e6 = await self._acquire(
+                keys=[f"{self.prefix}:{key}"],
+                args=[int(self.window_s * 1000), -1 if rpm is None else rpm, -1 if tpm is None else tpm, tokens])
+        except _REDIS_ERRORS as exc:
+            raise StateUnavailable(f"redis at {self.url}: {exc}") from exc
+        frac = int(frac_e6) / 1e6
+        decision = window_decision(WindowState(float(pr), float(cr), frac), WindowState(float(pt), float(ct), frac),
+                                   rpm, tpm, tokens, self.window_s)
+        admitted = bool(int(ok))
+        if decision.admitted != admitted:  # float rounding at the edge: the server's answer is the one charged
+            decision = replace(decision, admitted=admitted, reason="" if admitted else decision.reason or "requests")
+        return decision
+
+    async def adjust(self, key: str, requests_delta: int, tokens_delta: int) -> None:
+        if not (requests_delta or tokens_delta):
+            return
+        self._redis()
+        try:
+            await self._adjust(keys=[f"{self.prefix}:{key}"],
+                               args=[int(self.window_s * 1000), requests_delta, tokens_delta])
+        except _REDIS_ERRORS as exc:
+            raise StateUnavailable(f"redis at {self.url}: {exc}") from exc
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self._redis().ping())
+        except _REDIS_ERRORS:
+            return False
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+
+def make_store(state: str, *, window_s: float, timeout_s: float) -> MemoryRateStore | RedisRateStore:
+    if state == "memory":
+        return MemoryRateStore(window_s=window_s)
+    return RedisRateStore(url=state, window_s=window_s, timeout_s=timeout_s)
+
+
+# KEYS[1]: the lease set. ARGV: capacity, lease id, lease ms. Expired leases (a crashed replica's) are dropped first.
+_TAKE_SLOT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) + 1000)
+  return 1
+end
+return 0
+"""
+
+
+class RedisSlots:
+    """Concurrency slots shared by replicas: a sorted set of leases per gate, scored by expiry time."""
+
+    def __init__(self, store: RedisRateStore, *, prefix: str = "ragtrim:slots") -> None:
+        self.store = store
+        self.prefix = prefix
+        self._take: Any = None
+
+    async def take(self, gate: str, capacity: int, lease: str, lease_ms: int) -> bool:
+        client = self.store._redis()
+        if self._take is None:
+            self._take = client.register_script(_TAKE_SLOT)
+        try:
+            return bool(int(await self._take(keys=[f"{self.prefix}:{gate}"], args=[capacity, lease, lease_ms])))
+        except _REDIS_ERRORS as exc:
+            raise StateUnavailable(f"redis at {self.store.url}: {exc}") from exc
+
+    async def give_back(self, gate: str, lease: str) -> None:
+        try:
+            await self.store._redis().zrem(f"{self.prefix}:{gate}", lease)
+        except _REDIS_ERRORS:
+            return  # the lease expires on its own

@@ -1,0 +1,247 @@
+"""The fakes ragtrim ships, so that users' tests and ours need no mocks: ``FixedScorer`` (scores you choose),
+``ScriptedSummarizer`` (history items you script) and a fake OpenAI-compatible model server whose time to first token
+grows with the prompt (``create_fake_app``, ``ragtrim serve-fake-upstream``). The whitespace token counter, the other
+fake, is a named counter: ``get_counter("whitespace")`` (``ragtrim.text.tokens.WhitespaceCounter``).
+
+The fake server: prefill takes ``base_ms + per_1k_ms * prompt_tokens / 1000`` (tokens approximated as characters /
+4), at most ``slots`` requests are processed at once (the rest wait, as in a GPU batch), then ``output_tokens`` tokens
+come ``decode_ms`` apart. Model names ``fail-400``, ``fail-500`` and ``fail-503`` answer that status,
+``fail-midstream`` breaks a stream after its first event; GET /debug/requests lists the last request bodies received.
+It needs the ``serve`` extra (starlette, uvicorn), imported when a server is made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, MappingOf
+from ragtrim.components import Component, component, register
+from ragtrim.errors import ConfigError
+from ragtrim.history.state import STATE_KINDS, StateItem
+from ragtrim.models import Message
+from ragtrim.scoring.base import check_score_inputs
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+
+@register("scorer", "fixed")
+@component
+class FixedScorer(Component):
+    """A fake for tests and for callers who already have scores: a score per text (mapping) or per position."""
+
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "scores": [MappingOf(Interval(float, None, None), "a dict text -> score"),
+                   ListOf(Interval(float, None, None), "a list of scores")],
+        "default": [Interval(float, None, None)],
+    }
+
+    scores: Mapping[str, float] | Sequence[float]
+    default: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return "fixed"
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        check_score_inputs(query, texts)
+        if isinstance(self.scores, Mapping):
+            return [float(self.scores.get(t, self.default)) for t in texts]
+        return [float(self.scores[i]) if i < len(self.scores) else self.default for i in range(len(texts))]
+
+
+@register("summarizer", "scripted")
+@component
+class ScriptedSummarizer(Component):
+    """A fake for tests and demos: returns the items scripted for each turn id, and records every call.
+
+    ``script`` maps a turn id to ``(kind, text)`` pairs; turns not in it give nothing. ``calls`` lists the turn ids
+    of every batch it was asked about, so a test can check that nothing was folded twice.
+    """
+
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "script": [InstanceOf(Mapping, "a dict of turn id -> [(kind, text)]")],
+    }
+
+    script: Mapping[str, Sequence[tuple[str, str]]]
+    calls: list[tuple[str, ...]] = field(default_factory=list, init=False)
+
+    def _check_params(self) -> None:
+        for turn_id, pairs in self.script.items():
+            for pair in pairs:
+                if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and pair[0] in STATE_KINDS):
+                    raise ConfigError(
+                        f"script[{turn_id!r}] entries must be (kind, text) with kind in {STATE_KINDS}, got {pair!r}"
+                    )
+
+    def extract(self, turns: Sequence[Message]) -> list[StateItem]:
+        self.calls.append(tuple(t.turn_id for t in turns))
+        return [
+            StateItem(text=text, kind=kind, turn_ids=(t.turn_id,), role=t.role)  # type: ignore[arg-type]
+            for t in turns
+            for kind, text in self.script.get(t.turn_id, ())
+        ]
+
+
+# -- the fake model server ----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class FakeUpstreamConfig:
+    base_ms: float = 0.0
+    per_1k_ms: float = 0.0
+    decode_ms: float = 0.0
+    output_tokens: int = 8
+    slots: int = 0  # 0: unlimited
+    fail_status: int = 0  # answer every completion request with this status (for fallback tests)
+    name: str = "fake"
+    keep_requests: int = 100
+
+
+def approx_tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+def _prompt_text(body: dict[str, Any]) -> str:
+    if "messages" in body:
+        parts = []
+        for m in body.get("messages") or []:
+            c = m.get("content") if isinstance(m, dict) else None
+            if isinstance(c, str):
+                parts.append(c)
+            elif isinstance(c, list):
+                parts.extend(p.get("text", "") for p in c if isinstance(p, dict))
+        return "\n".join(parts)
+    p = body.get("prompt", "")
+    return p if isinstance(p, str) else json.dumps(p)
+
+
+def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
+    """The fake model server as a Starlette app (serve it with uvicorn)."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    cfg = config or FakeUpstreamConfig()
+    received: deque[dict[str, Any]] = deque(maxlen=cfg.keep_requests)
+    sem = asyncio.Semaphore(cfg.slots) if cfg.slots > 0 else None
+    counter = {"n": 0, "active": 0, "max_active": 0}
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": cfg.name, "object": "model", "owned_by": "ragtrim"}]})
+
+    async def health(request: Request) -> Response:
+        return Response("ok")
+
+    async def debug(request: Request) -> Response:
+        return JSONResponse({"requests": list(received), "max_active": counter["max_active"]})
+
+    async def handle(request: Request, kind: str) -> Response:
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError:
+            return _error(400, "body is not JSON")
+        received.append({"path": request.url.path, "body": body, "headers": dict(request.headers)})
+        model = str(body.get("model", cfg.name))
+        status = cfg.fail_status or (int(model[5:]) if model.startswith("fail-") and model[5:].isdigit() else 0)
+        if status:
+            return _error(status, f"fake upstream {cfg.name} answers {status}")
+        prompt_tokens = approx_tokens(_prompt_text(body))
+        limit = body.get("max_completion_tokens") or body.get("max_tokens") or cfg.output_tokens
+        out_tokens = max(1, min(int(limit), cfg.output_tokens))
+        counter["n"] += 1
+        rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{cfg.name}-{counter['n']}"
+        prefill_s = (cfg.base_ms + cfg.per_1k_ms * prompt_tokens / 1000) / 1000
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": out_tokens,
+                 "total_tokens": prompt_tokens + out_tokens}
+        if body.get("stream"):
+            opts = body.get("stream_options")
+            with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
+            return StreamingResponse(_stream(kind, rid, model, prefill_s, out_tokens, usage, with_usage),
+                                     media_type="text/event-stream")
+        await _occupy(prefill_s + cfg.decode_ms * out_tokens / 1000)
+        text = " ".join(f"tok{i}" for i in range(out_tokens))
+        if kind == "chat":
+            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                      "finish_reason": "length"}
+        else:
+            choice = {"index": 0, "text": text, "finish_reason": "length", "logprobs": None}
+        return JSONResponse({"id": rid, "object": "chat.completion" if kind == "chat" else "text_completion",
+                             "created": int(time.time()), "model": model, "choices": [choice], "usage": usage})
+
+    @asynccontextmanager
+    async def _slot() -> AsyncIterator[None]:
+        """One of the ``slots`` (when they are limited) for a request's prefill and decode, counted in max_active."""
+        if sem is not None:
+            await sem.acquire()
+        counter["active"] += 1
+        counter["max_active"] = max(counter["max_active"], counter["active"])
+        try:
+            yield
+        finally:
+            counter["active"] -= 1
+            if sem is not None:
+                sem.release()
+
+    async def _occupy(seconds: float) -> None:
+        async with _slot():
+            if seconds > 0:
+                await asyncio.sleep(seconds)
+
+    async def _stream(kind: str, rid: str, model: str, prefill_s: float, out_tokens: int, usage: dict[str, int],
+                      with_usage: bool) -> AsyncIterator[bytes]:
+        async with _slot():
+            if prefill_s > 0:
+                await asyncio.sleep(prefill_s)
+            obj = "chat.completion.chunk" if kind == "chat" else "text_completion"
+            for i in range(out_tokens):
+                if i and cfg.decode_ms > 0:
+                    await asyncio.sleep(cfg.decode_ms / 1000)
+                piece = f"tok{i} "
+                if kind == "chat":
+                    delta: dict[str, Any] = {"content": piece}
+                    if i == 0:
+                        delta["role"] = "assistant"
+                    choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None}
+                else:
+                    choice = {"index": 0, "text": piece, "finish_reason": None}
+                if i == out_tokens - 1:
+                    choice["finish_reason"] = "length"
+                chunk = {"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": [choice]}
+                yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
+                if model == "fail-midstream":
+                    raise RuntimeError("fake upstream dies mid-stream (model fail-midstream)")
+            if with_usage:
+                chunk = {"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": [],
+                         "usage": usage}
+                yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
+            yield b"data: [DONE]\n\n"
+
+    async def chat(request: Request) -> Response:
+        return await handle(request, "chat")
+
+    async def completions(request: Request) -> Response:
+        return await handle(request, "completion")
+
+    return Starlette(routes=[
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/debug/requests", debug, methods=["GET"]),
+    ])
+
+
+def _error(status: int, message: str) -> Response:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": message, "type": "fake_upstream_error", "param": None,
+                                   "code": status}}, status_code=status)

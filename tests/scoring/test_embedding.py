@@ -1,0 +1,65 @@
+"""The embedding scorer: model resolution and a warm-up once per scorer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragtrim.scoring.embedding import EmbeddingScorer
+
+
+@pytest.mark.model
+class TestEmbeddingScorerModel:
+    def test_minilm_ranks_paraphrase_first(self) -> None:
+        e = EmbeddingScorer()
+        scores = e.score("Who wrote Hamlet?", ["The tragedy Hamlet is by William Shakespeare.",
+                                               "Bananas are rich in potassium."])
+        assert scores[0] > scores[1]
+
+    def test_cache_makes_repeats_free(self) -> None:
+        e = EmbeddingScorer(cache_size=10)
+        first = e.embed(["alpha text", "beta text"])
+        assert len(e._cache) == 2
+        again = e.embed(["beta text", "alpha text"])
+        assert np.allclose(first[::-1], again)
+        assert first.shape == (2, 384)
+        assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+
+
+class TestWarmUpOnce:
+    def test_a_model_scorer_runs_its_warm_up_pass_once(self) -> None:
+        from collections.abc import Sequence
+
+        from ragtrim.scoring.embedding import CachedEmbedder
+
+        class Model(CachedEmbedder):
+            warms_up = True
+            passes = 0
+
+            @property
+            def name(self) -> str:
+                return "model"
+
+            def _encode(self, texts: Sequence[str]) -> np.ndarray:
+                Model.passes += 1
+                return np.ones((len(texts), 2), dtype=np.float32)
+
+        scorer = Model()
+        for _ in range(3):
+            scorer.warm_up()
+        assert Model.passes == 1
+
+    def test_a_plain_cached_embedder_does_not_warm_up(self) -> None:
+        from collections.abc import Sequence
+
+        from ragtrim.scoring.embedding import CachedEmbedder
+
+        class Plain(CachedEmbedder):
+            @property
+            def name(self) -> str:
+                return "plain"
+
+            def _encode(self, texts: Sequence[str]) -> np.ndarray:
+                raise AssertionError("warm_up must not encode")
+
+        Plain().warm_up()

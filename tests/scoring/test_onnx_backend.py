@@ -1,0 +1,119 @@
+"""The ONNX MiniLM path: export into a user cache, int8 scoring without torch, and no side effects on the host."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragtrim._util.paths import cache_dir
+from ragtrim.errors import ConfigError
+from ragtrim.scoring.device import default_threads
+from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, export_dir
+
+
+class TestCacheDir:
+    def test_explicit_env(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        monkeypatch.setenv("RAGTRIM_CACHE_DIR", str(tmp_path))
+        assert cache_dir() == tmp_path
+
+    def test_xdg(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        monkeypatch.delenv("RAGTRIM_CACHE_DIR", raising=False)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        assert cache_dir() == tmp_path / "ragtrim"
+
+    def test_never_inside_site_packages(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.delenv("RAGTRIM_CACHE_DIR", raising=False)
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+        assert "site-packages" not in str(cache_dir())
+
+
+class TestOnnxEmbeddingScorer:
+    @pytest.mark.parametrize(("kwargs", "message"), [
+        ({"model": ""}, "model must be a model name"),
+        ({"quantized": "yes"}, "quantized must be True or False"),
+        ({"max_seq_length": 4}, "max_seq_length must be >= 8"),
+        ({"threads": 0}, "threads must be >= 1"),
+        ({"batch_size": 0}, "batch_size must be >= 1"),
+    ])
+    def test_invalid(self, kwargs: dict[str, object], message: str) -> None:
+        with pytest.raises(ConfigError, match=message):
+            OnnxEmbeddingScorer(**kwargs)  # type: ignore[arg-type]
+
+    def test_default_threads_leave_a_core_free(self) -> None:
+        assert 1 <= default_threads() <= max(1, (os.cpu_count() or 1))
+
+    def test_name_says_precision_and_length(self) -> None:
+        assert OnnxEmbeddingScorer(max_seq_length=16).name == "onnx-int8:all-MiniLM-L6-v2@16"
+        assert OnnxEmbeddingScorer(quantized=False).name == "onnx:all-MiniLM-L6-v2@256"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh export into a temporary cache (about 15 s on 2 cores)."""
+    os.environ["RAGTRIM_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    from ragtrim.scoring.onnx_backend import export_onnx
+
+    yield export_onnx()
+    del os.environ["RAGTRIM_CACHE_DIR"]
+
+
+@pytest.mark.model
+class TestExportAndScore:
+    def test_export_writes_both_models_in_the_cache(self, exported: Path) -> None:
+        assert exported == export_dir()
+        assert (exported / "model.onnx").is_file() and (exported / "model.int8.onnx").is_file()
+        assert not list(exported.glob("tmp*")), "temporary files left behind"
+
+    def test_matches_sentence_transformers(self, exported: Path) -> None:
+        from ragtrim.scoring.embedding import EmbeddingScorer
+
+        texts = ["The Eiffel Tower is 330 metres tall.", "Paris is the capital of France.", "short",
+                 ("A much longer passage about the history of the tower, which was built for the 1889 World's Fair "
+                 "by Gustave Eiffel's engineering company and was criticised by artists at the time.")]
+        reference = EmbeddingScorer().embed(texts)
+        fp32 = OnnxEmbeddingScorer(quantized=False).embed(texts)  # padded batch: texts of different lengths
+        int8 = OnnxEmbeddingScorer().embed(texts)
+        assert np.min(np.sum(reference * fp32, axis=1)) > 0.999
+        assert np.min(np.sum(reference * int8, axis=1)) > 0.9
+
+    def test_ranks_the_answer_first(self, exported: Path) -> None:
+        scores = OnnxEmbeddingScorer(max_seq_length=16).score(
+            "How tall is the Eiffel Tower?", ["Paris is in France.", "The Eiffel Tower is 330 metres tall."])
+        assert scores[1] > scores[0]
+
+
+@pytest.mark.model
+def test_trim_sets_no_environment_and_prints_nothing() -> None:
+    """The first trim() loads MiniLM: it must not set HF_HUB_OFFLINE or print a progress bar in the host."""
+    code = ("import os, ragtrim; before = dict(os.environ); "
+            "r = ragtrim.trim(['The tower is 330 metres tall.', 'Paris is in France.'], query='How tall?', budget=20); "
+            "from ragtrim.scoring import EmbeddingScorer; EmbeddingScorer().score('q', ['t']); "
+            "assert dict(os.environ) == before, set(os.environ) ^ set(before); print(r.tokens_after)")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.strip().isdigit()
+
+
+@pytest.mark.model
+def test_prefix_encoding_equals_full_encoding() -> None:
+    """Tokenizing a prefix of a long text must give exactly the truncated encoding of the whole text."""
+    from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, resolve_model
+    from ragtrim.scoring.onnx_backend import _tokenizer, encode_prefixes
+
+    texts = ["The Eiffel Tower, built in 1889, is 330 metres tall. " * 40, "x" * 5000,
+             "supercalifragilistic" * 300, "a " * 1000, "short text", "", "word " * 37 + "antidisestablishment" * 9,
+             # a word across the cut, a word past the 100-character [UNK] limit, CJK, accents, tabs and newlines
+             "tiny " * 11 + "internationalization " * 30, "ab " * 20 + "z" * 150 + " tail" * 200,
+             "東京は日本の首都です。 " * 60, "Café naïve résumé\tcoöperate\n" * 60, "x" + " " * 3000 + "y z " * 500]
+    for max_tokens in (16, 64, 256):
+        tok = _tokenizer(Path(resolve_model(DEFAULT_EMBEDDING_MODEL)), max_tokens)
+        assert [e.ids for e in encode_prefixes(tok, texts, max_tokens)] == [tok.encode(t).ids for t in texts]
