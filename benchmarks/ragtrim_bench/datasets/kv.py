@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragtrim._jsonl import iter_jsonl
+from ragtrim._util.jsonl import iter_jsonl
 from ragtrim.errors import ConfigError, InputError
 from ragtrim_bench.datasets import dataset_path
 from ragtrim_bench.datasets.nq import Passage, QAInstance

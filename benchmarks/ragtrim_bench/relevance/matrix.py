@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import math
 import os
 import platform
 import shlex
@@ -236,8 +235,8 @@ def host_info() -> dict[str, Any]:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             versions[pkg] = None
-    from ragtrim.fast import choose
-    from ragtrim.onnx_embed import default_threads
+    from ragtrim.scoring.auto import choose
+    from ragtrim.scoring.device import default_threads
 
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout
@@ -367,6 +366,8 @@ def write_result(result: Mapping[str, Any], output: str | Path) -> tuple[Path, P
     """The JSON at ``output`` and the plot beside it (same stem, .png; None when matplotlib is missing)."""
     import json
 
+    from ragtrim_bench.qa import _json_safe  # NaN (a percentile of nothing) -> null, as qa_savings writes it
+
     path = Path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(_json_safe(result), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -378,16 +379,6 @@ def write_result(result: Mapping[str, Any], output: str | Path) -> tuple[Path, P
     except ImportError:
         png = None
     return path, png
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 # -- command line ---------------------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 ``chunks`` are ``trim()``'s dict input (``{"text", "id"}``, plus ``"score"``, the retriever's, for a row with
 ``uses_retrieval_score``). Built in: ``default`` (``trim()`` with no scorer argument), one row per named scorer
-(``ragtrim.scoring.NAMED_SCORERS``), ``given`` and the plain baseline. A tuning experiment adds a candidate with
-``register_row(Row(...))`` in code, or names ``module:attribute`` (a Row, or a function returning one) in ``--rows``.
+(``ragtrim.scoring.registry.SCORER_NAMES``), ``given`` and the plain baseline. A tuning experiment adds a candidate
+with ``register_row(Row(...))`` in code, or names ``module:attribute`` (a Row, or a function returning one) in
+``--rows``.
 """
 
 from __future__ import annotations
@@ -50,10 +51,10 @@ def _plain_bm25(chunks: Chunks, query: str, budget: int) -> str:
 
 def builtin_rows() -> dict[str, Row]:
     """``default``, every named scorer, ``given`` and ``plain-bm25``, in report order."""
-    from ragtrim.scoring import NAMED_SCORERS
+    from ragtrim.scoring.registry import SCORER_NAMES
 
     rows = [Row("default", _trim_with(None), 'trim() with no scorer argument (scorer="auto")')]
-    rows += [Row(name, _trim_with(name), f'trim(scorer="{name}")') for name in NAMED_SCORERS]
+    rows += [Row(name, _trim_with(name), f'trim(scorer="{name}")') for name in SCORER_NAMES]
     rows.append(Row("given", _trim_with("given"), 'trim(scorer="given"): the retriever\'s score of each chunk',
                     uses_retrieval_score=True))
     rows.append(Row("plain-bm25", _plain_bm25, "plain baseline, no ragtrim stage: an independent BM25 (words; "

@@ -145,9 +145,9 @@ class TestAggregate:
 
 class TestRows:
     def test_builtin_rows(self) -> None:
-        from ragtrim.scoring import NAMED_SCORERS
+        from ragtrim.scoring.registry import SCORER_NAMES
 
-        assert DEFAULT_ROWS == ("default", *NAMED_SCORERS, "given", "plain-bm25")
+        assert DEFAULT_ROWS == ("default", *SCORER_NAMES, "given", "plain-bm25")
         assert [r.name for r in resolve_rows(["given"]) if r.uses_retrieval_score] == ["given"]
 
     def test_register_and_module_attribute(self) -> None:
