@@ -50,3 +50,11 @@ def test_wilson_interval() -> None:
     assert low == pytest.approx(0.94398, abs=1e-4) and high == pytest.approx(0.98414, abs=1e-4)
     assert wilson_interval(300, 300)[1] == 1.0 and wilson_interval(0, 10)[0] == 0.0
     assert all(math.isnan(x) for x in wilson_interval(0, 0))
+
+
+def test_mcnemar_exact_p() -> None:
+    from ragtrim_bench.stats import mcnemar_exact_p
+
+    assert mcnemar_exact_p(0, 0) == 1.0 and mcnemar_exact_p(5, 5) == 1.0
+    assert mcnemar_exact_p(0, 6) == 2 / 64  # all six discordant pairs one way
+    assert mcnemar_exact_p(2, 10) == pytest.approx(2 * (1 + 12 + 66) / 4096)  # scipy's binomtest: 0.0386

@@ -34,7 +34,7 @@ from ragtrim_bench.datasets import data_dir
 from ragtrim_bench.qa_metrics import answer_substring_in_text
 from ragtrim_bench.relevance.columns import COLUMNS, SPLITS, Request, Split, build_column
 from ragtrim_bench.relevance.rows import DEFAULT_ROWS, Row, resolve_rows
-from ragtrim_bench.stats import mean, percentile, wilson_interval
+from ragtrim_bench.stats import mcnemar_exact_p, mean, percentile, wilson_interval
 
 RATIOS = (4, 8, 16)
 TIMED_RATIO = 4
@@ -218,6 +218,36 @@ def cost_by_row(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
     return out
 
 
+def compare(records: Sequence[Mapping[str, Any]], row: str, against: Sequence[str]) -> list[dict[str, Any]]:
+    """Per (column, split, ratio) where ``row`` and one of ``against`` ran: ``row``'s recall minus the best of
+    ``against`` there (ties: the first named), paired on the same requests: how many only ``row`` kept, how many only
+    the rival, and the exact McNemar p of that split (a small p: the difference is not sampling noise)."""
+    by = {(r["row"], r["column"], r["split"], r["ratio"]): r for r in records}
+    out: list[dict[str, Any]] = []
+    for (name, column, split, ratio), rec in by.items():
+        rivals = [by[(a, column, split, ratio)] for a in against if (a, column, split, ratio) in by and a != row]
+        if name != row or not rivals:
+            continue
+        best = max(rivals, key=lambda r: float(r["answer_recall"]))
+        pairs = list(zip(rec["kept_bits"], best["kept_bits"]))
+        only_row = sum(1 for x, y in pairs if x == "1" and y == "0")
+        only_rival = sum(1 for x, y in pairs if x == "0" and y == "1")
+        out.append({"row": row, "against": best["row"], "column": column, "split": split, "ratio": ratio,
+                    "recall_diff": float(rec["answer_recall"]) - float(best["answer_recall"]),
+                    "n_only_row": only_row, "n_only_against": only_rival,
+                    "mcnemar_p": mcnemar_exact_p(only_row, only_rival)})
+    return out
+
+
+def comparisons(records: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Issue 23's targets, paired: the default against the best named scorer of each cell, and against the plain
+    baseline."""
+    from ragtrim.scoring.registry import SCORER_NAMES
+
+    return {"default_vs_best_named_scorer": compare(records, "default", SCORER_NAMES),
+            "default_vs_plain_bm25": compare(records, "default", ("plain-bm25",))}
+
+
 # -- the run --------------------------------------------------------------------------------------------------------
 def host_info() -> dict[str, Any]:
     """Cores, CPU model, Python, package versions, threads, load, and the code's commit."""
@@ -304,6 +334,7 @@ def run_matrix(config: MatrixConfig, *, requests: Mapping[tuple[str, Split], lis
                         for r in turn if (r.name, c, s) in runs_on}
                 outcomes += [done[r.name] for r in rows if r.name in done]
                 bar.update(1)
+    records = aggregate(outcomes, config.ratios)
     return {
         "benchmark": "quality_matrix",
         "command": command or command_line(sys.argv[1:]),
@@ -331,7 +362,8 @@ def run_matrix(config: MatrixConfig, *, requests: Mapping[tuple[str, Split], lis
                       "context_tokens": [context_tokens(r, counter) for r in reqs]}
                      for (c, s), reqs in requests.items()],
         "skipped": skipped,
-        "records": aggregate(outcomes, config.ratios),
+        "records": records,
+        "comparisons": comparisons(records),
         "cost_by_row": cost_by_row(outcomes),
         "budget_violations_total": sum(o.violations for o in outcomes),
         "errors_total": sum(1 for o in outcomes if o.error),

@@ -1,8 +1,11 @@
-"""Prints the quality matrix as Markdown tables (the only module of the matrix that prints): recall per split,
-then cold cost per row."""
+"""Prints the quality matrix as Markdown tables (the only module of the matrix that prints): recall per split, the
+default's paired gaps, then cold cost per row. ``python -m ragtrim_bench.relevance.report JSON [--plot]`` prints
+the tables of a written result again (and redraws its plot), without rerunning anything."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -10,7 +13,7 @@ from typing import Any
 
 from ragtrim_bench.report import print_error
 
-__all__ = ["cost_table", "print_error", "print_report", "recall_table", "report_text"]
+__all__ = ["cost_table", "gap_table", "main", "print_error", "print_report", "recall_table", "report_text"]
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -39,6 +42,29 @@ def recall_table(records: Sequence[Mapping[str, Any]], split: str) -> str:
     return _markdown(header, body)
 
 
+def gap_table(result: Mapping[str, Any], split: str) -> str:
+    """Per column and ratio: the default minus the best named scorer (which one, and the paired McNemar p), and the
+    default minus the plain baseline (p); empty when the default did not run."""
+    comps = result.get("comparisons", {})
+    best = {(c["column"], c["ratio"]): c for c in comps.get("default_vs_best_named_scorer", []) if c["split"] == split}
+    plain = {(c["column"], c["ratio"]): c for c in comps.get("default_vs_plain_bm25", []) if c["split"] == split}
+    keys = list(dict.fromkeys([*best, *plain]))
+    if not keys:
+        return ""
+    columns = list(dict.fromkeys(c for c, _ in keys))
+    ratios = sorted({k for _, k in keys})
+
+    def cell(c: Mapping[str, Any] | None, named: bool) -> str:
+        if c is None:
+            return "n/a"
+        who = f"{c['against']}, " if named else ""
+        return f"{c['recall_diff']:+.3f} ({who}p {c['mcnemar_p']:.2f})"
+
+    body = [[column, *[f"{cell(best.get((column, k)), True)}; {cell(plain.get((column, k)), False)}"
+                       for k in ratios]] for column in columns]
+    return _markdown(["column", *[f"{k}x: vs best named scorer; vs plain-bm25" for k in ratios]], body)
+
+
 def cost_table(cost: Sequence[Mapping[str, Any]]) -> str:
     """Per row: cold p50 / p99 ms and mean CPU s at 4x over every request, the ratio to the BM25 rows, and the p50
     per column."""
@@ -57,6 +83,10 @@ def report_text(result: Mapping[str, Any]) -> str:
     parts: list[str] = []
     for split in dict.fromkeys(r["split"] for r in records):
         parts += [f"## answer recall, {split} (4x / 8x / 16x fewer tokens)", "", recall_table(records, split), ""]
+        gaps = gap_table(result, split)
+        if gaps:
+            title = f"## the default minus the best named scorer, and minus plain-bm25, {split} (paired McNemar p)"
+            parts += [title, "", gaps, ""]
     parts += ["## cold cost of the trim call at 4x (all columns and splits)", "",
               cost_table(result.get("cost_by_row", [])), ""]
     parts.append(f"budget violations: {result.get('budget_violations_total')}  errors: {result.get('errors_total')}"
@@ -67,3 +97,26 @@ def report_text(result: Mapping[str, Any]) -> str:
 def print_report(result: Mapping[str, Any], *, json_path: Path, png_path: Path | None) -> None:
     print(report_text(result))
     print(f"wrote {json_path}" + (f" and {png_path}" if png_path else " (no plot: matplotlib missing)"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ragtrim_bench.relevance.report",
+                                     description="print the tables of a quality matrix JSON")
+    parser.add_argument("path", type=Path)
+    parser.add_argument("--plot", action="store_true", help="redraw the PNG beside the JSON")
+    args = parser.parse_args(argv)
+    try:
+        result = json.loads(args.path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        print_error(f"cannot read {args.path}: {exc}")
+        return 1
+    print(report_text(result))
+    if args.plot:
+        from ragtrim_bench.relevance.plot import plot_matrix
+
+        print(f"wrote {plot_matrix(result, args.path.with_suffix('.png'))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

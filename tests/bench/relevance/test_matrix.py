@@ -21,6 +21,7 @@ from ragtrim_bench.relevance.matrix import (
     aggregate,
     answer_kept,
     budget_for,
+    compare,
     cost_by_row,
     measure,
     parse_args,
@@ -28,7 +29,7 @@ from ragtrim_bench.relevance.matrix import (
     trim_input,
     write_result,
 )
-from ragtrim_bench.relevance.report import recall_table, report_text
+from ragtrim_bench.relevance.report import gap_table, recall_table, report_text
 from ragtrim_bench.relevance.rows import DEFAULT_ROWS, Row, register_row, resolve_rows
 
 COUNTER = WhitespaceCounter()
@@ -143,6 +144,29 @@ class TestAggregate:
         assert x["cold_p50_ms_by_column"] == {"c": 20.0, "k": 40.0}
 
 
+class TestCompare:
+    @staticmethod
+    def _rec(row: str, bits: str, column: str = "c", ratio: int = 4) -> dict[str, Any]:
+        return {"row": row, "column": column, "split": "dev", "ratio": ratio, "kept_bits": bits,
+                "answer_recall": bits.count("1") / len(bits)}
+
+    def test_paired_against_the_best_rival(self) -> None:
+        records = [self._rec("default", "1110000000"), self._rec("bm25", "1111111100"),
+                   self._rec("embedding", "0111111111"), self._rec("default", "11", column="k")]
+        [c] = compare(records, "default", ("bm25", "embedding"))
+        # embedding (0.9) beats bm25 (0.8); default keeps request 0 alone, embedding requests 3-9
+        assert c["against"] == "embedding" and c["recall_diff"] == pytest.approx(-0.6)
+        assert (c["n_only_row"], c["n_only_against"]) == (1, 7) and c["mcnemar_p"] == pytest.approx(0.0703125)
+        assert compare(records, "nope", ("bm25",)) == [] and compare(records, "default", ("default",)) == []
+
+    def test_gap_table(self) -> None:
+        records = [self._rec("default", "1100"), self._rec("bm25", "1110"), self._rec("plain-bm25", "1000")]
+        result = {"comparisons": matrix.comparisons(records)}
+        assert gap_table(result, "dev") == ("| column | 4x: vs best named scorer; vs plain-bm25 |\n| --- | --- |\n"
+                                            "| c | -0.250 (bm25, p 1.00); +0.250 (p 1.00) |")
+        assert gap_table(result, "heldout") == ""
+
+
 class TestRows:
     def test_builtin_rows(self) -> None:
         from ragtrim.scoring.registry import SCORER_NAMES
@@ -208,6 +232,16 @@ class TestEndToEnd:
         json_path, png = write_result(result, tmp_path / "m" / "quality_matrix.json")
         assert json.loads(json_path.read_text())["records"][0]["row"] == "bm25"
         assert png is not None and png.stat().st_size > 10_000
+
+    def test_report_from_a_written_json(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        from ragtrim_bench.relevance import report
+
+        rec = {"row": "bm25", "column": "c", "split": "dev", "ratio": 4, "n": 1, "answer_recall": 1.0}
+        path = tmp_path / "qm.json"
+        path.write_text(json.dumps({"records": [rec], "cost_by_row": [], "command": "x"}))
+        assert report.main([str(path), "--plot"]) == 0
+        assert "| bm25 | 1.000 |" in capsys.readouterr().out and path.with_suffix(".png").is_file()
+        assert report.main([str(tmp_path / "absent.json")]) == 1
 
 
 @pytest.mark.data
