@@ -147,6 +147,8 @@ def measure(row: Row, request: Request, ratios: Sequence[int], counter: Any,
         for r in order:
             if r == TIMED_RATIO and clear is not None:
                 clear()
+                if row.clear is not None:
+                    row.clear()
                 w0, c0 = time.perf_counter(), time.process_time()
                 texts[r] = row.trim(chunks, request.question, budgets[r])
                 wall_ms, cpu_s = (time.perf_counter() - w0) * 1000, time.process_time() - c0

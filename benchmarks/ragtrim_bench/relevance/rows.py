@@ -23,12 +23,27 @@ RowTrim = Callable[[Chunks, str, int], str]
 @dataclass(frozen=True)
 class Row:
     """One recipe under test. ``uses_retrieval_score``: it ranks by the chunks' ``score`` (the retriever's), so it
-    runs only on columns that have one."""
+    runs only on columns that have one. ``clear``: empties the caches of what the row built itself (a scorer object
+    of its own: ``clear_caches()`` reaches only the named scorers), called before each timed call, so its cost is
+    cold too (``scorer_clearer`` makes one)."""
 
     name: str
     trim: RowTrim
     description: str = ""
     uses_retrieval_score: bool = False
+    clear: Callable[[], None] | None = None
+
+
+def scorer_clearer(*scorers: Any) -> Callable[[], None]:
+    """A ``Row.clear`` that empties these scorers' caches, with their parts (a hybrid's scorers, a cascade's
+    stages), as ``ragtrim.caches.clear_caches`` does for the named ones."""
+    from ragtrim.caches import _clear_scorer  # the one walk over a scorer's parts; not public API
+
+    def clear() -> None:
+        for scorer in scorers:
+            _clear_scorer(scorer)
+
+    return clear
 
 
 def _trim_with(scorer: str | None) -> RowTrim:

@@ -98,6 +98,38 @@ class TestMeasure:
         assert out.tokens_after == (4, 1, 1) and out.violations == 0
         assert out.cold_ms is not None and out.cold_ms >= 0 and out.cold_cpu_s is not None
 
+    def test_a_rows_own_caches_are_cleared_before_the_timed_call(self) -> None:
+        calls: list[str] = []
+
+        def row_trim(chunks: Sequence[Mapping[str, Any]], query: str, budget: int) -> str:
+            calls.append("trim")
+            return ""
+
+        row = Row("own", row_trim, clear=lambda: calls.append("own clear"))
+        measure(row, _request(), (4, 8), COUNTER, lambda: calls.append("clear"))
+        measure(row, _request(), (4,), COUNTER, None)
+        assert calls == ["clear", "own clear", "trim", "trim", "trim"]
+
+    def test_scorer_clearer_reaches_the_parts(self) -> None:
+        from ragtrim.scoring.hybrid import HybridScorer
+        from ragtrim_bench.relevance.rows import scorer_clearer
+
+        class Cached:
+            name = "cached"
+
+            def __init__(self) -> None:
+                self.cleared = 0
+
+            def score(self, query: str, texts: Sequence[str]) -> list[float]:
+                return [0.0] * len(texts)
+
+            def clear_cache(self) -> None:
+                self.cleared += 1
+
+        a, b = Cached(), Cached()
+        scorer_clearer(HybridScorer(scorers=(a, b)), a)()
+        assert (a.cleared, b.cleared) == (2, 1)
+
     def test_untimed_without_clear(self) -> None:
         out = measure(FIRST, _request(), (4, 8), COUNTER, None)
         assert out.cold_ms is None and out.kept == (False, False) and out.error is None
