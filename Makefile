@@ -19,7 +19,7 @@ $(CORE_STAMP): pyproject.toml benchmarks/pyproject.toml
 
 $(MODEL_STAMP): $(CORE_STAMP)
 	$(BIN)/python -m pip install -q '$(TORCH_SPEC)'
-	$(BIN)/python -m pip install -q -e '.[embeddings]'
+	$(BIN)/python -m pip install -q -e '.[embeddings,ko]'
 	touch $@
 
 ## The main job: token savings of the default pipeline on the example corpus (examples/, shipped in the package).
@@ -42,7 +42,7 @@ bench-llamacpp: $(MODEL_STAMP)
 test: $(CORE_STAMP)
 	$(BIN)/python -m pytest -q
 
-## Tests that load real models (MiniLM embeddings, the Gemma 3 270M GGUF through transformers).
+## Tests that load real models (MiniLM embeddings, the Gemma 3 270M GGUF through transformers, kiwipiepy's Korean model).
 test-models: $(MODEL_STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m model
 

@@ -192,7 +192,7 @@ class SentenceCompressor(Stage):
         would change) are left out."""
         plain = tuple(c for c in context.chunks if "<" not in c.text and not c.pinned)
         scorer = get_scorer(self.scorer)
-        if isinstance(scorer, BM25Scorer):
+        if isinstance(scorer, BM25Scorer) and scorer.analyzer == "script":
             for c in plain:
                 prime_tokens(c.text, sentence_spans(c.text), stopwords=scorer.stopwords)
         for s in self._split(plain, counter):
