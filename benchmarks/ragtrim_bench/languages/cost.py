@@ -7,7 +7,8 @@ Per token: ``requests`` requests per language of 20 chunks of 1,000 characters (
 quarter of the input's cl100k tokens, every call cold (``ragtrim.caches.clear_caches()`` just before it), after one
 warm-up call per language and scorer (model load, imports). Languages and scorers take turns within each request
 round, so machine noise falls on all alike. Wall time and CPU time (all threads of the process) per cl100k input
-token; the target is at most 2x English's for Korean, Japanese and Chinese.
+token (the target: at most 2x English's for Korean, Japanese and Chinese), and CPU time per character (cl100k cuts
+CJK text into about one token per character, English into one per 4.5).
 
 Growth: one chunk of each size (4x steps), cold, per language and scorer; linear growth is a ratio near 4 per step.
 """
@@ -110,6 +111,8 @@ def measure_per_token(cfg: CostConfig) -> dict[str, Any]:
             row[f"{scorer}_p50_wall_ms"] = round(1000 * percentile([t.wall_s for t in ts], 50), 2)
             row[f"{scorer}_wall_us_per_token"] = round(per_token_us([t.wall_s for t in ts], tokens[lang]), 2)
             row[f"{scorer}_cpu_us_per_token"] = round(per_token_us([t.cpu_s for t in ts], tokens[lang]), 2)
+            chars = [cfg.chunks * cfg.chunk_chars] * len(ts)
+            row[f"{scorer}_cpu_us_per_char"] = round(per_token_us([t.cpu_s for t in ts], chars), 3)
         out[lang] = row
     if "en" in out:
         for lang, row in out.items():
@@ -117,6 +120,8 @@ def measure_per_token(cfg: CostConfig) -> dict[str, Any]:
                 for kind in ("wall", "cpu"):
                     en = out["en"][f"{scorer}_{kind}_us_per_token"]
                     row[f"{scorer}_{kind}_ratio_to_en"] = round(row[f"{scorer}_{kind}_us_per_token"] / en, 2)
+                en_char = out["en"][f"{scorer}_cpu_us_per_char"]
+                row[f"{scorer}_cpu_per_char_ratio_to_en"] = round(row[f"{scorer}_cpu_us_per_char"] / en_char, 2)
     return out
 
 
