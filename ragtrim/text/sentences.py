@@ -255,14 +255,17 @@ def _bracket_quotes(text: str, opener: str, closer: str) -> list[tuple[int, int]
 _TABLE_ROW = re.compile(r"^[ \t]*\|[^\n]*|^[^\n\t]*[^\s]\t+[^\s][^\n]*", re.MULTILINE)
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*•]|\d+[.)])[ \t][^\n]*", re.MULTILINE)
 _SHORT_LINE_CHARS = 60
-"""A line shorter than this (a heading, a table row rendered by the HTML stage, a label) followed by a line that starts
-a sentence ends a unit: hard-wrapped prose has longer lines, and a lower-case continuation never starts one."""
-_SHORT_LINE = re.compile(rf"^[^\S\n]*\S[^\n]{{0,{_SHORT_LINE_CHARS - 2}}}\n", re.MULTILINE)
+"""Consecutive lines shorter than this (table rows rendered by the HTML stage, labels and values, a short list without
+markers) are units of their own when the next line starts a sentence. A single short line before a paragraph (a
+title, a heading) stays with the paragraph's first sentence, as before: hard-wrapped prose has longer lines, and a
+lower-case continuation never starts a sentence."""
+_SHORT_LINE = re.compile(rf"^[^\S\n]*\S[^\n]{{0,{_SHORT_LINE_CHARS - 2}}}(?:\n|\Z)", re.MULTILINE)
 
 
 def _line_units(text: str) -> set[int]:
     """Cuts that make lines units of their own: before and after every table row; after a list item (the item
-    itself starts at a boundary already) and after a short line, when the next line starts a sentence."""
+    itself starts at a boundary already) and after a short line next to another short line, when the next line starts
+    a sentence."""
     cuts: set[int] = set()
     n = len(text)
     if "|" in text or "\t" in text:
@@ -272,11 +275,16 @@ def _line_units(text: str) -> set[int]:
                 cuts.add(a)
             if b < n:
                 cuts.add(b + 1)
-    for pattern in (_LIST_ITEM, _SHORT_LINE):
-        for m in pattern.finditer(text):
-            b = m.end() if pattern is _SHORT_LINE else m.end() + 1
-            if b < n and starts_sentence(text, b, lead=_LINE_LEAD):
-                cuts.add(b)
+    for m in _LIST_ITEM.finditer(text):
+        b = m.end() + 1
+        if b < n and starts_sentence(text, b, lead=_LINE_LEAD):
+            cuts.add(b)
+    short = [(m.start(), m.end()) for m in _SHORT_LINE.finditer(text)]
+    starts = {a for a, _ in short}
+    ends = {b for _, b in short}
+    for a, b in short:
+        if b < n and (a in ends or b in starts) and starts_sentence(text, b, lead=_LINE_LEAD):
+            cuts.add(b)
     return cuts
 
 

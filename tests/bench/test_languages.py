@@ -55,3 +55,23 @@ def test_tiny_cost_run_writes_its_command(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["command"].endswith(f"--output {out}") and set(data["cold_per_token"]) == {"ja", "zh"}
     assert data["cold_per_token"]["ja"]["bm25_cpu_us_per_token"] > 0
+
+
+def test_mcnemar_exact() -> None:
+    from ragtrim_bench.languages.paired import mcnemar_exact
+
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(5, 0) == 2 / 32
+    assert mcnemar_exact(3, 3) == 1.0
+
+
+def test_compare_pairs_the_same_requests() -> None:
+    from ragtrim_bench.languages.paired import compare
+
+    before = {"records": [{"row": "bm25", "column": "c", "split": "dev", "ratio": 4, "kept_bits": "1100"}]}
+    after = {"records": [{"row": "bm25", "column": "c", "split": "dev", "ratio": 4, "kept_bits": "1011"}]}
+    (line,) = compare(before, after)
+    assert (line["gained"], line["lost"], line["recall_before"], line["recall_after"]) == (2, 1, 0.5, 0.75)
+    after["records"][0]["kept_bits"] = "10"
+    with pytest.raises(Exception, match="same requests"):
+        compare(before, after)

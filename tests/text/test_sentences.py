@@ -295,6 +295,14 @@ class TestLineUnits:
                               "<td>10 GB</td></tr><tr><td>Pro</td><td>100 GB</td></tr></table><p>End.</p>").text
         assert split_sentences(text) == ["Plans:", "Plan Limit", "Basic 10 GB", "Pro 100 GB", "End."]
 
+    def test_a_title_stays_with_its_first_sentence(self) -> None:
+        """One short line before a paragraph (NQ's "title\\ntext", a heading) is not a table: as before, it stays with
+        the paragraph's first sentence."""
+        text = "Eiffel Tower\nThe Eiffel Tower is a wrought-iron lattice tower in Paris, France. It is 330 m tall."
+        assert split_sentences(text) == ["Eiffel Tower\nThe Eiffel Tower is a wrought-iron lattice tower in Paris, "
+                                         "France.", "It is 330 m tall."]
+        assert split_sentences("Name\nAlice\nAge\n42") == ["Name", "Alice", "Age", "42"]
+
     def test_list_item_without_a_stop_ends_at_its_line(self) -> None:
         text = "Steps:\n- install it\n2) run it\nThen it works. Done."
         assert split_sentences(text) == ["Steps:", "- install it", "2) run it", "Then it works.", "Done."]
