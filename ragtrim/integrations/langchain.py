@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from ragtrim._util.validate import plain_number
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
 
 try:
@@ -80,13 +81,19 @@ def documents_to_chunks(documents: Sequence[Document], *, score_key: str | None 
     for index, (doc, cid) in enumerate(zip(documents, document_ids(documents))):
         score: float | None = None
         if score_key is not None and score_key in doc.metadata:
-            raw = doc.metadata[score_key]
+            raw = plain_number(doc.metadata[score_key])  # numpy scores (np.float32) from a vector store too
             if isinstance(raw, bool) or not isinstance(raw, (int, float)):
                 raise InputError(
                     f"document at index {index}: metadata[{score_key!r}] must be a number to use as its score, "
                     f"got {raw!r}; pass score_key=None to ignore it"
                 )
-            score = float(raw)
+            try:
+                score = float(raw)
+            except OverflowError:
+                raise InputError(
+                    f"document at index {index}: metadata[{score_key!r}] must be within float's range (about "
+                    "1.8e308), got an int too large to convert"
+                ) from None
         out.append(Chunk(text=doc.page_content, id=cid, metadata=dict(doc.metadata), score=score))
     return tuple(out)
 
@@ -191,6 +198,7 @@ class _RagtrimFields(BaseModel):
         scorer: str = "auto",
         **kwargs: Any,
     ) -> None:
+        budget = plain_number(budget)  # np.int64(500) computed by the caller is a budget too
         _check_config(pipeline, budget, tokenizer, score_key, scorer)
         super().__init__(pipeline=pipeline, budget=budget, tokenizer=tokenizer, score_key=score_key, scorer=scorer,
                          **kwargs)

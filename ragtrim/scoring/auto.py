@@ -34,7 +34,7 @@ BACKENDS: tuple[str, ...] = get_args(Backend)
 
 FAST_PREFIX_TOKENS = 10
 """Word pieces of each passage MiniLM reads in the fast path on a CPU, [CLS] and [SEP] included (title and lead).
-Chosen on the 99 single-use NQ dev requests (benchmarks/results/dev/net_latency_dev_prefix_length.json): 10, 12 and
+Chosen on the 99 single-use NQ dev requests (benchmarks/results/tuning/net_latency_dev_prefix_length.json): 10, 12 and
 16 kept the same answers there (0.990 / 0.980 at 4x / 8x), 8 lost 3 points, and 10 costs 30% less CPU than 16. The
 wider dev set (fast_recall_q0-499.json) does tell them apart: more pieces keep more answers, at a model cost that
 grows with them."""
@@ -44,7 +44,7 @@ FAST_GPU_PREFIX_TOKENS = 64
 FAST_GPU_BM25_WEIGHT = 0.2
 """The recipe on a CUDA device, where a 64-piece pass costs about what a 10-piece one does (a graph replay) and
 the tokenizer runs beside the CPU stages: on NQ dev questions 0-499 in the qa_savings setting (every question,
-distractors from the whole pool; benchmarks/results/dev/fast_recall_q0-499.json) it keeps 0.988 / 0.976 of the
+distractors from the whole pool; benchmarks/results/tuning/fast_recall_q0-499.json) it keeps 0.988 / 0.976 of the
 answers at 4x / 8x against 0.974 / 0.942 for the CPU recipe and 0.992 / 0.980 for full-length MiniLM. (The
 single-use dev requests the CPU recipe was chosen on, 99 of them, could not tell these apart.)"""
 FAST_CANDIDATES = 32

@@ -166,12 +166,11 @@ class TestHtmlCleaner:
         assert texts == ["First bold\nSecond paragraph\ntail text"]
 
     def test_deeply_nested_html_falls_back_without_recursion_error(self) -> None:
+        # Its cost stays linear (the hostile-growth benchmark measures it: speed is no unit test's business).
         html = "<div>" * 100_000 + "deep text &amp; more" + "</div>" * 100_000
-        started = time.perf_counter()
         for mode in ("auto", "page", "fragment"):
             assert HtmlCleaner(mode=mode).clean(html).text == "deep text & more"  # type: ignore[arg-type]
         assert HtmlCleaner().clean(html).method == "fallback"
-        assert time.perf_counter() - started < 10
 
     def test_nesting_within_parser_limit_is_parsed(self) -> None:
         html = "<div>" * 1000 + "<p>inner</p>" + "</div>" * 1000
