@@ -1,7 +1,7 @@
 """Cold cost of ``trim()`` per input token in each script, against English's, and its growth with the input.
 
-  python -m ragtrim_bench.languages.cost [--languages en,ko,ja,zh,zh-unpunct] [--scorers bm25,auto]
-                                         [--requests 7] [--growth 25000,100000,400000] [--output PATH]
+  ragtrim-bench languages cost [--languages en,ko,ja,zh,zh-unpunct] [--scorers bm25,auto] [--requests 7]
+                               [--growth 25000,100000,400000] [--output PATH]
 
 Per token: ``requests`` requests per language of 20 chunks of 1,000 characters (a different text each time), budget a
 quarter of the input's cl100k tokens, every call cold (``ragtrim.caches.clear_caches()`` just before it), after one
@@ -20,13 +20,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 from ragtrim.errors import ConfigError
+from ragtrim_bench.common.results import command_line, result_path, write_result
+from ragtrim_bench.common.stats import percentile
 from ragtrim_bench.languages.corpora import LANGUAGES, QUERIES, check_languages, chunks, text
-from ragtrim_bench.languages.results import RESULTS, write
-from ragtrim_bench.stats import percentile
 
+MODULE = "ragtrim_bench.languages.cost"
 SCORERS = ("bm25", "auto")
 BUDGET_RATIO = 4
 
@@ -40,7 +42,8 @@ class CostConfig:
     chunk_chars: int = 1000
     growth_chars: tuple[int, ...] = (25_000, 100_000, 400_000)
     growth_languages: tuple[str, ...] = ("en", "ko", "ja", "zh-unpunct")
-    output: str = str(RESULTS / "cost.json")
+    output: str = ""
+    """The JSON (empty: ``benchmarks/results/languages/cost.json``)."""
 
     def __post_init__(self) -> None:
         check_languages(self.languages)
@@ -168,9 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for lang, row in per_token.items():
         print(lang, row, flush=True)
     growth = measure_growth(cfg) if cfg.growth_chars else {}
-    print("wrote", write(cfg.output, {"config": asdict(cfg), "auto": choose().to_dict(),
-                                      "cold_per_token": per_token, "growth_one_chunk": growth},
-                                      module="ragtrim_bench.languages.cost", argv=argv))
+    out = Path(cfg.output) if cfg.output else result_path(MODULE)
+    print("wrote", write_result(out, {"config": asdict(cfg), "auto": choose().to_dict(), "cold_per_token": per_token,
+                                      "growth_one_chunk": growth}, command=command_line(MODULE, argv)))
     return 0
 
 

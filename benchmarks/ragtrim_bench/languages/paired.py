@@ -2,7 +2,7 @@
 requests: per row, column, split and ratio, the answers kept before and after, how many requests flipped each way,
 and the exact McNemar p-value of the flips.
 
-  python -m ragtrim_bench.languages.paired BEFORE.json AFTER.json [--output PATH]
+  ragtrim-bench languages paired BEFORE.json AFTER.json [--output PATH]
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ragtrim.errors import InputError
-from ragtrim_bench.languages.results import RESULTS, write
+from ragtrim_bench.common.results import command_line, result_path, write_result
+
+MODULE = "ragtrim_bench.languages.paired"
 
 
 def mcnemar_exact(gained: int, lost: int) -> float:
@@ -57,15 +59,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("before")
     parser.add_argument("after")
-    parser.add_argument("--output", default=str(RESULTS / "paired.json"))
+    parser.add_argument("--output", default=None, help="the JSON (default: benchmarks/results/languages/paired.json)")
     args = parser.parse_args(argv)
     lines = compare(json.loads(Path(args.before).read_text()), json.loads(Path(args.after).read_text()))
     for line in lines:
         print(f"{line['row']:>8} {line['column']:>14} {line['split']:>7} {line['ratio']:>2}x  "
               f"{line['recall_before']:.3f} -> {line['recall_after']:.3f}  +{line['gained']} -{line['lost']}  "
               f"p {line['mcnemar_p']:.3f}")
-    print("wrote", write(args.output, {"before": args.before, "after": args.after, "comparisons": lines},
-                         module="ragtrim_bench.languages.paired", argv=argv))
+    path = Path(args.output) if args.output else result_path(MODULE)
+    print("wrote", write_result(path, {"before": args.before, "after": args.after, "comparisons": lines},
+                                command=command_line(MODULE, argv)))
     return 0
 
 

