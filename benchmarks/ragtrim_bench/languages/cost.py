@@ -10,7 +10,8 @@ round, so machine noise falls on all alike. Wall time and CPU time (all threads 
 token (the target: at most 2x English's for Korean, Japanese and Chinese), and CPU time per character (cl100k cuts
 CJK text into about one token per character, English into one per 4.5).
 
-Growth: one chunk of each size (4x steps), cold, per language and scorer; linear growth is a ratio near 4 per step.
+Growth: one chunk of each size (4x steps), cold, per language and scorer, and tiktoken's count of it alone; linear
+growth is a ratio near 4 per step.
 """
 
 from __future__ import annotations
@@ -139,6 +140,9 @@ def measure_growth(cfg: CostConfig) -> dict[str, Any]:
             one = text(lang, n, seed=1)
             tokens = counter.count(one)
             row: dict[str, Any] = {"chars": n, "cl100k_tokens": tokens}
+            cpu = time.process_time()
+            counter._count_raw(one)  # type: ignore[attr-defined]  # tiktoken alone, uncached: its share of the growth
+            row["cl100k_count_cpu_s"] = round(time.process_time() - cpu, 3)
             for scorer in cfg.scorers:
                 t = cold_call(_trim([one], QUERIES[lang], scorer, tokens // BUDGET_RATIO))
                 row[f"{scorer}_wall_s"], row[f"{scorer}_cpu_s"] = round(t.wall_s, 3), round(t.cpu_s, 3)
@@ -147,6 +151,7 @@ def measure_growth(cfg: CostConfig) -> dict[str, Any]:
         summary: dict[str, Any] = {"sizes": rows}
         for scorer in cfg.scorers:
             summary[f"{scorer}_cpu_ratio_per_step"] = growth_steps([r[f"{scorer}_cpu_s"] for r in rows])
+        summary["cl100k_count_cpu_ratio_per_step"] = growth_steps([r["cl100k_count_cpu_s"] for r in rows])
         out[lang] = summary
     return out
 
