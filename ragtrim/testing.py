@@ -23,12 +23,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, MappingOf
+from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, MappingOf, Options
 from ragtrim.components import Component, component, register
 from ragtrim.errors import ConfigError
 from ragtrim.history.state import STATE_KINDS, StateItem
 from ragtrim.models import Message
 from ragtrim.scoring.base import check_score_inputs
+from ragtrim.text.scripts import SCRIPTS
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -39,23 +40,33 @@ if TYPE_CHECKING:
 @register("scorer", "fixed")
 @component
 class FixedScorer(Component):
-    """A fake for tests and for callers who already have scores: a score per text (mapping) or per position."""
+    """A fake for tests and for callers who already have scores: a score per text (mapping) or per position.
+
+    ``scripts`` makes it pose as a model that reads only those scripts (see ``ragtrim.scoring.scripts``); ``calls``
+    records the texts of every ``score`` call, so a test can see what a fused scorer asked it."""
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
         "scores": [MappingOf(Interval(float, None, None), "a dict text -> score"),
                    ListOf(Interval(float, None, None), "a list of scores")],
         "default": [Interval(float, None, None)],
+        "scripts": [ListOf(Options(SCRIPTS), "a list of script names"), None],
     }
 
     scores: Mapping[str, float] | Sequence[float]
     default: float = 0.0
+    scripts: Sequence[str] | None = None
+    calls: list[list[str]] = field(default_factory=list, init=False)
 
     @property
     def name(self) -> str:
         return "fixed"
 
+    def scripts_read(self) -> frozenset[str] | None:
+        return frozenset(self.scripts) if self.scripts is not None else None
+
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         check_score_inputs(query, texts)
+        self.calls.append(list(texts))
         if isinstance(self.scores, Mapping):
             return [float(self.scores.get(t, self.default)) for t in texts]
         return [float(self.scores[i]) if i < len(self.scores) else self.default for i in range(len(texts))]

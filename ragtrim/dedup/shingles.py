@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 import numpy as np
 import numpy.typing as npt
 
-from ragtrim._util.scripts import SPACELESS_CLASS, is_spaceless
+from ragtrim.text.scripts import SPACELESS_CLASS, is_spaceless
 from ragtrim.text.sentences import normalize_text
 
 _WORD = re.compile(r"\w+")
@@ -75,7 +75,7 @@ def char_text(line: str) -> str:
 
 def line_tokens(line: str) -> tuple[str, bool]:
     """The tokens near-duplicate detection shingles on one line (normalized), joined by spaces, and whether they are
-    characters (a line whose letters are mostly Han/Kana, ``ragtrim._util.scripts.is_spaceless``) or words."""
+    characters (a line whose letters are mostly Han/Kana, ``ragtrim.text.scripts.is_spaceless``) or words."""
     if is_spaceless(line):
         return char_text(line), True
     return word_text(line), False

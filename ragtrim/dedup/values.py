@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ragtrim._util.scripts import SPACELESS_CHAR, SPACELESS_CLASS
+from ragtrim.text.scripts import SPACELESS_CHAR, SPACELESS_CLASS
 
 _MONTH_NAMES = ("january|february|march|april|may|june|july|august|september|october|november|december"
                 "|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec")

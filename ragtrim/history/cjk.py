@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ragtrim._util.scripts import HANGUL_CLASS, SPACELESS_CLASS
+from ragtrim.text.scripts import HANGUL_CLASS, SPACELESS_CLASS
 
 _KO_PREFERENCE = (r"좋아(?:해|합니|한다|하는|하고|했)|(?:이|가) 좋(?:아|습니|다|겠)|선호|싫어|싫습니다|별로(?:예요|야|에요)|"
                   r"싶어|싶습니다|싶다|싶은|원해|원합니|원하|원했|마음에 들|즐겨|바라|희망")

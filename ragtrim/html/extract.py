@@ -34,7 +34,6 @@ from typing import Any
 
 from lxml import etree
 
-from ragtrim._util.scripts import latin_equivalent_len
 from ragtrim.html.markup import Extraction, clean_fragment, parse_markup
 from ragtrim.html.tree import (
     PAGE_BOILERPLATE_TAGS,
@@ -46,6 +45,7 @@ from ragtrim.html.tree import (
     render_text,
     tag_of,
 )
+from ragtrim.text.scripts import latin_equivalent_len
 
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _SCORABLE = frozenset({"p", "pre", "td", "blockquote", "div", "section", "article", "main", "dd", "font", "center"})

@@ -14,8 +14,8 @@ from typing import Any
 
 from lxml import etree
 
-from ragtrim._util.scripts import latin_equivalent_len
 from ragtrim.errors import InputError
+from ragtrim.text.scripts import latin_equivalent_len
 
 # Never content, in any mode.
 JUNK_TAGS = frozenset({
@@ -131,7 +131,7 @@ def drop_where(root: Any, removed: Counter[str], pred: Any, label: Any = None) -
 @dataclass(slots=True)
 class TextStats:
     """Text, link text and commas of an element's subtree (whitespace collapsed), and its links, paragraphs and
-    list items. Lengths are in Latin-letter equivalents (``ragtrim._util.scripts.latin_equivalent_len``: a Han or
+    list items. Lengths are in Latin-letter equivalents (``ragtrim.text.scripts.latin_equivalent_len``: a Han or
     Kana character counts 3, a Hangul syllable 2), so every threshold in characters means as much text in any
     script."""
 

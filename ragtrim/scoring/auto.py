@@ -6,6 +6,8 @@ On all 1,062 held-out hard-distractor NQ questions the CPU recipe keeps 0.960 / 
 the GPU recipe 0.987 / 0.966 and full-length MiniLM 0.991 / 0.976, at a twentieth of full MiniLM's cold cost on
 two cores (docs/latency.md). MiniLM runs where it is cheapest: torch on a CUDA device (called directly,
 ``ragtrim.scoring.torch_backend``), else ONNX Runtime with int8 weights on the CPU, else torch on the CPU.
+MiniLM reads English: the mix gives it no vote on a query or passage mostly in other scripts (``HybridScorer``'s
+``script_gate``), so on a Korean query the fast path ranks by BM25's character bigrams alone.
 """
 
 from __future__ import annotations

@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ragtrim._util.scripts import SPACELESS_CHAR
 from ragtrim.dedup import shingles
 from ragtrim.dedup.shingles import jaccard, line_shingles
 from ragtrim.models import Chunk, TrimContext
 from ragtrim.stages.dedup import DuplicateFilter
+from ragtrim.text.scripts import SPACELESS_CHAR
 from ragtrim.text.tokens import WhitespaceCounter
 from ragtrim_bench.common.results import command_line, result_path, write_result
 from ragtrim_bench.dedup.script_texts import SPLITS, LanguageSet

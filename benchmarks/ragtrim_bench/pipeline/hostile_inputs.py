@@ -1,4 +1,5 @@
-"""The hostile inputs of issue 14 (item 1: super-linear time), as generators, and the cases that time them.
+"""The hostile inputs of issue 14 (item 1: super-linear time) and issue 24 (every script), as generators, and the
+cases that time them.
 
 Each case builds its input at a size ``n`` and returns a zero-argument call that processes it through the code path
 the issue measured. ``benchmarks/hostile_growth.py`` times every case at n and 4n; ``tests/test_growth.py`` uses the
@@ -80,6 +81,35 @@ def conversation(n: int, *, seed: int = 0) -> list[dict[str, str]]:
         }
         for i in range(n)
     ]
+
+
+_HANGUL_SYLLABLES = "가나다라마바사아자차카타파하한국어서울요금제한도는의를에"
+UNPUNCTUATED_CHINESE = "北京是中国的首都它有三千多年的历史香山的红叶每年十月中旬开始变红"
+
+
+def korean_prose(n_bytes: int, *, seed: int = 0) -> str:
+    """Korean-like sentences (words of Hangul syllables, each sentence ending in "다. "), about ``n_bytes`` UTF-8
+    bytes: every sentence start is a caseless letter, the case the rules of issue 24 added."""
+    rng = random.Random(seed)
+    parts: list[str] = []
+    size = 0
+    while size < n_bytes:
+        words = [("".join(rng.choice(_HANGUL_SYLLABLES) for _ in range(rng.randint(2, 5)))) for _ in range(4)]
+        parts.append(" ".join(words) + "다.")
+        size += len(parts[-1].encode("utf-8")) + 1
+    return " ".join(parts)
+
+
+def japanese_quotes(n_bytes: int) -> str:
+    """Japanese sentences with corner-bracket quotes, stops inside them and the quotative と after them."""
+    unit = "彼は「明日来ます。待って。」と言った。会議は終わった！"
+    return unit * max(1, n_bytes // len(unit.encode("utf-8")))
+
+
+def unpunctuated_chinese(n_chars: int) -> str:
+    """``n_chars`` of Chinese without a space or a stop: one sentence, one run of bigrams, one word for MiniLM's
+    tokenizer."""
+    return (UNPUNCTUATED_CHINESE * (n_chars // len(UNPUNCTUATED_CHINESE) + 1))[:n_chars]
 
 
 # -- the cases ------------------------------------------------------------------------------------------------------
@@ -202,6 +232,60 @@ def _compress_wide_window(n_sentences: int) -> Call:
     return call
 
 
+def _bm25_tokens(make_text: Callable[[int], str]) -> Callable[[int], Call]:
+    def build(n: int) -> Call:
+        from ragtrim.scoring.bm25 import _tokens
+
+        text = make_text(n)
+
+        def call() -> object:
+            cold_caches()
+            return _tokens(text, True)
+
+        return call
+
+    return build
+
+
+def _trim_bm25(make_text: Callable[[int], str]) -> Callable[[int], Call]:
+    def build(n: int) -> Call:
+        from ragtrim.api import default_pipeline
+
+        text = make_text(n)
+        query = text[:40]
+
+        def call() -> object:
+            cold_caches()
+            pipeline = default_pipeline(budget=len(text) // 16, tokenizer=fresh_counter(), scorer="bm25")
+            return pipeline.run([text], query=query)
+
+        return call
+
+    return build
+
+
+def bert_tokenizer(max_tokens: int) -> Any:
+    """A BERT tokenizer (its normalizer, pre-tokenizer and WordPiece) over a small vocabulary, as MiniLM's is built,
+    without the model (``tokenizers``: the ``hf`` extra)."""
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers
+    from tokenizers.models import WordPiece
+
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *dict.fromkeys(UNPUNCTUATED_CHINESE)])}
+    tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.enable_truncation(max_tokens)
+    return tok
+
+
+def _lead(n_chars: int) -> Call:
+    from ragtrim.scoring.onnx_backend import encode_prefixes
+
+    text = unpunctuated_chinese(n_chars)
+    tok = bert_tokenizer(10)
+    return lambda: encode_prefixes(tok, [text], 10)
+
+
 @dataclass(frozen=True)
 class HostileCase:
     """One hostile input: how to build the call at size ``n``, the n the benchmark uses, and the issue's numbers."""
@@ -228,5 +312,19 @@ CASES: tuple[HostileCase, ...] = (
     HostileCase("html_deep_page", "levels", 400, _html_page, "not in the issue: 400 levels 0.25 s, 1,600 6.8 s"),
     HostileCase("compress_whole_chunk_window", "sentences", 5_000, _compress_wide_window,
                 "not in the issue: context_sentences=10**6 visited every neighbour (n x n)"),
+    # Issue 24: every script. Korean and Japanese take the new sentence rules and the script analyzer; unpunctuated
+    # Chinese is one sentence, one bigram run and, for MiniLM's lead, one word.
+    HostileCase("split_korean", "bytes", 200 * 1024, _split(korean_prose),
+                "issue 24: new rules (Korean had no sentence boundaries before)"),
+    HostileCase("split_japanese_quotes", "bytes", 200 * 1024, _split(japanese_quotes),
+                "issue 24: new rules (「」 quotes, stops without a space)"),
+    HostileCase("split_unpunctuated_chinese", "chars", 400_000, _split(unpunctuated_chinese),
+                "issue 24: new rules"),
+    HostileCase("bm25_tokens_unpunctuated_chinese", "chars", 400_000, _bm25_tokens(unpunctuated_chinese),
+                "issue 24: new analyzer (the whole run was one token before)"),
+    HostileCase("trim_korean_bm25", "bytes", 100 * 1024, _trim_bm25(korean_prose),
+                "issue 24: one chunk was one sentence before"),
+    HostileCase("lead_unpunctuated_chinese", "chars", 800_000, _lead,
+                "issue 24: MiniLM's lead tokenized the whole text: 3.2 M chars 30 s, 2.1 GB"),
 )
 

@@ -14,8 +14,11 @@ from ragtrim_bench.pipeline.hostile_inputs import (
     digit_led_sentences,
     dots,
     fences,
+    japanese_quotes,
+    korean_prose,
     quoted_prose,
     similar_stream,
+    unpunctuated_chinese,
 )
 
 
@@ -27,6 +30,17 @@ def test_text_generators_have_the_described_shape() -> None:
     html = deep_html_then_unclosed(1000, "<!--x")
     assert html.startswith("<div>" * 100) and html.endswith("<!--x")
     assert deep_page(3).count("<div>") == 3 and deep_page(3).count("<span>") == 12
+
+
+def test_script_generators() -> None:
+    from ragtrim.text.sentences import split_sentences
+
+    ko = korean_prose(2000)
+    assert len(ko.encode("utf-8")) <= 2100 and ko.endswith("다.") and len(split_sentences(ko)) == ko.count("다.")
+    ja = japanese_quotes(1000)
+    assert split_sentences(ja)[:3] == ["彼は「明日来ます。待って。」と言った。", "会議は終わった！", "彼は「明日来ます。待って。」と言った。"]
+    zh = unpunctuated_chinese(500)
+    assert len(zh) == 500 and zh.isalpha() and split_sentences(zh) == [zh]
 
 
 def test_similar_stream_is_similar_but_not_duplicate() -> None:
