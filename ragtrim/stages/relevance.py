@@ -61,9 +61,10 @@ class RelevanceFilter(Stage):
     """Score chunks against the query (sets ``Chunk.score``) and keep the best ones, in input order.
 
     Parameters:
-        scorer: ``"auto"`` (decided per host by ``ragtrim.scoring.auto.choose``: ``"fast"`` when MiniLM can run, else
-            ``"bm25"``; the decision and its reason go into ``to_dict()`` under ``"auto"`` and into the trace),
-            ``"fast"`` (BM25 mixed with MiniLM over each passage's lead), ``"bm25"``, ``"embedding"`` (MiniLM),
+        scorer: ``"auto"`` (decided per host by ``ragtrim.scoring.auto.choose``: ``"balanced"`` when MiniLM can run,
+            else ``"bm25"``; the decision and its reason go into ``to_dict()`` under ``"auto"`` and into the trace),
+            ``"balanced"`` (BM25 mixed with MiniLM over each passage's first 128 word pieces, BM25 weighing more when
+            it is sure), ``"fast"`` (the faster preset: MiniLM over the first 10 pieces only), ``"bm25"``, ``"embedding"`` (MiniLM),
             ``"hybrid"`` (both, mixed), ``"given"`` (each chunk's own ``score``, as the retriever computed it: a
             vector store's similarity reused at no cost; every unpinned chunk must carry one) or any ``Scorer``
             object.

@@ -36,7 +36,7 @@ def host(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
 class TestChoose:
     def test_cpu_host_with_onnxruntime_gets_int8_minilm(self, host: dict[str, bool]) -> None:
         choice = fast.choose()
-        assert (choice.scorer, choice.backend) == ("fast", "onnxruntime-int8-cpu")
+        assert (choice.scorer, choice.backend) == ("balanced", "onnxruntime-int8-cpu")
         assert choice.threads is not None and choice.label == f"onnxruntime-int8-cpu-{choice.threads}t"
         assert choice.to_dict()["backend"] == choice.label
         assert "no CUDA device" in choice.reason
@@ -48,7 +48,7 @@ class TestChoose:
     def test_without_onnxruntime_torch_on_the_cpu(self, host: dict[str, bool]) -> None:
         host["onnx"] = False
         choice = fast.choose()
-        assert (choice.scorer, choice.backend) == ("fast", "torch-cpu")
+        assert (choice.scorer, choice.backend) == ("balanced", "torch-cpu")
         assert "pip install onnxruntime" in choice.reason
 
     def test_onnx_without_export_or_torch_is_not_usable(self, host: dict[str, bool]) -> None:

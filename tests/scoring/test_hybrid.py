@@ -40,7 +40,7 @@ class TestFusion:
             HybridScorer(scorers=("bm25",), weights=(1.0, 2.0))
         with pytest.raises(ConfigError, match="scorers must be"):
             HybridScorer(scorers=())
-        with pytest.raises(ConfigError, match=r"scorers\[0\] must be one of \['bm25', 'embedding', 'fast', 'hybrid'\]"):
+        with pytest.raises(ConfigError, match=r"scorers\[0\] must be one of \['balanced', 'bm25', 'embedding', 'fast', 'hybrid'\]"):
             HybridScorer(scorers=("tfidf",))  # any named scorer may be a part (it was bm25 and embedding only)
         with pytest.raises(ConfigError, match="weights must not all be 0"):
             HybridScorer(scorers=("bm25",), weights=(0.0,))
@@ -114,3 +114,73 @@ class TestScriptGate:
     def test_invalid_gate(self) -> None:
         with pytest.raises(ConfigError, match="script_gate"):
             HybridScorer(script_gate="yes")  # type: ignore[arg-type]
+
+
+class TestSureWeights:
+    """The first part decides when it is sure: its weight moves toward ``sure_weights`` with its decisiveness."""
+
+    def test_decisiveness(self) -> None:
+        from ragtrim.scoring.hybrid import decisiveness
+
+        assert decisiveness(np.array([5.0, 0.0, 0.0, 0.0])) == pytest.approx(4 / 3)  # one alone above 3 equal others
+        assert decisiveness(np.array([5.0, 5.0, 0.0])) == 0.0  # a tie at the top
+        assert decisiveness(np.array([3.0, 3.0])) == 0.0 and decisiveness(np.array([1.0])) == 0.0
+        assert decisiveness(np.array([4.0, 2.0, 0.0])) == pytest.approx(2.0 / 2.0)
+        assert decisiveness(np.array([10.0, 8.0, 0.0, 0.0])) == pytest.approx(2.0 / 5.5)
+
+    def test_a_sure_first_part_outvotes_the_model(self) -> None:
+        # text 2 alone matches the first part (an identifier); the model prefers text 0
+        exact = FixedScorer(scores=[0.0, 0.0, 9.0, 0.0])
+        model = FixedScorer(scores=[1.0, 0.5, 0.2, 0.0])
+        plain = HybridScorer(scorers=(exact, model), method="mix", weights=(0.1, 0.9))
+        sure = HybridScorer(scorers=(exact, model), method="mix", weights=(0.1, 0.9), sure_weights=(0.8, 0.2))
+        assert int(np.argmax(plain.score("q", list("abcd")))) == 0
+        scores = sure.score("q", list("abcd"))
+        assert int(np.argmax(scores)) == 2
+        assert scores == pytest.approx([0.8 * 0 + 0.2 * 1.0, 0.2 * 0.5, 0.8 * 1 + 0.2 * 0.2, 0.0])
+
+    def test_an_unsure_first_part_keeps_the_base_weights(self) -> None:
+        first = FixedScorer(scores=[3.0, 2.9, 2.8, 0.0])  # decisiveness 0.1 / 0.925: below sure_gap[0]
+        model = FixedScorer(scores=[0.0, 1.0, 0.5, 0.2])
+        base = HybridScorer(scorers=(first, model), method="mix", weights=(0.1, 0.9))
+        sure = HybridScorer(scorers=(first, model), method="mix", weights=(0.1, 0.9), sure_weights=(0.8, 0.2))
+        assert sure.score("q", list("abcd")) == pytest.approx(base.score("q", list("abcd")))
+
+    def test_halfway_sure_interpolates(self) -> None:
+        first = FixedScorer(scores=[4.0, 1.2, 0.0, 0.0, 0.0])  # mean 1.04: decisiveness 2.8 / 2.96 = 0.946 -> sure
+        model = FixedScorer(scores=[0.0, 1.0, 0.0, 0.0, 0.0])
+        h = HybridScorer(scorers=(first, model), method="mix", weights=(0.0, 1.0), sure_weights=(1.0, 0.0),
+                         sure_gap=(0.0, 1.0))
+        t = (4.0 - 1.2) / (4.0 - 1.04)
+        assert h.score("q", list("abcde"))[0] == pytest.approx(t)  # weight t on the first part, whose min-max is 1
+
+    def test_a_part_of_weight_0_runs_when_it_may_get_a_weight(self) -> None:
+        first = FixedScorer(scores=[9.0, 0.0, 0.0])
+        model = FixedScorer(scores=[0.0, 1.0, 0.0])
+        h = HybridScorer(scorers=(first, model), method="mix", weights=(0.0, 1.0), sure_weights=(1.0, 0.0))
+        assert int(np.argmax(h.score("q", list("abc")))) == 0
+
+    @pytest.mark.parametrize(("kwargs", "message"), [
+        ({"method": "rrf", "sure_weights": (1.0, 0.0)}, "sure_weights needs method='mix'"),
+        ({"sure_weights": (1.0,)}, "sure_weights must have one entry per scorer"),
+        ({"sure_weights": (0.0, 0.0)}, "sure_weights must not all be 0"),
+        ({"sure_gap": (0.9, 0.5)}, "sure_gap must be two numbers"),
+        ({"sure_gap": (0.5,)}, "sure_gap must be two numbers"),
+    ])
+    def test_invalid(self, kwargs: dict[str, object], message: str) -> None:
+        with pytest.raises(ConfigError, match=message):
+            HybridScorer(scorers=(FixedScorer(scores=[1.0]), FixedScorer(scores=[1.0])), **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_default_recipe_answers_an_identifier_question() -> None:
+    """BM25 sure of an exact identifier outvotes a model that cannot read it (the KV column's shape)."""
+    from ragtrim.scoring.auto import BALANCED_BM25_WEIGHT, BALANCED_SURE_BM25_WEIGHT, SURE_GAP
+    from ragtrim.scoring.bm25 import BM25Scorer
+
+    records = [f"Record {i}: the value stored under key {k} is {v}." for i, (k, v) in enumerate(
+        [("a81f-22c9", "blue"), ("7d03-e5b1", "green"), ("c44a-9f10", "amber"), ("0be7-61d2", "violet")])]
+    model = FixedScorer(scores=[0.9, 0.7, 0.1, 0.8])  # a model that reads meanings: the records look alike to it
+    h = HybridScorer(scorers=(BM25Scorer(), model), method="mix",
+                     weights=(BALANCED_BM25_WEIGHT, 1 - BALANCED_BM25_WEIGHT),
+                     sure_weights=(BALANCED_SURE_BM25_WEIGHT, 1 - BALANCED_SURE_BM25_WEIGHT), sure_gap=SURE_GAP)
+    assert int(np.argmax(h.score("What is the value stored under key c44a-9f10?", records))) == 2
