@@ -18,6 +18,7 @@ from ragtrim.errors import ConfigError, InputError, MissingDependencyError, Ragt
 from ragtrim.plan import cli as plan_cli
 from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
 from ragtrim.serve import cli as serve_cli
+from ragtrim.vectors import cli as vectors_cli
 
 BENCH_OUTPUT = "ragtrim-bench.json"
 """Where ``ragtrim bench`` writes without ``--output``: in the working directory."""
@@ -436,6 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="export again even if the cache holds an export")
     r.set_defaults(func=cmd_prepare)
     serve_cli.add_cli(sub)  # each package registers its own subcommands
+    vectors_cli.add_cli(sub)
     for add_cli, run_cli in ((plan_cli.add_cli, plan_cli.run_cli), (audit_cli.add_cli, audit_cli.run_cli)):
         before = set(sub.choices)
         add_cli(sub)

@@ -1,0 +1,1 @@
+"""Relevance benchmarks: the vector store, batch invariance."""
