@@ -45,6 +45,7 @@ from ragtrim.serve.responses import (
 )
 from ragtrim.serve.upstream import Upstream, UpstreamError, UpstreamResponse
 from ragtrim.text.tokens import TokenCounter, get_counter
+from ragtrim.vectors.store import configure_default_store
 
 
 @dataclass(slots=True)
@@ -83,6 +84,9 @@ class Gateway:
             for k, kc in config.keys.items()
         }
         self.admission = Admission(config, self.store, self.metrics)
+        max_mb = config.trim.vector_store_max_mb
+        configure_default_store(config.trim.vector_store,
+                                max_bytes=int(max_mb * 2**20) if max_mb is not None else None)
 
     @property
     def org_gates(self) -> dict[str, Gate | None]:

@@ -208,22 +208,27 @@ class SharedStore:
             self._scheduled = submit_io(self._write)
 
     def _write(self) -> None:
-        with self._lock:
-            items, self._queue = list(self._queue.items()), {}
-            touched, self._touched = list(self._touched), set()
-            self._scheduled = None
-        if not self.available():
-            self.stats.skipped += 1
-            return
-        try:
-            if items:
-                self.stats.writes += self.store.put(items)
-            if touched:
-                self.store.touch(touched)
-        except Exception as exc:  # noqa: BLE001  # the vectors stay in memory; the store misses them
-            self._failed("a write", exc)
-            return
-        self._worked()
+        """On the I/O thread: write what is queued, and what was queued meanwhile, until nothing is left (only then
+        is ``_scheduled`` cleared, so ``flush`` waits for writes in progress too)."""
+        while True:
+            with self._lock:
+                items, self._queue = list(self._queue.items()), {}
+                touched, self._touched = list(self._touched), set()
+                if not items and not touched:
+                    self._scheduled = None
+                    return
+            if not self.available():
+                self.stats.skipped += 1
+                continue
+            try:
+                if items:
+                    self.stats.writes += self.store.put(items)
+                if touched:
+                    self.store.touch(touched)
+            except Exception as exc:  # noqa: BLE001  # the vectors stay in memory; the store misses them
+                self._failed("a write", exc)
+                continue
+            self._worked()
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Wait until everything queued so far is written (``ragtrim index`` and tests call it)."""
@@ -248,7 +253,8 @@ _DEFAULT: tuple[str, int | None] | None = None
 
 def configure_default_store(spec: str | None, *, max_bytes: int | None = None) -> None:
     """Set the store that ``vector_store="default"`` means in this process (the gateway's ``[trim]`` config):
-    ``None`` or ``"off"`` for none, a file path, or a ``redis://`` URL. Overrides ``$RAGTRIM_VECTOR_STORE``."""
+    ``None`` or ``"off"`` for none, a file path, or a ``redis://`` URL; ``"default"`` leaves the choice to
+    ``$RAGTRIM_VECTOR_STORE`` (then the file in ``cache_dir()``). ``max_bytes`` bounds it (None: the default)."""
     global _DEFAULT
     _DEFAULT = ("off" if spec is None else spec, max_bytes)
 
@@ -256,10 +262,9 @@ def configure_default_store(spec: str | None, *, max_bytes: int | None = None) -
 def default_store_spec() -> tuple[str, int]:
     """``(spec, max_bytes)`` of the default store: ``configure_default_store``, else the environment, else SQLite
     in ``cache_dir()``."""
-    if _DEFAULT is not None:
-        spec, max_bytes = _DEFAULT
-    else:
-        spec, max_bytes = os.environ.get(STORE_ENV, "default"), None
+    spec, max_bytes = _DEFAULT if _DEFAULT is not None else ("default", None)
+    if spec.strip().lower() == "default":
+        spec = os.environ.get(STORE_ENV, "default")
     if max_bytes is None:
         raw = os.environ.get(MAX_MB_ENV, "")
         try:

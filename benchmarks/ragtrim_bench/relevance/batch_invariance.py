@@ -4,8 +4,9 @@ For each backend (int8 and fp32 ONNX Runtime, torch fp32 called directly, senten
 (``padded``: length-sorted batches padded to the longest, today's; ``exact_length``: equal piece counts together,
 no padding; ``single``: one text per model call), on NQ dev requests (questions 0-1061, 20 passages and the query):
 
-- invariance: ``targets`` texts are each embedded inside ``trials`` different random batches of 21 texts; a text
-  whose vectors are not bitwise equal across them counts as ``texts_batch_dependent``;
+- invariance: ``targets`` texts are each embedded inside ``trials`` different random batches of 2 to 40 texts (so
+  that both the other texts and the number of rows change); a text whose vectors are not bitwise equal across them
+  counts as ``texts_batch_dependent``;
 - threads: the ``single`` vectors at 1 and at 2 intra-op threads, bitwise (``texts_thread_dependent``);
 - cost: the model pass (tokenizer included) of each request's 21 texts, every grouping on the same request in turn
   (interleaved, so machine noise falls on all alike), p50/p99 in ms.
@@ -158,9 +159,9 @@ def measure(backend: Backend, requests: list[list[str]], config: Config) -> dict
     out: dict[str, Any] = {"backend": backend.name}
     batches = []
     for trial in range(config.trials):
-        for start in range(0, len(targets), 7):  # 7 targets and 14 other texts per batch of 21
-            own = targets[start:start + 7]
-            others = rng.sample([t for t in pool if t not in own], 14)
+        for start in range(0, len(targets), 2):  # 2 targets among 0 to 38 other texts
+            own = targets[start:start + 2]
+            others = rng.sample([t for t in pool if t not in own], rng.randint(0, 38))
             batch = own + others
             rng.shuffle(batch)
             batches.append((own, batch))
