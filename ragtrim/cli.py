@@ -296,6 +296,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         measure,
         peak_memory_mib,
     )
+    from ragtrim.vectors.store import configure_default_store
+
+    configure_default_store(None)  # cold latency: no passage vector from an earlier run's store either
 
     path = Path(args.requests) if args.requests else example_requests()
     requests = load_requests(path)

@@ -5,3 +5,9 @@ ragtrim's repository and uses two of ragtrim's private helpers, ``ragtrim._table
 ``ragtrim._jsonl`` (JSONL reading), as ``ragtrim bench`` does. Measurement, statistics (``stats``) and reporting
 (``report``) are kept apart.
 """
+
+import os
+
+# Every benchmark measures cold unless it says otherwise: no passage vector may come from the persistent store an
+# earlier run filled (~/.cache/ragtrim/vectors.sqlite3). The vector store benchmark names its own stores.
+os.environ.setdefault("RAGTRIM_VECTOR_STORE", "off")

@@ -413,10 +413,12 @@ class EmbeddingScorer(CachedEmbedder):
     The model loads on first use (or ``warm_up``). ``device="auto"`` puts it on CUDA when a device is usable (the
     fast path on a GPU host), else the CPU. ``threads`` sets torch's CPU threads around each encode (``None``: one
     per two cores, see ``ragtrim.scoring.device.default_threads``; torch's own default of one per core is slower than
-    one thread on a busy host; one in a forked child, see ``cpu_threads``). Each text is encoded alone: in a padded
-    batch a text's vector depended on its neighbours, and one text at a time cost no more on the CPU
-    (benchmarks/results/relevance/batch_invariance.json); ``batch_size`` is kept for configs and unused. Embeddings
-    are cached per text in an LRU of ``cache_size`` entries and, on the CPU, in the vector store.
+    one thread on a busy host; one in a forked child, see ``cpu_threads``). On the CPU, texts of the same number of
+    word pieces are encoded together, without padding: a padded batch made a text's vector depend on its
+    neighbours, and torch's CPU kernels give a row the same bits whatever the number of rows
+    (benchmarks/results/relevance/batch_invariance.json, which one text per call matches at several times the cost);
+    on CUDA (not measured) each text alone. ``batch_size`` is kept for configs and unused. Embeddings are cached per
+    text in an LRU of ``cache_size`` entries and, on the CPU, in the vector store.
     """
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
@@ -433,7 +435,7 @@ class EmbeddingScorer(CachedEmbedder):
     max_seq_length: int | None = 256
     threads: int | None = None
     warms_up: ClassVar[bool] = True
-    batch_invariant: ClassVar[bool] = True  # one text per encode (``_encode``)
+    batch_invariant: ClassVar[bool] = True  # same-length groups on the CPU, one text per encode on CUDA
 
     @property
     def name(self) -> str:
@@ -445,8 +447,8 @@ class EmbeddingScorer(CachedEmbedder):
 
     def _recipe(self) -> str | None:
         """On the CPU: the model folder's fingerprint (weights, tokenizer, pooling config), sentence-transformers'
-        and torch's versions, the thread count, the word pieces read, one text per encode. None on CUDA (not
-        measured there)."""
+        and torch's versions, the thread count (vectors depend on it), the word pieces read, same-length batches,
+        the CPU architecture. None on CUDA (not measured there)."""
         device = resolve_device(self.device)
         if device != "cpu":
             return None
@@ -456,7 +458,7 @@ class EmbeddingScorer(CachedEmbedder):
         pieces = self.max_seq_length if self.max_seq_length is not None else "model"
         return (f"sentence-transformers-fp32/{model_fingerprint(resolve_model(self.model))}/"
                 f"st-{sentence_transformers.__version__}/torch-{torch.__version__}/"
-                f"threads-{_torch_threads(self.threads)}/pieces-{pieces}/normalized/single/{platform.machine()}")
+                f"threads-{_torch_threads(self.threads)}/pieces-{pieces}/normalized/same-length/{platform.machine()}")
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         model = self._model()
@@ -468,11 +470,27 @@ class EmbeddingScorer(CachedEmbedder):
             if self.max_seq_length is not None:
                 model.max_seq_length = self.max_seq_length
             try:
-                return np.vstack([np.asarray(model.encode([t], convert_to_numpy=True, normalize_embeddings=True,
-                                                          show_progress_bar=False), dtype=np.float32)
-                                  for t in texts])
+                out = np.zeros((len(texts), 0), dtype=np.float32)
+                for group in _same_length_groups(model, texts) if not cuda else [[i] for i in range(len(texts))]:
+                    vectors = np.asarray(model.encode([texts[i] for i in group], batch_size=len(group),
+                                                      convert_to_numpy=True, normalize_embeddings=True,
+                                                      show_progress_bar=False), dtype=np.float32)
+                    if out.shape[1] == 0:
+                        out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+                    out[group] = vectors
+                return out
             finally:
                 model.max_seq_length = before
+
+
+def _same_length_groups(model: Any, texts: Sequence[str]) -> list[list[int]]:
+    """Positions of ``texts`` grouped by their number of word pieces as ``model`` reads them (truncated to its
+    ``max_seq_length``): a group is one batch without padding."""
+    ids = model.tokenizer(list(texts), truncation=True, max_length=model.max_seq_length)["input_ids"]
+    groups: dict[int, list[int]] = {}
+    for i, row in enumerate(ids):
+        groups.setdefault(len(row), []).append(i)
+    return list(groups.values())
 
 
 @named_scorer("embedding")

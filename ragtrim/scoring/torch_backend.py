@@ -169,9 +169,10 @@ class TorchEmbeddingScorer(CachedEmbedder):
     eager forward pass launches about a hundred kernels from Python, which costs more than the GPU work of a
     20-passage request and holds the GIL while it does. Every call has that one shape (fewer rows are padded), so
     that a text's vector does not depend on the other texts of its batch; the eager pass, where a graph cannot be
-    captured (logged once), pads to the same shape. On the CPU each text is run alone (a shared batch changed
-    vectors; benchmarks/results/relevance/batch_invariance.json), with the process's torch thread count (one in a
-    forked child, see ``cpu_threads``).
+    captured (logged once), pads to the same shape. On the CPU texts of the same number of pieces run together,
+    without padding (torch's CPU kernels give a row the same bits whatever the number of rows;
+    benchmarks/results/relevance/batch_invariance.json), with the process's torch thread count (one in a forked
+    child, see ``cpu_threads``).
 
     Not kept in the vector store (no ``_recipe``): on the CPU the thread count, which changes vectors, is the host
     application's; on CUDA the fixed shape is batch-invariant by construction, but that is yet to be measured on a
@@ -192,7 +193,7 @@ class TorchEmbeddingScorer(CachedEmbedder):
     batch_size: int = 64
     cuda_graphs: bool = True
     warms_up: ClassVar[bool] = True
-    batch_invariant: ClassVar[bool] = True  # one shape per call on CUDA, one text per call on the CPU
+    batch_invariant: ClassVar[bool] = True  # one shape per call on CUDA, same-length batches on the CPU
 
     @property
     def name(self) -> str:
@@ -221,7 +222,7 @@ class TorchEmbeddingScorer(CachedEmbedder):
         def run() -> np.ndarray:
             out = np.zeros((len(texts), 0), dtype=np.float32)
             for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, rows,
-                                                   "padded" if cuda else "single"):
+                                                   "padded" if cuda else "exact_length"):
                 vectors = graphs(ids, mask) if graphs is not None else None
                 if vectors is None:
                     vectors = _eager(encoder, device, *_fixed_shape(ids, mask, rows, self.max_seq_length)) if cuda \

@@ -124,7 +124,7 @@ class SharedStore:
     so a broken, locked or unreachable store costs a request at most one failed call, after which trims go to the
     model as if there were no store. Writes queue here and go out in batches on ragtrim's I/O thread."""
 
-    def __init__(self, store: VectorStore, *, retry_after_s: float = 30.0, max_queue: int = 50_000) -> None:
+    def __init__(self, store: VectorStore, *, retry_after_s: float = 30.0, max_queue: int = 10_000) -> None:
         self.store = store
         self.retry_after_s = retry_after_s
         self.max_queue = max_queue

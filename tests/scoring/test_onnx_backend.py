@@ -93,7 +93,7 @@ def test_trim_sets_no_environment_and_prints_nothing() -> None:
     """The first trim() loads MiniLM: it must not set HF_HUB_OFFLINE or print a progress bar in the host."""
     code = ("import os, ragtrim; before = dict(os.environ); "
             "r = ragtrim.trim(['The tower is 330 metres tall.', 'Paris is in France.'], query='How tall?', budget=20); "
-            "from ragtrim.scoring import EmbeddingScorer; EmbeddingScorer().score('q', ['t']); "
+            "from ragtrim.scoring.embedding import EmbeddingScorer; EmbeddingScorer().score('q', ['t']); "
             "assert dict(os.environ) == before, set(os.environ) ^ set(before); print(r.tokens_after)")
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
@@ -107,7 +107,7 @@ def test_trim_sets_no_environment_and_prints_nothing() -> None:
 def test_prefix_encoding_equals_full_encoding() -> None:
     """Tokenizing a prefix of a long text must give exactly the truncated encoding of the whole text."""
     from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, resolve_model
-    from ragtrim.scoring.onnx_backend import _tokenizer, encode_prefixes
+    from ragtrim.scoring.onnx_backend import encode_prefixes, load_tokenizer
 
     texts = ["The Eiffel Tower, built in 1889, is 330 metres tall. " * 40, "x" * 5000,
              "supercalifragilistic" * 300, "a " * 1000, "short text", "", "word " * 37 + "antidisestablishment" * 9,
@@ -115,5 +115,5 @@ def test_prefix_encoding_equals_full_encoding() -> None:
              "tiny " * 11 + "internationalization " * 30, "ab " * 20 + "z" * 150 + " tail" * 200,
              "東京は日本の首都です。 " * 60, "Café naïve résumé\tcoöperate\n" * 60, "x" + " " * 3000 + "y z " * 500]
     for max_tokens in (16, 64, 256):
-        tok = _tokenizer(Path(resolve_model(DEFAULT_EMBEDDING_MODEL)), max_tokens)
+        tok = load_tokenizer(Path(resolve_model(DEFAULT_EMBEDDING_MODEL)), max_tokens)
         assert [e.ids for e in encode_prefixes(tok, texts, max_tokens)] == [tok.encode(t).ids for t in texts]

@@ -9,7 +9,10 @@ no padding; ``single``: one text per model call), on NQ dev requests (questions 
   counts as ``texts_batch_dependent``;
 - threads: the ``single`` vectors at 1 and at 2 intra-op threads, bitwise (``texts_thread_dependent``);
 - cost: the model pass (tokenizer included) of each request's 21 texts, every grouping on the same request in turn
-  (interleaved, so machine noise falls on all alike), p50/p99 in ms.
+  (interleaved, so machine noise falls on all alike), p50/p99 in ms;
+- and what it costs the default ``trim()`` (the fast path on int8 ONNX, budget a quarter of the tokens, cold:
+  ``clear_caches()`` and no vector store): its pipeline with the model pass grouped ``single`` (as shipped) beside
+  the same pipeline grouped ``padded`` (before), interleaved, wall and CPU p50/p99 (``pipeline`` rows).
 
 Usage: python -m ragtrim_bench.relevance.batch_invariance [--requests N] [--targets N] [--trials N]
 Writes benchmarks/results/relevance/batch_invariance.json. Timings on a shared machine are provisional.
@@ -111,7 +114,11 @@ def _sentence_transformers(pieces: int) -> Callable[[str, int], EmbedFn]:
     def build(grouping: str, threads: int) -> EmbedFn:
         import torch
 
-        from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, _load_sentence_transformer, resolve_model
+        from ragtrim.scoring.embedding import (
+            DEFAULT_EMBEDDING_MODEL,
+            _load_sentence_transformer,
+            resolve_model,
+        )
 
         model = _load_sentence_transformer(resolve_model(DEFAULT_EMBEDDING_MODEL), "cpu")
         model.max_seq_length = pieces
@@ -124,6 +131,13 @@ def _sentence_transformers(pieces: int) -> Callable[[str, int], EmbedFn]:
             torch.set_num_threads(threads)
             if grouping == "single":
                 return np.vstack([encode([t]) for t in texts])
+            if grouping == "exact_length":
+                from ragtrim.scoring.embedding import _same_length_groups
+
+                out = np.zeros((len(texts), 384), dtype=np.float32)
+                for group in _same_length_groups(model, texts):
+                    out[group] = encode([texts[i] for i in group])
+                return out
             return encode(texts)
 
         return embed
@@ -131,14 +145,108 @@ def _sentence_transformers(pieces: int) -> Callable[[str, int], EmbedFn]:
     return build
 
 
+def _torch_cuda(pieces: int) -> Callable[[str, int], EmbedFn]:
+    """The shipped CUDA path (``TorchEmbeddingScorer``: one 64-row graph shape per call); ``fixed`` is its only
+    grouping. Needs a CUDA device."""
+
+    def build(grouping: str, threads: int) -> EmbedFn:
+        from ragtrim.scoring.torch_backend import TorchEmbeddingScorer
+
+        scorer = TorchEmbeddingScorer(device="cuda", max_seq_length=pieces, cache_size=0, vector_store=None)
+        return lambda texts: np.asarray(scorer._encode_rows(texts), dtype=np.float32)
+
+    return build
+
+
 BACKENDS = (
     Backend("onnx-int8@10", GROUPINGS, _onnx(True, 10)),
     Backend("onnx-int8@256", GROUPINGS, _onnx(True, 256)),
+    Backend("onnx-fp32@10", GROUPINGS, _onnx(False, 10)),
     Backend("onnx-fp32@256", GROUPINGS, _onnx(False, 256)),
     Backend("torch-fp32@10", GROUPINGS, _torch(10)),
     Backend("torch-fp32@256", GROUPINGS, _torch(256)),
-    Backend("sentence-transformers@256", ("padded", "single"), _sentence_transformers(256)),
+    Backend("sentence-transformers@10", GROUPINGS, _sentence_transformers(10)),
+    Backend("sentence-transformers@256", GROUPINGS, _sentence_transformers(256)),
+    Backend("torch-cuda@64", ("fixed",), _torch_cuda(64)),  # run only where CUDA is (--backends torch-cuda@64)
 )
+DEFAULT_BACKENDS = tuple(b.name for b in BACKENDS if b.name != "torch-cuda@64")
+
+
+def _fast_pipeline(grouping: str, budget: int) -> Any:
+    """The default trim() pipeline with the fast path's int8 MiniLM running its model pass grouped ``grouping``."""
+    from ragtrim.api import default_stages
+    from ragtrim.pipeline import Pipeline
+    from ragtrim.scoring.auto import FAST_CANDIDATES, recipe
+    from ragtrim.scoring.bm25 import BM25Scorer
+    from ragtrim.scoring.cascade import CascadeScorer
+    from ragtrim.scoring.hybrid import HybridScorer
+    from ragtrim.stages.relevance import RelevanceFilter
+
+    key = (grouping, budget)
+    if key not in _PIPELINE_SCORERS:
+        pieces, weight = recipe("onnxruntime-int8-cpu")
+        minilm = _grouped_onnx(grouping)(max_seq_length=pieces, vector_store=None)
+        mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix", weights=(weight, 1 - weight))
+        _PIPELINE_SCORERS[key] = CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
+    scorer = _PIPELINE_SCORERS[key]
+    stages = [RelevanceFilter(scorer=scorer, top_k=None) if isinstance(s, RelevanceFilter) else s
+              for s in default_stages(budget=budget)]
+    return Pipeline(stages)
+
+
+_PIPELINE_SCORERS: dict[tuple[str, int], Any] = {}
+
+
+def _grouped_onnx(grouping: str) -> Any:
+    """OnnxEmbeddingScorer whose model pass groups texts by ``grouping`` (``single`` is the shipped class)."""
+    from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, padded_batches
+
+    if grouping == "single":
+        return OnnxEmbeddingScorer
+
+    class Grouped(OnnxEmbeddingScorer):
+        def _model_pass(self, session: Any, tokenizer: Any, texts: Sequence[str]) -> Callable[[], np.ndarray]:
+            texts = list(texts)
+
+            def run() -> np.ndarray:
+                out = np.zeros((len(texts), 384), dtype=np.float32)
+                for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, self.batch_size,
+                                                       grouping):  # type: ignore[arg-type]
+                    out[batch] = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                                    "token_type_ids": np.zeros_like(ids)})[0]
+                return out
+
+            return run
+
+    return Grouped
+
+
+def measure_pipeline(requests: list[list[str]]) -> dict[str, Any]:
+    from ragtrim.caches import clear_caches
+    from ragtrim.text.tokens import get_counter
+
+    counter = get_counter("cl100k_base")
+    groupings = ("padded", "single")
+    wall: dict[str, list[float]] = {g: [] for g in groupings}
+    cpu: dict[str, list[float]] = {g: [] for g in groupings}
+    for n, request in enumerate([requests[0], *requests]):
+        query, texts = request[0], request[1:]
+        budget = max(1, sum(counter.count(t) for t in texts) // 4)
+        for grouping in (groupings if n % 2 else groupings[::-1]):
+            pipeline = _fast_pipeline(grouping, budget)
+            clear_caches()
+            for scorer in _PIPELINE_SCORERS.values():
+                for part in scorer.second.parts():
+                    getattr(part, "clear_cache", lambda: None)()
+            w0, c0 = time.perf_counter(), time.process_time()
+            pipeline.run(texts, query=query)
+            if n:  # the first request is the warm-up
+                wall[grouping].append((time.perf_counter() - w0) * 1000)
+                cpu[grouping].append((time.process_time() - c0) * 1000)
+    return {"backend": "default trim(), fast path, onnx-int8@10",
+            **{f"{g}_p50_ms": round(percentile(wall[g], 50), 2) for g in groupings},
+            **{f"{g}_p99_ms": round(percentile(wall[g], 99), 2) for g in groupings},
+            **{f"{g}_p50_cpu_ms": round(percentile(cpu[g], 50), 2) for g in groupings}}
 
 
 def _requests(config: Config) -> list[list[str]]:
@@ -174,10 +282,9 @@ def measure(backend: Backend, requests: list[list[str]], config: Config) -> dict
         out[f"{grouping}_texts_batch_dependent"] = sum(1 for c in counts.values() if c > 1)
     out["targets"] = len(targets)
     out["batches_per_target"] = config.trials
-    two = backend.build("single", 2)
-    one = embedders["single"]
-    a, b = one(targets), two(targets)
-    out["single_texts_thread_dependent"] = int(sum(a[i].tobytes() != b[i].tobytes() for i in range(len(targets))))
+    if "single" in embedders:  # CPU backends: one text per call, at 1 and at 2 intra-op threads
+        a, b = embedders["single"](targets), backend.build("single", 2)(targets)
+        out["single_texts_thread_dependent"] = int(sum(a[i].tobytes() != b[i].tobytes() for i in range(len(targets))))
     times: dict[str, list[float]] = {g: [] for g in embedders}
     for request in requests:
         for grouping, embed in embedders.items():
@@ -195,7 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=Config.requests)
     parser.add_argument("--targets", type=int, default=Config.targets)
     parser.add_argument("--trials", type=int, default=Config.trials)
-    parser.add_argument("--backends", default=",".join(b.name for b in BACKENDS))
+    parser.add_argument("--backends", default=",".join(DEFAULT_BACKENDS))
+    parser.add_argument("--no-pipeline", action="store_true", help="skip the default trim() side by side")
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args(argv)
     config = Config(requests=args.requests, targets=args.targets, trials=args.trials)
@@ -207,6 +315,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             row = measure(backend, requests, config)
             print(json.dumps(row), flush=True)
             rows.append(row)
+    pipeline = None if args.no_pipeline else measure_pipeline(requests)
+    if pipeline is not None:
+        print(json.dumps(pipeline), flush=True)
     result = {
         "benchmark": "batch_invariance",
         "command": "python -m ragtrim_bench.relevance.batch_invariance " + " ".join(argv or sys.argv[1:]),
@@ -215,6 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "load_1min": os.getloadavg()[0]},
         "note": "timings on a shared 2-core machine are provisional; compare groupings only within a row",
         "rows": rows,
+        "pipeline": pipeline,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
