@@ -111,8 +111,9 @@ class TestPipelinesRoundTrip:
         assert config["stages"][1]["scorer"] == {
             "type": "hybrid", "method": "rrf", "weights": None, "rrf_k": 30,
             "scorers": [{"type": "bm25", "k1": 1.5, "b": 0.75, "stopwords": True},
-                        {"type": "embedding", "cache_size": 16384, "model": "all-MiniLM-L6-v2", "batch_size": 64,
-                         "device": "cpu", "max_seq_length": 128, "threads": None}],
+                        {"type": "embedding", "cache_size": 16384, "vector_store": "default",
+                         "model": "all-MiniLM-L6-v2", "batch_size": 64, "device": "cpu", "max_seq_length": 128,
+                         "threads": None}],
         }
         again = Pipeline.from_dict(json.loads(json.dumps(config)))
         assert again.to_dict() == config

@@ -14,9 +14,9 @@ import pytest
 
 pytest.importorskip("redis")
 
-from ragtrim.vectors.redis_store import RedisVectorStore, _redacted  # noqa: E402
-from ragtrim.vectors.store import SharedStore, pack, unpack, vector_key  # noqa: E402
-from tests.serve.conftest import RedisServer, free_port  # noqa: E402
+from ragtrim.vectors.redis_store import RedisVectorStore, _redacted
+from ragtrim.vectors.store import SharedStore, pack, unpack, vector_key
+from tests.serve.conftest import RedisServer, free_port
 
 MIB = 2**20
 
