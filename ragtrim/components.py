@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Self, TypeVar, dataclass_transform
 
 from ragtrim import _catalog
-from ragtrim._util.validate import Constraint, Constraints, validate_params
+from ragtrim._util.validate import Constraint, Constraints, plain_number, validate_params
 from ragtrim.errors import ConfigError
 
 Kind = Literal["stage", "scorer", "counter", "summarizer"]
@@ -63,6 +63,11 @@ class Component:
 
     def __post_init__(self) -> None:
         constraints = self.parameter_constraints()
+        for name in constraints:  # numpy scalars become the Python numbers they stand for, then are checked
+            value = getattr(self, name, None)
+            plain = plain_number(value)
+            if plain is not value:
+                object.__setattr__(self, name, plain)
         validate_params(constraints, {name: getattr(self, name) for name in constraints})
         self._check_params()
 

@@ -5,6 +5,8 @@ Catch ``RagtrimError`` to handle them all. The tree::
     RagtrimError
     ├── ConfigError          (also ValueError)  a stage or pipeline parameter is invalid
     ├── InputError           (also ValueError)  a chunk, query, message or file cannot be used as given
+    │   ├── EmptyLogError        (audit.reader)      ``ragtrim audit``: the log holds no request to audit
+    │   └── UnsupportedLogFormat (audit.formats)     ``ragtrim audit``: the log is of a format it names and does not read
     ├── BudgetError                             pinned chunks alone exceed the token budget
     ├── MissingDependencyError (also ImportError) an optional extra is not installed
     ├── StageError                              a stage raised; names the stage, keeps the cause

@@ -10,10 +10,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ragtrim._util.validate import plain_number
 from ragtrim.errors import InputError
 from ragtrim.models import Chunk, Message
 
 _TEXT_KEYS = ("text", "page_content", "content")
+_MAX_ID_BITS = 3322  # about 1,000 decimal digits; str() of a much larger int raises ValueError (4,300 digits)
+
+
+def _float_score(score: Any, where: str) -> Any:
+    """A numeric score as float; an int beyond float's range is refused here (float() would raise OverflowError)."""
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        return score  # Chunk refuses it with its own message
+    try:
+        return float(score)
+    except OverflowError:
+        raise InputError(f"{where}: 'score' must be within float's range (about 1.8e308), got an int too large to "
+                         "convert") from None
 
 
 def _decode(value: bytes, where: str) -> str:
@@ -57,20 +70,23 @@ def coerce_chunk(item: Any, index: int) -> Chunk:
             text = _decode(bytes(text), where)
         if not isinstance(text, str):
             raise InputError(f"{where}: {key!r} must be str, got {type(text).__name__}")
-        raw_id = item.get("id", index)
+        raw_id = plain_number(item.get("id", index))
         if raw_id is None or isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
             raise InputError(f"{where}: 'id' must be a str or int, got {raw_id!r}")
+        if isinstance(raw_id, int) and raw_id.bit_length() > _MAX_ID_BITS:
+            raise InputError(f"{where}: an int 'id' must have at most 1,000 digits, got one of about "
+                             f"{int(raw_id.bit_length() * 0.30103):,}; pass ids as str")
         metadata = item.get("metadata") or {}
         if not isinstance(metadata, Mapping):
             raise InputError(f"{where}: 'metadata' must be a dict, got {type(metadata).__name__}")
-        score = item.get("score")
+        score = plain_number(item.get("score"))
         pinned = coerce_pinned(item.get("pinned", False), where)
         try:
             return Chunk(
                 text=text,
                 id=str(raw_id),
                 metadata=metadata,
-                score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else score,
+                score=_float_score(score, where),
                 pinned=pinned,
             )
         except InputError as exc:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
+from ragtrim._util.validate import plain_number
 from ragtrim.errors import InputError
 
 Reason = Literal[
@@ -72,10 +73,18 @@ class Chunk:
         if not isinstance(self.id, str) or not self.id:
             raise InputError(f"chunk id must be a non-empty str, got {self.id!r}")
         if self.score is not None:
-            if isinstance(self.score, bool) or not isinstance(self.score, (int, float)):
+            score = plain_number(self.score)  # numpy scalars (np.float32(0.9)) are numbers too
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
                 raise InputError(f"chunk {self.id!r}: score must be a number or None, got {self.score!r}")
-            if math.isnan(self.score):
+            try:
+                as_float = float(score)
+            except OverflowError:
+                raise InputError(f"chunk {self.id!r}: score must be within float's range (about 1.8e308), got an "
+                                 "int too large to convert") from None
+            if math.isnan(as_float):
                 raise InputError(f"chunk {self.id!r}: score must not be NaN")
+            if score is not self.score:
+                object.__setattr__(self, "score", score)
         if self.token_count is not None and (
             isinstance(self.token_count, bool) or not isinstance(self.token_count, int) or self.token_count < 0
         ):

@@ -8,7 +8,8 @@ fake, is a named counter: ``get_counter("whitespace")`` (``ragtrim.text.tokens.W
 The fake server: prefill takes ``base_ms + per_1k_ms * prompt_tokens / 1000`` (tokens approximated as characters /
 4), at most ``slots`` requests are processed at once (the rest wait, as in a GPU batch), then ``output_tokens`` tokens
 come ``decode_ms`` apart. Model names ``fail-400``, ``fail-500`` and ``fail-503`` answer that status,
-``fail-midstream`` breaks a stream after its first event; GET /debug/requests lists the last request bodies received.
+``fail-midstream`` breaks a stream after its first event; POST /v1/embeddings answers deterministic vectors
+(``dimensions`` long, default 8) with usage; GET /debug/requests lists the last request bodies received.
 It needs the ``serve`` extra (starlette, uvicorn), imported when a server is made.
 """
 
@@ -27,13 +28,23 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ragtrim._util.validate import Boolean, Constraints, InstanceOf, Interval, ListOf, MappingOf, Text
+from ragtrim._util.validate import (
+    Boolean,
+    Constraints,
+    InstanceOf,
+    Interval,
+    ListOf,
+    MappingOf,
+    Options,
+    Text,
+)
 from ragtrim.components import Component, component, register
 from ragtrim.errors import ConfigError
 from ragtrim.history.state import STATE_KINDS, StateItem
 from ragtrim.models import Message
 from ragtrim.scoring.base import check_score_inputs
 from ragtrim.scoring.embedding import CachedEmbedder
+from ragtrim.text.scripts import SCRIPTS
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -44,23 +55,33 @@ if TYPE_CHECKING:
 @register("scorer", "fixed")
 @component
 class FixedScorer(Component):
-    """A fake for tests and for callers who already have scores: a score per text (mapping) or per position."""
+    """A fake for tests and for callers who already have scores: a score per text (mapping) or per position.
+
+    ``scripts`` makes it pose as a model that reads only those scripts (see ``ragtrim.scoring.scripts``); ``calls``
+    records the texts of every ``score`` call, so a test can see what a fused scorer asked it."""
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
         "scores": [MappingOf(Interval(float, None, None), "a dict text -> score"),
                    ListOf(Interval(float, None, None), "a list of scores")],
         "default": [Interval(float, None, None)],
+        "scripts": [ListOf(Options(SCRIPTS), "a list of script names"), None],
     }
 
     scores: Mapping[str, float] | Sequence[float]
     default: float = 0.0
+    scripts: Sequence[str] | None = None
+    calls: list[list[str]] = field(default_factory=list, init=False)
 
     @property
     def name(self) -> str:
         return "fixed"
 
+    def scripts_read(self) -> frozenset[str] | None:
+        return frozenset(self.scripts) if self.scripts is not None else None
+
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         check_score_inputs(query, texts)
+        self.calls.append(list(texts))
         if isinstance(self.scores, Mapping):
             return [float(self.scores.get(t, self.default)) for t in texts]
         return [float(self.scores[i]) if i < len(self.scores) else self.default for i in range(len(texts))]
@@ -287,6 +308,32 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
                 yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
             yield b"data: [DONE]\n\n"
 
+    async def embeddings(request: Request) -> Response:
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError:
+            return _error(400, "body is not JSON")
+        received.append({"path": request.url.path, "body": body, "headers": dict(request.headers)})
+        model = str(body.get("model", cfg.name))
+        status = cfg.fail_status or (int(model[5:]) if model.startswith("fail-") and model[5:].isdigit() else 0)
+        if status:
+            return _error(status, f"fake upstream {cfg.name} answers {status}")
+        inp = body.get("input")
+        items = [inp] if isinstance(inp, str) or (isinstance(inp, list) and inp and isinstance(inp[0], int)) \
+            else list(inp or [])
+        dims = body.get("dimensions") if isinstance(body.get("dimensions"), int) else 8
+        data, tokens = [], 0
+        for i, item in enumerate(items):
+            text = item if isinstance(item, str) else json.dumps(item)
+            tokens += approx_tokens(text) if isinstance(item, str) else len(item)
+            digest = hashlib.sha256(text.encode()).digest()
+            data.append({"object": "embedding", "index": i,
+                         "embedding": [round(digest[j % 32] / 255 - 0.5, 6) for j in range(dims)]})
+        await _occupy(cfg.base_ms / 1000)
+        return JSONResponse({"object": "list", "data": data, "model": model,
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
     async def chat(request: Request) -> Response:
         return await handle(request, "chat")
 
@@ -296,6 +343,7 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
     return Starlette(routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/debug/requests", debug, methods=["GET"]),

@@ -90,3 +90,21 @@ class TestBadInput:
     def test_broken_html_does_not_crash(self) -> None:
         r = trim(["<div><p>Unclosed <b>bold <i>text</div></span></p>", "<<<>>> <p"], query="q", budget=100, scorer="bm25")
         assert r.tokens_after <= 100
+
+
+def test_the_chunk_the_query_asks_about_is_not_merged_away() -> None:
+    """Issue 23: the Free and Pro plan chunks (Jaccard 0.89) differ in their rate limit; both reach the ranking, and
+    the Pro one the query asks about comes first."""
+    free = ("The Free plan is meant for trying the API on small projects and personal tools. It allows 60 requests "
+            "per minute and 10,000 requests per month, with a maximum payload of 2 MB for each request. Responses are "
+            "cached for five minutes, and every endpoint is available, including search, embeddings and batch jobs. "
+            "Requests above the limit get HTTP status 429 with a Retry-After header, and the monthly counter resets "
+            "at midnight UTC on the first day of each month for every account.")
+    pro = free.replace("The Free plan", "The Pro plan").replace("60 requests", "600 requests")
+    result = trim([free, pro], query="What is the rate limit of the Pro plan?", budget=120, scorer="bm25",
+                  tokenizer="whitespace")
+    assert [c.id for c in result.chunks] == ["1", "0"]
+    assert "600 requests per minute" in result.text
+    assert not [r for r in result.removals if r.stage == "dedup"]
+    (dedup,) = [t for t in result.trace if t.stage == "dedup"]
+    assert dedup.info["value_conflicts"] == 1

@@ -109,9 +109,9 @@ class TestPipelinesRoundTrip:
         config = pipeline.to_dict()
         assert no_unwritten(config)
         assert config["stages"][1]["scorer"] == {
-            "type": "hybrid", "method": "rrf", "weights": None, "rrf_k": 30,
-            "scorers": [{"type": "bm25", "k1": 1.5, "b": 0.75, "stopwords": True},
-                        {"type": "embedding", "cache_size": 16384, "vector_store": "default",
+            "type": "hybrid", "method": "rrf", "weights": None, "rrf_k": 30, "script_gate": True,
+            "scorers": [{"type": "bm25", "k1": 1.5, "b": 0.75, "stopwords": True, "analyzer": "script"},
+                        {"type": "embedding", "cache_size": 16384, "vector_store": "default", "scripts": None,
                          "model": "all-MiniLM-L6-v2", "batch_size": 64, "device": "cpu", "max_seq_length": 128,
                          "threads": None}],
         }
@@ -139,13 +139,16 @@ class TestConfigsWrittenBeforeTheRegistry:
     """``tests/fixtures/pipeline_configs/v0.1.json`` holds ``Pipeline.to_dict()`` output of the version before this
     scheme; such configs must still load."""
 
+    ADDED_SINCE: ClassVar[dict[str, dict[str, Any]]] = {"dedup": {"shingle_chars": 6, "keep_differing_values": True}}
+    """Parameters added after v0.1 (issues 23 and 24): an old config gets them at their defaults."""
+
     @pytest.mark.parametrize("key", ["default_budget_500_with_history", "hybrid_gap_whitespace"])
     def test_load_unchanged(self, saved: dict[str, Any], key: str) -> None:
         pipeline = Pipeline.from_dict(saved[key])
         written = pipeline.to_dict()
         for old, new in zip(saved[key]["stages"], written["stages"]):
             old.pop("auto", None), new.pop("auto", None)  # what "auto" chose is this host's, not the config's
-            assert new == old
+            assert new == {**old, **self.ADDED_SINCE.get(old["type"], {})}
         assert written["tokenizer"] == saved[key]["tokenizer"]
 
     def test_objects_the_old_version_could_not_write_are_still_refused(self, saved: dict[str, Any]) -> None:

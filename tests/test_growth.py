@@ -22,7 +22,7 @@ from ragtrim.stages.html import HtmlCleaner
 from ragtrim.testing import ScriptedSummarizer
 from ragtrim.text.sentences import _sentence_spans
 from ragtrim.text.tokens import WhitespaceCounter
-from ragtrim_bench.hostile import deep_html_then_unclosed, dots, fences, quoted_prose
+from ragtrim_bench.pipeline.hostile_inputs import deep_html_then_unclosed, dots, fences, quoted_prose
 
 MAX_RATIO = 8.0
 _MIN_RUN_S = 0.03

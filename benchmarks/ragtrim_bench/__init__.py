@@ -1,9 +1,11 @@
-"""ragtrim's evaluation package: datasets, QA metrics, the QA/GPU/serving harnesses and their reports.
+"""ragtrim's evaluation package: one folder per benchmark topic (relevance, dedup, html, history, serve, audit,
+pipeline, integrations, llamacpp, gpu, models, tuning), the shared dataset loaders (``datasets``) and what every
+benchmark shares (``common``: the results folder and result writer, host metadata, statistics, answer matching).
 
-Not part of the ``ragtrim`` wheel; ``pip install -e benchmarks`` (the dev setup, ``make``) installs it. It lives in
-ragtrim's repository and uses two of ragtrim's private helpers, ``ragtrim._table`` (plain-text tables) and
-``ragtrim._jsonl`` (JSONL reading), as ``ragtrim bench`` does. Measurement, statistics (``stats``) and reporting
-(``report``) are kept apart.
+Every benchmark starts as ``ragtrim-bench <topic> <name> [args]`` (``cli``), the same as ``python -m
+ragtrim_bench.<topic>.<name>``. Not part of the ``ragtrim`` wheel; ``pip install -e benchmarks`` (the dev setup,
+``make``) installs it. It uses a few of ragtrim's private helpers (``ragtrim._util``: tables, percentiles), as
+``ragtrim bench`` does. Measurement, statistics and reporting are kept apart.
 """
 
 import os

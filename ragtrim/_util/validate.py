@@ -10,6 +10,8 @@ for code that validates a single argument (``trim(budget=...)``).
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
@@ -55,7 +57,31 @@ class Constraint(ABC):
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, numbers.Real) and not _is_bool(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not _is_bool(value)
+
+
+def _is_bool(value: Any) -> bool:
+    # numpy's bool_ is not a subclass of bool; it is no number here either.
+    return isinstance(value, bool) or type(value).__name__ == "bool_"
+
+
+def plain_number(value: Any) -> Any:
+    """A numpy (or other ``numbers``) scalar as the Python int or float it stands for; anything else unchanged.
+
+    ``np.int64(5)`` -> ``5``, ``np.float32(0.9)`` -> ``0.8999999761581421``: what a caller who computed a budget or a
+    score with numpy passes, kept as plain Python so configs serialise and arithmetic stays exact.
+    """
+    if type(value) in (int, float) or _is_bool(value):
+        return value
+    if isinstance(value, numbers.Integral):
+        return operator.index(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return value
 
 
 class Interval(Constraint):
@@ -73,12 +99,17 @@ class Interval(Constraint):
 
     def claims(self, value: Any) -> bool:
         if self.kind is int:
-            return isinstance(value, int) and not isinstance(value, bool)
+            return _is_int(value)
         return _is_number(value)
 
     def problem(self, name: str, value: Any) -> str | None:
-        if self.kind is float and math.isnan(value):
-            return f"{name} must be a number, got {value!r}"
+        if self.kind is float:
+            try:
+                if math.isnan(value):
+                    return f"{name} must be a number, got {value!r}"
+            except OverflowError:  # an int beyond float's range (10**400)
+                return f"{name} must be a number within float's range (about 1.8e308), got an int of " \
+                    f"{len(str(abs(value))) if abs(value).bit_length() < 14000 else 'more than 4,000'} digits"
         if self.left is not None:
             if self.closed in ("both", "left") and value < self.left:
                 return f"{name} must be >= {self.left}, got {value}"
@@ -289,13 +320,17 @@ def validate_params(constraints: Mapping[str, Constraints], params: Mapping[str,
 
 # -- single-argument checks (the same rules and messages) -----------------------------------------------------------
 def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None,
-              allow_none: bool = False) -> None:
+              allow_none: bool = False) -> Any:
+    """Check ``value``; return it as a plain Python int (a numpy integer is accepted) or None."""
     _check(name, value, Interval(int, minimum, maximum), allow_none)
+    return plain_number(value)
 
 
 def check_float(name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None,
-                min_exclusive: bool = False, allow_none: bool = False) -> None:
+                min_exclusive: bool = False, allow_none: bool = False) -> Any:
+    """Check ``value``; return it as a plain Python number (a numpy scalar is accepted) or None."""
     _check(name, value, Interval(float, minimum, maximum, closed="right" if min_exclusive else "both"), allow_none)
+    return plain_number(value)
 
 
 def check_choice(name: str, value: Any, choices: Collection[str]) -> None:

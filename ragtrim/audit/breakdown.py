@@ -283,10 +283,14 @@ class ConversationGrowth:
         }
 
 
-def part_tokens(req: AuditRequest, counts: Iterable[int]) -> dict[Part, int]:
-    """Tokens per part of one request, from the counts of its segments (in order) and its fixed framing tokens."""
+def part_tokens(req: AuditRequest, counts: Iterable[int], image_tokens: int = 0) -> dict[Part, int]:
+    """Tokens per part of one request, from the counts of its segments (in order), its fixed framing tokens and
+    ``image_tokens`` for each of its images (in the part that holds the image)."""
     out: dict[Part, int] = dict.fromkeys(PARTS, 0)
     for seg, n in zip(req.segments, counts, strict=True):
         out[seg.part] += n
     out["other"] += req.fixed_tokens
+    if image_tokens:
+        for part in req.images:
+            out[part] += image_tokens
     return out

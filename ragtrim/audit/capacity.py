@@ -64,7 +64,8 @@ def log_workload(prompt: Histogram, output: Histogram, total: Histogram) -> Any:
 
 _KEEP = ("workload", "requests", "input_p50_tokens", "input_p95_tokens", "input_p99_tokens", "request_p95_tokens",
          "kv_bytes_per_request_p95", "max_concurrency_p95", "recommended_max_model_len", "max_model_len_basis",
-         "max_concurrency_at_recommended_len", "vllm_max_concurrency_at_recommended_len", "vllm_flags")
+         "max_concurrency_at_recommended_len", "max_concurrency_at_model_max_len",
+         "vllm_max_concurrency_at_recommended_len", "vllm_flags", "max_model_len_statement")
 
 
 def plan_section(cfg: PlannerConfig, prompt: Histogram, output: Histogram, total: Histogram,
@@ -84,7 +85,8 @@ def plan_section(cfg: PlannerConfig, prompt: Histogram, output: Histogram, total
     d = p.to_dict()
     columns = [{k: w[k] for k in _KEEP} for w in d["workloads"]]
     out: dict[str, Any] = {
-        "model": p.model_name, "model_config": str(cfg.model_config), "gpu_mem_gib": p.gpu_mem_gib,
+        "model": p.model_name, "model_config": str(cfg.model_config), "model_max_len": p.model_max_len,
+        "gpu_mem_gib": p.gpu_mem_gib,
         "gpu_memory_utilization": p.gpu_memory_utilization, "kv_dtype": p.kv_dtype, "weight_dtype": p.weight_dtype,
         "kv_capacity_tokens": p.kv_capacity_tokens, "vllm_kv_cache_tokens": p.vllm_kv_cache_tokens,
         "kv_bytes_per_token": p.kv_bytes_per_token, "workloads": columns, "notes": list(p.notes),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +23,21 @@ def add_cli(subparsers: Any) -> None:
     a = subparsers.add_parser(
         "audit", help="where a service's prompt tokens go, what a prefix cache could serve and what ragtrim would "
                       "save, from a JSONL log of OpenAI requests (docs/audit.md)",
-        description="Audit a request log: JSONL (plain or gzip) of OpenAI chat or completions bodies, OpenAI/vLLM batch "
-                    "lines, the gateway's request log (log_request = true) or ragtrim requests. Writes audit.json "
-                    "(every number) and audit.html (a static page with plots) into --out.")
+        description="Audit a request log: JSONL (plain or gzip) of OpenAI chat or completions bodies, Anthropic "
+                    "Messages bodies, OpenAI/vLLM or Anthropic batch lines, the gateway's request log (log_request = "
+                    "true), ragtrim requests, or a vLLM server log with --enable-log-requests. The format is told "
+                    "from the first lines. Writes audit.json (every number) and audit.html (a static page with "
+                    "plots) into --out.",
+        epilog=AUDIT_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("log", help="request log (JSONL or JSONL.gz; - for stdin)")
     a.add_argument("--out", default="audit-report", help="output folder (default: audit-report)")
     a.add_argument("--tokenizer", default=None, help="cl100k_base (default), hf:<tokenizer.json>, approx, ...")
     a.add_argument("--no-text", action="store_true", help="keep request text (prompt and document previews) out "
                                                            "of the report")
     a.add_argument("--context-tag", default="context", help="tag of retrieved context in messages (default: context)")
+    a.add_argument("--image-tokens", type=int, default=None,
+                   help="tokens one image costs the model (default: the --model-config's mm_tokens_per_image, else "
+                        "0: images are counted and reported, not as tokens)")
     s = a.add_argument_group("what ragtrim would save")
     s.add_argument("--sample", type=int, default=200, help="requests to trim, uniformly sampled (0: every request; "
                                                            "default 200)")
@@ -58,6 +65,55 @@ def add_cli(subparsers: Any) -> None:
     a.set_defaults(func=run_cli)
 
 
+AUDIT_EXIT_CODES = """exit codes:
+  0  the report is written and covers the whole log
+  1  the report is written, but the log ends early (a truncated gzip file): it covers the lines read, and
+     stderr says after which line reading stopped
+  2  bad arguments, or no report: the log is missing, empty, holds no request the audit reads, is not UTF-8, or is
+     in a format the audit does not read (the error names it)
+  3  --out cannot be written (checked before the audit runs)
+  4  internal error in ragtrim (please report it)"""
+
+
+class OutputNotWritable(Exception):
+    """``--out`` cannot hold the report (exit 3)."""
+
+
+def check_out_dir(out: str | Path) -> Path:
+    """Make sure ``out`` is, or can become, a writable folder before any work is done."""
+    import tempfile
+
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise OutputNotWritable(f"cannot write the report to {str(p)!r}: it is a file, not a folder")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=p, prefix=".ragtrim-audit-", suffix=".probe"):
+            pass
+    except OSError as exc:
+        raise OutputNotWritable(f"cannot write the report to {str(p)!r}: {exc.strerror or exc}") from None
+    return p
+
+
+def _image_tokens(args: argparse.Namespace) -> int:
+    if args.image_tokens is not None:
+        if args.image_tokens < 0:
+            raise ConfigError(f"--image-tokens must be >= 0, got {args.image_tokens}")
+        return int(args.image_tokens)
+    if args.model_config is None:
+        return 0
+    import json
+
+    config = Path(args.model_config)
+    config = config / "config.json" if config.is_dir() else config
+    try:
+        raw = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0  # the planner reports the bad config with its own message
+    value = raw.get("mm_tokens_per_image") if isinstance(raw, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def config_from_args(args: argparse.Namespace) -> Any:
     from ragtrim.audit.capacity import PlannerConfig
     from ragtrim.audit.core import AuditConfig
@@ -75,26 +131,63 @@ def config_from_args(args: argparse.Namespace) -> Any:
     curve = TTFTCurve.load(args.ttft_curve, config=args.ttft_config) if args.ttft_curve else None
     return AuditConfig(tokenizer=args.tokenizer, context_tag=args.context_tag, keep_text=not args.no_text,
                        savings=savings, planner=planner, ttft_curve=curve, block_size=args.block_size,
-                       prefix_cache_tokens=args.prefix_cache_tokens, default_output_tokens=args.output_tokens)
+                       prefix_cache_tokens=args.prefix_cache_tokens, default_output_tokens=args.output_tokens,
+                       image_tokens=_image_tokens(args))
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """Run the audit, write the report, print where it is and the headline numbers."""
+    """Run the audit, write the report, print where it is and the headline numbers (exit codes: AUDIT_EXIT_CODES)."""
+    import sys
+
     from ragtrim.audit.core import run_audit, write_report
 
-    report = run_audit(args.log, config_from_args(args))
-    json_path, html_path = write_report(report, args.out)
+    config = config_from_args(args)  # bad arguments first (exit 2), then the output folder (exit 3)
+    created = not Path(args.out).exists()
+    try:
+        check_out_dir(args.out)
+    except OutputNotWritable as exc:
+        print(f"ragtrim: error: {exc}", file=sys.stderr)
+        return 3
+    try:
+        report = run_audit(args.log, config)
+    except BaseException:
+        if created:  # leave no empty folder behind a failed audit
+            with contextlib.suppress(OSError):
+                Path(args.out).rmdir()
+        raise
+    try:
+        json_path, html_path = write_report(report, args.out)
+    except OSError as exc:
+        print(f"ragtrim: error: cannot write the report to {args.out!r}: {exc.strerror or exc}", file=sys.stderr)
+        return 3
     for line in summary_lines(report):
         print(line)
     print(f"report: {html_path}  numbers: {json_path}")
+    inp = report["input"]
+    if not inp["complete"]:
+        print(f"ragtrim: warning: the log ends early: reading stopped after line {inp['stopped_after_line']:,} of "
+              f"{args.log} ({inp['stop_reason']}); the report covers the {inp['requests']:,} requests read",
+              file=sys.stderr)
+        return 1
     return 0
 
 
 def summary_lines(r: dict[str, Any]) -> list[str]:
     b = r["breakdown"]
-    lines = [(f"{b['requests']:,} requests, {b['prompt_tokens']:,} prompt tokens ({r['tokenizer']}); "
-             f"{r['input']['skipped_lines']['total']:,} lines skipped")]
+    inp = r["input"]
+    lines = [(f"{b['requests']:,} request{'s' if b['requests'] != 1 else ''} ({inp['format_description']}), {b['prompt_tokens']:,} prompt tokens "
+              f"({r['tokenizer']}); {inp['skipped_lines']['total']:,} lines skipped"
+              + (" (" + ", ".join(f"{k} {v:,}" for k, v in inp["skipped_lines"]["by_reason"].items()) + ")"
+                 if inp["skipped_lines"]["total"] else ""))]
+    if inp["images"]["count"]:
+        lines.append(f"{inp['images']['count']:,} images: {inp['images']['note']}")
+    if inp["uncounted_blocks"]:
+        lines.append("blocks without countable text: " + ", ".join(f"{k} {v:,}"
+                                                                   for k, v in inp["uncounted_blocks"].items()))
     lines.append("share by part: " + ", ".join(f"{p} {100 * d['share_of_total']:.1f}%" for p, d in b["parts"].items()))
+    for lever in r.get("levers", []):
+        lines.append(f"what to do first ({lever['rank']}): {lever['title']}: {lever['saves_text']}"
+                     + (f"; {lever['kv_text']}" if lever["kv_text"] else "") + f". Config: {lever['config']}")
     pc = r["prefix_cache"]
     lines.append(f"prefix cache could serve {100 * pc['as_logged']['served_share_of_prompt_tokens']:.1f}% as logged, "
                  f"{100 * pc['recommended_order']['served_share_of_prompt_tokens']:.1f}% in the recommended order")

@@ -7,6 +7,7 @@ import json
 import resource
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,9 +16,11 @@ from typing import Any
 from ragtrim.audit.breakdown import Breakdown, ConversationGrowth, CountCache, part_tokens
 from ragtrim.audit.capacity import PlannerConfig, plan_section
 from ragtrim.audit.duplicates import DEFAULT_MAX_DOCS, DocumentAnalysis
+from ragtrim.audit.formats import READ_FORMATS
 from ragtrim.audit.html import bin_values, prompt_edges, render_html, shares
+from ragtrim.audit.levers import levers
 from ragtrim.audit.prefix import DEFAULT_CACHE_TOKENS, PrefixAnalysis
-from ragtrim.audit.reader import PARTS, AuditRequest, SkipLog, read_requests
+from ragtrim.audit.reader import PARTS, AuditRequest, EmptyLogError, SkipLog, read_requests
 from ragtrim.audit.savings import Reservoir, SavingsConfig, TTFTCurve, measure, summarize_savings, ttft_change
 from ragtrim.errors import ConfigError
 from ragtrim.text.tokens import get_counter
@@ -32,7 +35,8 @@ PLOTS = ("part_share", "part_share_per_request", "prompt_tokens_before_after", "
 class AuditConfig:
     """How to audit. ``keep_text=False`` keeps request text (previews of prompts and documents) out of the report;
     ``savings=None`` skips the pipeline run; ``prefix_cache_tokens=None`` uses the planned GPU's KV cache size when
-    a planner is given, else ``DEFAULT_CACHE_TOKENS``."""
+    a planner is given, else ``DEFAULT_CACHE_TOKENS``; ``image_tokens`` is what one image costs the model (0: images
+    are counted but not as tokens, and the report says how many there are)."""
 
     tokenizer: str | None = None
     context_tag: str = "context"
@@ -48,6 +52,7 @@ class AuditConfig:
     planner: PlannerConfig | None = None
     ttft_curve: TTFTCurve | None = None
     num_threads: int = 2
+    image_tokens: int = 0
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "block_size", "max_docs", "num_threads"):
@@ -60,6 +65,9 @@ class AuditConfig:
             raise ConfigError(f"near_threshold must be in (0, 1], got {self.near_threshold}")
         if self.default_output_tokens < 0:
             raise ConfigError(f"default_output_tokens must be >= 0, got {self.default_output_tokens}")
+        if isinstance(self.image_tokens, bool) or not isinstance(self.image_tokens, int) or self.image_tokens < 0:
+            raise ConfigError(f"image_tokens must be an integer >= 0 (tokens one image costs the model; Gemma 3: "
+                              f"256), got {self.image_tokens!r}")
 
 
 def _batches(items: Iterable[AuditRequest], size: int) -> Iterator[list[AuditRequest]]:
@@ -89,6 +97,8 @@ def run_audit(path: str | Path, config: AuditConfig | None = None) -> dict[str, 
                                  html=cfg.html_share)
     reservoir = Reservoir(cfg.savings.sample if cfg.savings else 0, cfg.savings.seed if cfg.savings else 0)
     skipped = SkipLog()
+    images: Counter[str] = Counter()
+    uncounted: Counter[str] = Counter()
     for batch in _batches(read_requests(path, skipped=skipped, context_tag=cfg.context_tag), cfg.batch_size):
         flat = counts.counts([s.text for r in batch for s in r.segments])
         per_request: list[list[int]] = []
@@ -98,7 +108,11 @@ def run_audit(path: str | Path, config: AuditConfig | None = None) -> dict[str, 
             pos += len(r.segments)
         documents.add_batch(batch, per_request)
         for req, seg_counts in zip(batch, per_request, strict=True):
-            parts = part_tokens(req, seg_counts)
+            parts = part_tokens(req, seg_counts, cfg.image_tokens)
+            if req.images:
+                images.update(req.images)
+            if req.uncounted:
+                uncounted.update(req.uncounted)
             output = req.output_tokens if req.output_tokens is not None else cfg.default_output_tokens
             prompt = breakdown.add(req, parts, output)
             growth.add(req, parts["history"])
@@ -106,10 +120,25 @@ def run_audit(path: str | Path, config: AuditConfig | None = None) -> dict[str, 
             if cfg.savings is not None:
                 reservoir.offer((req, parts, output))
     breakdown_seconds = time.perf_counter() - started
+    if not breakdown.requests:
+        raise EmptyLogError(_empty_message(str(path), skipped))
 
     report: dict[str, Any] = {
         "version": REPORT_VERSION,
-        "input": {"path": str(path), "requests": breakdown.requests, "skipped_lines": _skips(skipped, cfg.keep_text)},
+        "input": {
+            "path": str(path), "format": skipped.log_format,
+            "format_description": _format_description(skipped),
+            "formats_in_first_lines": skipped.formats_seen,
+            "requests": breakdown.requests, "lines_read": skipped.lines_read,
+            "complete": skipped.stopped_after_line is None,
+            "stopped_after_line": skipped.stopped_after_line, "stop_reason": skipped.stop_reason,
+            "skipped_lines": _skips(skipped, cfg.keep_text),
+            "images": {"count": sum(images.values()), "by_part": dict(sorted(images.items())),
+                       "tokens_each": cfg.image_tokens,
+                       "note": "counted as tokens_each tokens in the part that holds them" if cfg.image_tokens else
+                               "not counted as tokens (set --image-tokens to what one image costs the model)"},
+            "uncounted_blocks": dict(sorted(uncounted.items())),
+        },
         "tokenizer": counter.name,
         "text_included": cfg.keep_text,
         "breakdown": breakdown.to_dict(),
@@ -135,6 +164,8 @@ def run_audit(path: str | Path, config: AuditConfig | None = None) -> dict[str, 
                                       breakdown.total_hist, records)
     if cfg.ttft_curve is not None and records:
         report["ttft"] = ttft_change(records, cfg.ttft_curve)
+    report["levers"] = levers(report, records, cfg.planner,
+                              history_turns=cfg.savings.history_turns if cfg.savings else 0)
     edges = prompt_edges(breakdown.prompt_hist.max())
     report["prompt_distribution"] = {
         "edges": edges, "log": shares(breakdown.prompt_hist.bins(edges)),
@@ -162,6 +193,43 @@ def write_report(report: dict[str, Any], out_dir: str | Path) -> tuple[Path, Pat
     json_path.write_text(json.dumps(report, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
     html_path.write_text(render_html(report), encoding="utf-8")
     return json_path, html_path
+
+
+def _format_description(skipped: SkipLog) -> str:
+    text = READ_FORMATS.get(skipped.log_format, "lines of no known request format")
+    others = [k for k in skipped.formats_seen if k != skipped.log_format and k in READ_FORMATS]
+    return text + (f", mixed with {', '.join(others)}" if others else "")
+
+
+SKIP_ADVICE = {
+    "log_without_text": "the gateway logged no request text: set [log] log_request = true",
+    "vllm_request_without_prompt": "vLLM logged no prompt text: vLLM 0.10 and later log prompts only at DEBUG level "
+                                   "(start it with VLLM_LOGGING_LEVEL=DEBUG and --enable-log-requests)",
+    "vllm_other_log_line": "a vLLM server log without request lines: start vLLM with --enable-log-requests",
+    "not_json": "lines are not JSON: the audit reads JSONL (one JSON object a line), plain or gzip",
+}
+
+
+def _empty_message(path: str, skipped: SkipLog) -> str:
+    """Why a log gave no request, in one line: empty, cut short, or every line skipped (with the reasons)."""
+    if skipped.stopped_after_line is not None and not skipped.total:
+        return (f"request log {path!r} holds no request: reading stopped after line {skipped.stopped_after_line} "
+                f"({skipped.stop_reason}); the file is truncated or corrupt")
+    if not skipped.total:
+        what = "0 lines" if not skipped.lines_read else f"{skipped.lines_read:,} blank lines"
+        return f"request log {path!r} is empty ({what}, after decompression for gzip): there is no request to audit"
+    reasons = ", ".join(f"{reason} {n:,}" for reason, n in skipped.counts.most_common())
+    first = skipped.examples[0] if skipped.examples else None
+    text = (f"request log {path!r} holds no request the audit reads: {skipped.lines_read:,} lines, all skipped "
+            f"({reasons})")
+    if first is not None:
+        text += f"; line {first['line']}: {first['detail']}"
+    advice = [SKIP_ADVICE[r] for r, _ in skipped.counts.most_common() if r in SKIP_ADVICE]
+    if advice:
+        text += f". {advice[0]}"
+    if skipped.stopped_after_line is not None:
+        text += f". Reading stopped after line {skipped.stopped_after_line} ({skipped.stop_reason})"
+    return text
 
 
 def _skips(skipped: SkipLog, keep_text: bool) -> dict[str, Any]:

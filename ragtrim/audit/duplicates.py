@@ -1,8 +1,12 @@
 """Retrieved documents across the log: exact and near duplicates within a request (tokens ragtrim's dedup stage
 removes), documents retrieved again by later requests, and the HTML boilerplate share (tokens ragtrim's HTML stage
-removes). Each distinct document is normalized, MinHashed and cleaned once.
+removes). Each distinct document is cleaned, normalized and MinHashed once.
 
-Near duplicates use the dedup stage's shingles and seeded MinHash (``ragtrim.stages.dedup``) with LSH banding over
+Counted in the pipeline's order, so that the two numbers add up to what its two stages remove: the HTML stage runs
+first and cleans every HTML piece, copies included (boilerplate tokens of every piece); the dedup stage then sees
+the cleaned text, so duplicates are found on it and weigh its cleaned tokens.
+
+Near duplicates use the dedup stage's shingles and seeded MinHash (``ragtrim.dedup``) with LSH banding over
 every distinct document of the log (up to ``max_docs``); a candidate counts when the signatures agree on at least
 ``threshold`` of their positions (an estimate of the word-shingle Jaccard; standard error about 0.035 at 0.8).
 """
@@ -27,6 +31,7 @@ class _Doc:
     tokens: int
     boilerplate_tokens: int
     is_html: bool
+    clean_tokens: int = 0
     requests: int = 0
     last_request: int = -1
     first_request_id: str = ""
@@ -88,26 +93,28 @@ class DocumentAnalysis:
         from ragtrim.text.sentences import normalize_text
 
         fresh: list[tuple[int, _Doc, str]] = []  # docs whose normalized text is new: they need a signature
-        html_clean: dict[int, str] = {}
+        cleaned: dict[int, str] = {}
         for raw_key, text in texts.items():
-            normalized = normalize_text(text)
+            if self.html and looks_like_html(text):
+                cleaned[raw_key] = self._clean(text)
+        clean_counts = dict(zip(cleaned, self.counts.counts(list(cleaned.values())), strict=True)) if cleaned else {}
+        for raw_key, text in texts.items():
+            clean = cleaned.get(raw_key, text)
+            normalized = normalize_text(clean)
             norm_key = hash(normalized)
             same = self._by_norm.get(norm_key)
-            is_html = self.html and looks_like_html(text)
-            doc = _Doc(norm_key, same.cluster if same else -1, tokens[raw_key], 0, is_html)
-            if is_html:
-                html_clean[raw_key] = self._clean(text)
+            raw_tokens = tokens[raw_key]
+            clean_tokens = clean_counts.get(raw_key, raw_tokens)
+            # A piece the HTML stage would leave as it is (no markup to render) is not HTML for the report either.
+            is_html = raw_key in cleaned and clean != text
+            doc = _Doc(norm_key, same.cluster if same else -1, raw_tokens, max(0, raw_tokens - clean_tokens),
+                       is_html, clean_tokens)
             if self.keep_text:
                 doc.preview = text[:PREVIEW_CHARS]
             self._docs[raw_key] = doc
             if same is None:
                 self._by_norm[norm_key] = doc
                 fresh.append((raw_key, doc, word_text(normalized)))
-        if html_clean:
-            after = self.counts.counts(list(html_clean.values()))
-            for (raw_key, _), n in zip(html_clean.items(), after, strict=True):
-                doc = self._docs[raw_key]
-                doc.boilerplate_tokens = max(0, doc.tokens - n)
         if not fresh:
             return
         import numpy as np
@@ -185,20 +192,20 @@ class DocumentAnalysis:
             if doc is None:  # past max_docs: counted, not analysed
                 self.untracked_pieces += 1
                 continue
-            if doc.is_html:
+            if doc.is_html:  # the HTML stage cleans every piece, copies included
                 self.html_pieces += 1
                 self.html_tokens += n
-            if doc.norm_key in seen_norms:
-                exact += n
+                boiler += doc.boilerplate_tokens
+            if doc.norm_key in seen_norms:  # then dedup drops the cleaned copy
+                exact += doc.clean_tokens
                 self.exact_duplicate_pieces += 1
                 continue
             if doc.cluster in seen_clusters:
-                near += n
+                near += doc.clean_tokens
                 self.near_duplicate_pieces += 1
                 continue
             seen_norms.add(doc.norm_key)
             seen_clusters.add(doc.cluster)
-            boiler += doc.boilerplate_tokens
             if doc.last_request >= 0:
                 repeated += n
             if doc.last_request != self.request_seq:
@@ -230,8 +237,14 @@ class DocumentAnalysis:
             "within_request": {
                 "exact_duplicate_pieces": self.exact_duplicate_pieces,
                 "exact_duplicate_tokens": self.exact_duplicate_tokens,
+                "exact_duplicate_share_of_context": share(self.exact_duplicate_tokens, self.context_tokens),
+                "exact_duplicate_share_of_prompt": share(self.exact_duplicate_tokens, prompt_tokens),
                 "near_duplicate_pieces": self.near_duplicate_pieces,
                 "near_duplicate_tokens": self.near_duplicate_tokens,
+                "near_duplicate_share_of_context": share(self.near_duplicate_tokens, self.context_tokens),
+                "near_duplicate_share_of_prompt": share(self.near_duplicate_tokens, prompt_tokens),
+                "counted_as": "tokens of the copy after HTML cleanup (what the dedup stage removes after the HTML "
+                              "stage)",
                 "duplicate_share_of_context": share(self.exact_duplicate_tokens + self.near_duplicate_tokens,
                                                     self.context_tokens),
                 "duplicate_share_of_prompt": share(self.exact_duplicate_tokens + self.near_duplicate_tokens,
@@ -248,6 +261,7 @@ class DocumentAnalysis:
                 "html_pieces": self.html_pieces,
                 "html_tokens": self.html_tokens,
                 "boilerplate_tokens": self.boilerplate_tokens,
+                "counted_as": "every HTML piece, duplicates included (the HTML stage runs before dedup)",
                 "boilerplate_share_of_context": share(self.boilerplate_tokens, self.context_tokens),
                 "boilerplate_share_of_prompt": share(self.boilerplate_tokens, prompt_tokens),
             },

@@ -1,10 +1,14 @@
 """Read a request log as a stream of ``AuditRequest``: each prompt cut into parts (system, history, context,
 question, other), in the order the model sees them. Plain or gzip JSONL, one request at a time.
 
-Shapes read, one JSON object a line: an OpenAI chat body (``messages``, optional ``documents``), a completions body
-(``prompt``), ragtrim's own request (``query``, ``chunks``, ``history``), and any of them wrapped: an OpenAI/vLLM
-batch line (``{"custom_id", "body"}``), the gateway's request log (``request`` with ``log_request = true``, else
-``forwarded``) or ``{"request": ...}``. A line that fits none is skipped and counted with its reason.
+Shapes read, one JSON object a line: an OpenAI chat body (``messages``, optional ``documents``), an Anthropic Messages
+body (top-level ``system``; text, document, search_result, tool_use, tool_result, thinking and image blocks), a
+completions body (``prompt``), ragtrim's own request (``query``, ``chunks``, ``history``), and any of them wrapped: an
+OpenAI/vLLM batch line (``{"custom_id", "method", "url", "body"}``), an Anthropic batch line (``{"custom_id",
+"params"}``), the gateway's request log (``request`` with ``log_request = true``, else ``forwarded``) or
+``{"request": ...}``. Also a vLLM server log's request lines (``ragtrim.audit.formats``). The format is told from the
+first lines; a format the audit does not read stops it with an error that names the format. A line that is no
+request, or a malformed one, is skipped and counted with its reason and line number.
 """
 
 from __future__ import annotations
@@ -15,21 +19,33 @@ import io
 import json
 import re
 import sys
+import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple, cast
 
+from ragtrim.audit.formats import (
+    DETECT_CLASSIFIED,
+    DETECT_LINES,
+    READ_FORMATS,
+    classify,
+    classify_text,
+    decide,
+    parse_vllm_line,
+    template_turns,
+)
 from ragtrim.errors import InputError
-from ragtrim.openai_text import TOKENS_PER_MESSAGE, TOKENS_PER_REPLY, split_chunks, text_of
+from ragtrim.openai_text import TOKENS_PER_MESSAGE, TOKENS_PER_REPLY, split_chunks
 
 Part = Literal["system", "history", "context", "question", "other"]
 PARTS: tuple[Part, ...] = ("system", "history", "context", "question", "other")
 """Every prompt token belongs to exactly one part. ``other``: message framing (OpenAI's 4 tokens a message and 3 a
 reply, as the gateway counts), tool definitions and function names."""
 
-Endpoint = Literal["chat", "completions", "ragtrim"]
+Endpoint = Literal["chat", "messages", "completions", "ragtrim", "vllm_log"]
+"""``messages``: an Anthropic Messages body; ``vllm_log``: a templated prompt from a vLLM server log."""
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _TOOL_ROLES = frozenset({"tool", "function", "ipython"})
 _CONVERSATION_KEYS = ("conversation_id", "session_id", "thread_id", "conversation")
@@ -56,6 +72,8 @@ class AuditRequest:
     ``fixed_tokens`` are counted without text (message framing) and belong to ``other``. ``conversation`` is the
     explicit conversation id when the log has one, else ``None`` (the audit then groups by system prompt and first
     user message). ``output_tokens`` is the completion size when the log records it, else the request's limit.
+    ``images`` holds the part of each image (their tokens depend on the model: ``AuditConfig.image_tokens``);
+    ``uncounted`` names the blocks whose tokens cannot be counted from the log (a base64 PDF, audio, a file id).
     """
 
     request_id: str
@@ -67,6 +85,8 @@ class AuditRequest:
     model: str | None = None
     output_tokens: int | None = None
     pretrimmed: bool = False
+    images: tuple[Part, ...] = ()
+    uncounted: tuple[str, ...] = ()
 
     @property
     def question(self) -> str:
@@ -78,10 +98,17 @@ class AuditRequest:
 
 @dataclass(slots=True)
 class SkipLog:
-    """Lines that were not requests: counts by reason, and the first few line numbers (nothing is skipped silently)."""
+    """Lines that were not requests: counts by reason, and the first few line numbers (nothing is skipped silently).
+    Also how the reading went: the log's format, the lines read, and where reading stopped when the file ends early
+    (a truncated gzip stream)."""
 
     counts: Counter[str] = field(default_factory=Counter)
     examples: list[dict[str, Any]] = field(default_factory=list)
+    log_format: str = "unknown"
+    formats_seen: dict[str, int] = field(default_factory=dict)
+    lines_read: int = 0
+    stopped_after_line: int | None = None
+    stop_reason: str | None = None
 
     def add(self, line: int, reason: str, detail: str) -> None:
         self.counts[reason] += 1
@@ -94,6 +121,11 @@ class SkipLog:
 
     def to_dict(self) -> dict[str, Any]:
         return {"total": self.total, "by_reason": dict(sorted(self.counts.items())), "examples": list(self.examples)}
+
+
+class EmptyLogError(InputError):
+    """The log holds no request the audit reads (an empty file, an empty gzip stream, or only skipped lines): there
+    is nothing to report."""
 
 
 def _loads() -> Any:
@@ -127,37 +159,95 @@ def open_log(path: str | Path) -> io.BufferedIOBase:
 
 
 def read_requests(path: str | Path, *, skipped: SkipLog, context_tag: str = "context") -> Iterator[AuditRequest]:
-    """Stream the requests of a log; lines that are not requests go to ``skipped`` (blank lines are ignored)."""
+    """Stream the requests of a log; lines that are not requests go to ``skipped`` (blank lines are ignored).
+
+    The format is decided from the first lines (``ragtrim.audit.formats.decide``): a refused format raises
+    ``UnsupportedLogFormat`` before any request is yielded. When the stream ends early (a truncated or corrupt gzip
+    file), reading stops there: ``skipped.stopped_after_line`` and ``stop_reason`` say where and why, and the
+    requests read so far stand."""
     loads = _loads()
+    where = str(path)
     with open_log(path) as stream:
-        line_no = 0
-        lines = iter(stream)
-        while True:
-            try:
-                line = next(lines, b"")
-            except (OSError, EOFError) as exc:  # a truncated or corrupt gzip stream
-                raise InputError(f"request log {str(path)!r} cannot be read after line {line_no}: {exc}") from None
-            if not line:
-                return
-            line_no += 1
-            if line_no == 1 and line.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark
-                line = line[3:]
-            if not line.strip():
-                continue
-            try:
-                obj = loads(line)
-            except ValueError as exc:
-                try:
-                    line.decode("utf-8")
-                except UnicodeDecodeError as bad:
-                    raise InputError(f"request log {str(path)!r} is not UTF-8 at line {line_no}: {bad.reason}; "
-                                     "convert it first, e.g. iconv -f latin1 -t utf-8") from None
-                skipped.add(line_no, "not_json", str(exc))
-                continue
-            try:
-                yield parse_request(obj, line_no, context_tag=context_tag)
-            except InputError as exc:
-                skipped.add(line_no, getattr(exc, "reason", "not_a_request"), str(exc))
+        lines = _lines(stream, skipped, where)
+        head: list[tuple[int, bytes, Any]] = []  # (line number, raw line, parsed JSON or _NOT_JSON)
+        kinds: list[str | None] = []
+        for line_no, line in lines:
+            obj = _parse_json(loads, line, line_no, where)
+            head.append((line_no, line, obj))
+            kinds.append(classify_text(line) if obj is _NOT_JSON else classify(obj))
+            if len(head) >= DETECT_LINES or sum(k is not None for k in kinds) >= DETECT_CLASSIFIED:
+                break
+        log_format = decide(kinds, where)
+        skipped.log_format = log_format
+        skipped.formats_seen = dict(Counter(k for k in kinds if k is not None).most_common())
+        if log_format == "vllm_server_log":
+            for line_no, line, _ in head:
+                yield from _vllm_request(line, line_no, skipped, context_tag)
+            for line_no, line in lines:
+                yield from _vllm_request(line, line_no, skipped, context_tag)
+            return
+        flavor: Endpoint = "messages" if log_format in ("anthropic_messages", "anthropic_batch") else "chat"
+        for line_no, line, obj in head:
+            yield from _request(obj, line, line_no, skipped, context_tag, flavor)
+        for line_no, line in lines:
+            yield from _request(_parse_json(loads, line, line_no, where), line, line_no, skipped, context_tag, flavor)
+
+
+_NOT_JSON = object()
+
+
+def _lines(stream: Any, skipped: SkipLog, where: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of the non-blank lines; a stream that ends early stops the iteration and is recorded."""
+    line_no = 0
+    it = iter(stream)
+    while True:
+        try:
+            line = next(it, b"")
+        except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt gzip stream
+            skipped.stopped_after_line = line_no
+            skipped.stop_reason = f"{type(exc).__name__}: {exc}"
+            return
+        if not line:
+            return
+        line_no += 1
+        skipped.lines_read = line_no
+        if line_no == 1 and line.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark
+            line = line[3:]
+        if line.strip():
+            yield line_no, line
+
+
+def _parse_json(loads: Any, line: bytes, line_no: int, where: str) -> Any:
+    try:
+        return loads(line)
+    except RecursionError:
+        return _NOT_JSON
+    except ValueError:
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise InputError(f"request log {where!r} is not UTF-8 at line {line_no}: {bad.reason}; "
+                             "convert it first, e.g. iconv -f latin1 -t utf-8") from None
+        return _NOT_JSON
+
+
+def _request(obj: Any, line: bytes, line_no: int, skipped: SkipLog, context_tag: str,
+             flavor: Endpoint) -> Iterator[AuditRequest]:
+    if obj is _NOT_JSON:
+        skipped.add(line_no, "not_json", _json_error(line))
+        return
+    try:
+        yield parse_request(obj, line_no, context_tag=context_tag, flavor=flavor)
+    except InputError as exc:
+        skipped.add(line_no, getattr(exc, "reason", "not_a_request"), str(exc))
+
+
+def _json_error(line: bytes) -> str:
+    try:
+        json.loads(line)
+    except ValueError as exc:
+        return str(exc)
+    return "not JSON"
 
 
 class _Skip(InputError):
@@ -166,8 +256,11 @@ class _Skip(InputError):
         self.reason = reason
 
 
-def parse_request(obj: Any, line: int, *, context_tag: str = "context") -> AuditRequest:
-    """One log line (parsed JSON) as an ``AuditRequest``; raises InputError (with a ``reason``) when it is none."""
+def parse_request(obj: Any, line: int, *, context_tag: str = "context", flavor: Endpoint = "chat") -> AuditRequest:
+    """One log line (parsed JSON) as an ``AuditRequest``; raises InputError (with a ``reason``) when it is none.
+
+    ``flavor`` names a ``messages`` body that carries no marker of either format (plain text turns): ``"messages"``
+    in an Anthropic log, ``"chat"`` otherwise."""
     if not isinstance(obj, dict):
         raise _Skip("not_a_request", f"a JSON {type(obj).__name__}, not an object")
     body, wrapper, pretrimmed = _unwrap(obj)
@@ -175,9 +268,15 @@ def parse_request(obj: Any, line: int, *, context_tag: str = "context") -> Audit
     conversation = _conversation(wrapper) or _conversation(body)
     model = body.get("model") if isinstance(body.get("model"), str) else None
     output = _output_tokens(wrapper, body)
-    if isinstance(body.get("messages"), list):
-        segments, fixed = _chat_segments(body, context_tag)
-        return AuditRequest(rid, line, "chat", segments, fixed, conversation, model, output, pretrimmed)
+    messages = body.get("messages")
+    if messages is not None and "prompt" not in body and "chunks" not in body:
+        if not isinstance(messages, list):
+            raise _Skip("bad_messages", f"'messages' is {_kind(messages)}, not a list of messages")
+        anthropic = flavor == "messages" or "system" in body or "anthropic_version" in body
+        built = _chat_segments(body, messages, context_tag)
+        endpoint: Endpoint = "messages" if anthropic or built.anthropic else "chat"
+        return AuditRequest(rid, line, endpoint, tuple(built.segments), built.fixed, conversation, model, output,
+                            pretrimmed, tuple(built.images), tuple(built.uncounted))
     prompt = body.get("prompt")
     if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt)):
         texts = [prompt] if isinstance(prompt, str) else list(prompt)
@@ -187,12 +286,69 @@ def parse_request(obj: Any, line: int, *, context_tag: str = "context") -> Audit
         return AuditRequest(rid, line, "ragtrim", _ragtrim_segments(body), 0, conversation, model, output, pretrimmed)
     if "tokens" in obj and "outcome" in obj:
         raise _Skip("log_without_text", "a gateway log line without text; set [log] log_request = true")
+    kind = classify(obj)
+    if kind is not None and kind not in READ_FORMATS:
+        raise _Skip("unread_format", f"a line of another format ({kind}), not a request the audit reads")
     raise _Skip("not_a_request", "no 'messages', 'prompt' or 'chunks' (an OpenAI chat or completions body)")
+
+
+def _kind(value: Any) -> str:
+    """How a JSON value reads in an error: ``a number (42)``, ``an object``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return f"an object (keys {sorted(value)[:5]})"
+    return f"a list of {len(value)}"
+
+
+def _vllm_request(line: bytes, line_no: int, skipped: SkipLog, context_tag: str) -> Iterator[AuditRequest]:
+    """One line of a vLLM server log: a request when it carries the logged prompt, else a counted skip."""
+    try:
+        text = line.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        skipped.add(line_no, "not_utf8", "a log line that is not UTF-8")
+        return
+    parsed = parse_vllm_line(text)
+    if isinstance(parsed, str):
+        skipped.add(line_no, parsed, text[:200])
+        return
+    rid, prompt, max_tokens = parsed
+    if prompt is None:
+        skipped.add(line_no, "vllm_request_without_prompt", text[:200])
+        return
+    yield AuditRequest(rid, line_no, "vllm_log", _templated_segments(prompt, context_tag), 0, None, None, max_tokens)
+
+
+def _templated_segments(prompt: str, tag: str) -> tuple[Segment, ...]:
+    """A templated prompt cut into parts along its chat template's turns; the template's own text (special tokens,
+    role headers) is ``other``. A prompt in no known template reads as a completions prompt."""
+    name, pieces = template_turns(prompt)
+    if name == "none":
+        return tuple(_completion_segments(prompt, tag))
+    last_user = max((i for i, (role, text) in enumerate(pieces) if role == "user" and text.strip()), default=None)
+    segments: list[Segment] = []
+    for i, (role, text) in enumerate(pieces):
+        if role is None:
+            segments.append(Segment("other", text, "", "template"))
+            continue
+        part: Part = ("system" if role in _SYSTEM_ROLES else "context" if role in _TOOL_ROLES
+                      else "question" if i == last_user else "history")
+        if role in _TOOL_ROLES:
+            segments.extend(Segment("context", t, role, "tool_result") for t in split_chunks(text))
+        else:
+            segments.extend(_split_context(text, part, role, tag))
+    return tuple(segments)
 
 
 def _unwrap(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """(body, wrapper, pretrimmed): the request body inside a batch line or a gateway log line."""
-    for key in ("request", "body", "received"):
+    for key in ("request", "body", "params", "received"):
         inner = obj.get(key)
         if isinstance(inner, dict):
             return inner, obj, False
@@ -288,13 +444,17 @@ def _completion_segments(prompt: str, tag: str) -> list[Segment]:
 
 
 def _documents(raw: Any) -> list[Segment]:
-    if not isinstance(raw, list):
+    """The body's ``documents`` (strings or ``{"text", "title"}`` objects, as the gateway and vLLM's chat templates
+    take them); any other entry makes the request malformed."""
+    if raw is None:
         return []
+    if not isinstance(raw, list):
+        raise _Skip("bad_documents", f"'documents' is {_kind(raw)}, not a list")
     out = []
-    for d in raw:
+    for i, d in enumerate(raw, 1):
         text = d if isinstance(d, str) else d.get("text") if isinstance(d, dict) else None
         if not isinstance(text, str):
-            continue
+            raise _Skip("bad_documents", f"document {i} is {_kind(d)}; give a string or an object with 'text'")
         title = d.get("title") if isinstance(d, dict) else None
         text = f"{title}\n{text}" if isinstance(title, str) and title else text
         if text.strip():
@@ -302,46 +462,219 @@ def _documents(raw: Any) -> list[Segment]:
     return out
 
 
-def _chat_segments(body: Mapping[str, Any], tag: str) -> tuple[tuple[Segment, ...], int]:
-    messages = [m for m in body["messages"] if isinstance(m, dict)]
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
-    segments: list[Segment] = []
+@dataclass(slots=True)
+class _Built:
+    segments: list[Segment] = field(default_factory=list)
+    fixed: int = 0
+    images: list[Part] = field(default_factory=list)
+    uncounted: list[str] = field(default_factory=list)
+    anthropic: bool = False
+
+
+_TEXT_BLOCKS = frozenset({"text", "input_text", "output_text"})
+_IMAGE_BLOCKS = frozenset({"image", "image_url", "input_image"})
+
+
+def _check_messages(messages: Sequence[Any]) -> None:
+    """Raise ``_Skip`` for a message list a model server would reject: empty, a message without a role, content
+    that is neither text nor a list of typed parts."""
+    if not messages:
+        raise _Skip("empty_messages", "'messages' is an empty list")
+    for i, m in enumerate(messages, 1):
+        if not isinstance(m, dict):
+            raise _Skip("bad_message", f"message {i} is {_kind(m)}, not an object with 'role' and 'content'")
+        role = m.get("role")
+        if not isinstance(role, str) or not role:
+            raise _Skip("bad_message", f"message {i} has no 'role'" if role is None else
+                        f"message {i}: 'role' is {_kind(role)}, not a string")
+        content = m.get("content")
+        if isinstance(content, str):
+            continue
+        if content is None:
+            if role != "assistant":  # an assistant turn may carry only tool calls
+                raise _Skip("bad_content", f"message {i} ({role}) has no content")
+        elif isinstance(content, list):
+            for j, block in enumerate(content, 1):
+                if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                    raise _Skip("bad_content", f"message {i} ({role}): part {j} is {_kind(block)}, not an object "
+                                               "with a 'type'")
+                if block["type"] in _TEXT_BLOCKS and not isinstance(block.get("text"), str):
+                    raise _Skip("bad_content", f"message {i} ({role}): text part {j} has no text string")
+        else:
+            raise _Skip("bad_content", f"message {i} ({role}): content is {_kind(content)}; it must be a string or "
+                                       "a list of parts")
+
+
+def _has_text(m: Mapping[str, Any]) -> bool:
+    content = m.get("content")
+    if isinstance(content, str):
+        return bool(content)
+    return isinstance(content, list) and any(b.get("type") in _TEXT_BLOCKS for b in content)
+
+
+def _chat_segments(body: Mapping[str, Any], messages: list[Any], tag: str) -> _Built:
+    """Segments of an OpenAI chat or Anthropic Messages body: the two formats share ``messages`` and differ in
+    their block types (``text``, ``image_url`` vs ``document``, ``tool_use``, ``tool_result``, ``image``) and in
+    Anthropic's top-level ``system``, so one walk reads both."""
+    _check_messages(messages)
+    out = _Built()
+    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user" and _has_text(m)), default=None)
+    if last_user is None:
+        last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
+    documents = _documents(body.get("documents"))
     tools = body.get("tools") or body.get("functions")
     if tools:
-        segments.append(Segment("other", json.dumps(tools, ensure_ascii=False, sort_keys=True), "", "tools"))
+        out.segments.append(Segment("other", json.dumps(tools, ensure_ascii=False, sort_keys=True), "", "tools"))
+    system = body.get("system")
+    framed = len(messages)
+    if system is not None:  # Anthropic: the system prompt is a top-level string or list of text blocks
+        if isinstance(system, str):
+            system_text = system
+        elif isinstance(system, list) and all(isinstance(b, dict) and isinstance(b.get("text"), str) for b in system):
+            system_text = "\n".join(b["text"] for b in system)
+        else:
+            raise _Skip("bad_content", f"'system' is {_kind(system)}; it must be a string or a list of text blocks")
+        out.anthropic = True
+        out.segments.extend(_text_segments(system_text, "system", "system", tag))
+        framed += 1
     for i, m in enumerate(messages):
-        role = str(m["role"]) if isinstance(m.get("role"), str) else ""
+        role = m["role"]
         if role in _SYSTEM_ROLES:
             part: Part = "system"
         elif role in _TOOL_ROLES:
             part = "context"
         elif i == last_user:
             part = "question"
-            segments.extend(_documents(body.get("documents")))  # the gateway renders them before the question
+            out.segments.extend(documents)  # the gateway renders them before the question
         else:
             part = "history"
         content = m.get("content")
-        text = content if isinstance(content, str) else text_of(content)
-        if role in _TOOL_ROLES:
-            segments.extend(Segment("context", t, role, "tool_result") for t in split_chunks(text))
-        elif "<" not in text:  # the common case, without the call: no context block
-            if text:
-                segments.append(Segment(part, text, role))
-        else:
-            segments.extend(_split_context(text, part, role, tag))
+        if isinstance(content, list):
+            _content_blocks(content, part, role, tag, out)
+        elif isinstance(content, str):
+            if role in _TOOL_ROLES:
+                out.segments.extend(Segment("context", t, role, "tool_result") for t in split_chunks(content))
+            else:
+                out.segments.extend(_text_segments(content, part, role, tag))
         if len(m) <= 2:  # role and content only: no name, no tool calls
             continue
         name = m.get("name")
         if isinstance(name, str) and name:
-            segments.append(Segment("other", name, role, "name"))
-        for call in m.get("tool_calls") or ([{"function": m["function_call"]}] if m.get("function_call") else []):
+            out.segments.append(Segment("other", name, role, "name"))
+        calls = m.get("tool_calls") or ([{"function": m["function_call"]}] if m.get("function_call") else [])
+        if not isinstance(calls, list):
+            raise _Skip("bad_message", f"message {i + 1}: 'tool_calls' is {_kind(calls)}, not a list")
+        for call in calls:
             fn = call.get("function") if isinstance(call, dict) else None
             if isinstance(fn, dict):
-                segments.extend(Segment("history", str(fn.get(k, "")), role, "tool_call") for k in ("name", "arguments")
-                                if fn.get(k))
+                out.segments.extend(Segment("history", str(fn.get(k, "")), role, "tool_call")
+                                    for k in ("name", "arguments") if fn.get(k))
     if last_user is None:
-        segments.extend(_documents(body.get("documents")))
-    return tuple(segments), TOKENS_PER_REPLY + TOKENS_PER_MESSAGE * len(messages)
+        out.segments.extend(documents)
+    out.fixed = TOKENS_PER_REPLY + TOKENS_PER_MESSAGE * framed
+    return out
+
+
+def _text_segments(text: str, part: Part, role: str, tag: str) -> list[Segment]:
+    if "<" not in text:  # the common case, without the call: no context block
+        return [Segment(part, text, role)] if text else []
+    return _split_context(text, part, role, tag)
+
+
+def _content_blocks(blocks: list[dict[str, Any]], part: Part, role: str, tag: str, out: _Built) -> None:
+    """A message's blocks in order. Runs of text blocks are joined with newlines (images inside a run do not break
+    it, as OpenAI's text parts were always read); documents, search results and tool results are context, tool
+    calls and thinking are history."""
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            text = "\n".join(run)
+            if role in _TOOL_ROLES:
+                out.segments.extend(Segment("context", t, role, "tool_result") for t in split_chunks(text))
+            else:
+                out.segments.extend(_text_segments(text, part, role, tag))
+            run.clear()
+
+    for block in blocks:
+        kind = block["type"]
+        if kind in _TEXT_BLOCKS:
+            run.append(block["text"])
+        elif kind == "refusal" and isinstance(block.get("refusal"), str):
+            run.append(block["refusal"])
+        elif kind in _IMAGE_BLOCKS:
+            out.images.append(part)
+            out.anthropic |= kind == "image"
+        elif kind in ("document", "search_result"):
+            flush()
+            out.anthropic = True
+            _document_block(block, role, out)
+        elif kind in ("tool_use", "server_tool_use"):
+            flush()
+            out.anthropic = True
+            out.segments.extend(Segment("history", t, role, "tool_call") for t in (
+                str(block.get("name") or ""), json.dumps(block.get("input", {}), ensure_ascii=False)) if t)
+        elif kind == "tool_result" or kind.endswith("_tool_result"):
+            flush()
+            out.anthropic = True
+            _tool_result_block(block, role, tag, out)
+        elif kind == "thinking" and isinstance(block.get("thinking"), str):
+            flush()
+            out.anthropic = True
+            out.segments.append(Segment("history", block["thinking"], role, "thinking"))
+        else:  # redacted thinking, audio, files: no text to count
+            out.uncounted.append(kind)
+    flush()
+
+
+def _document_block(block: Mapping[str, Any], role: str, out: _Built) -> None:
+    """An Anthropic ``document`` (source text, or content blocks) or ``search_result``: one context piece, its
+    title and context lines first. A PDF, URL or file source has no text in the log: counted as uncounted."""
+    head = [str(block[k]) for k in ("title", "context") if isinstance(block.get(k), str) and block[k]]
+    source = block.get("source")
+    content = block.get("content") if block["type"] == "search_result" else None
+    body: list[str] = []
+    if isinstance(source, dict) and source.get("type") == "text" and isinstance(source.get("data"), str):
+        body.append(source["data"])
+    elif isinstance(source, dict) and source.get("type") == "content":
+        content = source.get("content")
+    elif block["type"] == "document":
+        kind = source.get("type") if isinstance(source, dict) else None
+        media = source.get("media_type") if isinstance(source, dict) else None
+        out.uncounted.append(f"document:{media or kind or 'unknown'}")
+    if isinstance(content, str):
+        body.append(content)
+    elif isinstance(content, list):
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str):
+                body.append(b["text"])
+            elif isinstance(b, dict) and b.get("type") == "image":
+                out.images.append("context")
+    text = "\n".join(head + body).strip()
+    if text:
+        out.segments.append(Segment("context", text, role, "document"))
+
+
+def _tool_result_block(block: Mapping[str, Any], role: str, tag: str, out: _Built) -> None:
+    """An Anthropic ``tool_result``: its content (a string or text, image and document blocks) is context, cut
+    into chunks at blank lines as OpenAI's tool messages are."""
+    content = block.get("content")
+    if isinstance(content, str):
+        out.segments.extend(Segment("context", t, role, "tool_result") for t in split_chunks(content))
+        return
+    if not isinstance(content, list):
+        return
+    for b in content:
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") == "text" and isinstance(b.get("text"), str):
+            out.segments.extend(Segment("context", t, role, "tool_result") for t in split_chunks(b["text"]))
+        elif b.get("type") == "image":
+            out.images.append("context")
+        elif b.get("type") in ("document", "search_result"):
+            _document_block(b, role, out)
+        else:
+            out.uncounted.append(str(b.get("type")))
 
 
 def _ragtrim_segments(body: Mapping[str, Any]) -> tuple[Segment, ...]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Literal, Protocol, cast
 
@@ -18,9 +18,12 @@ import numpy as np
 
 from ragtrim.dedup.minhash import lsh_bands, lsh_buckets, minhash_signatures
 from ragtrim.dedup.shingles import (
+    SHINGLE_CHARS,
+    SPACELESS_CHARS_PER_WORD,
     U64Array,
     batch_shingle_hashes,
     jaccard,
+    line_tokens,
     sorted_jaccard,
     template_lines,
     word_shingles,
@@ -51,72 +54,108 @@ ShingleSet = frozenset[int] | set[int] | U64Array
 # -- shingle sets -------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ShingleSets:
-    """Per text: its near-duplicate shingles (template lines left out) and how many template lines it had."""
+    """Per text: its near-duplicate shingles (template lines left out), how many template lines it had, and the
+    lines those shingles came from (NFKC, lower-cased), which the value check reads."""
 
     sets: dict[int, ShingleSet]
     ignored_lines: dict[int, int]
     template_lines: int
     """Distinct template lines in the batch."""
+    content_lines: dict[int, tuple[str, ...]] = field(default_factory=dict)
+
+
+_Line = tuple[str, str, tuple[str, ...] | None, bool]
+"""A line as ``build_shingle_sets`` reads it: its text, its tokens joined by spaces
+(``ragtrim.dedup.shingles.line_tokens``), its key as a template-line candidate (None: too long to be one), and whether
+its tokens are Han/Kana characters (shingled by ``shingle_chars``) rather than words. Plain tuples: a batch holds
+tens of thousands of lines."""
 
 
 def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: Collection[int], *,
                        shingle_words: int, template_min_chunks: int | None, template_max_words: int,
-                       python_sets: bool) -> ShingleSets:
+                       python_sets: bool, shingle_chars: int = SHINGLE_CHARS) -> ShingleSets:
     """Shingle sets of ``folded[i]`` (NFKC, lower-cased text) for each ``i`` in ``members``.
 
-    Template lines are counted over ``distinct`` (one member per normalized text). ``python_sets``: sets of Python
-    hashes of word tuples (no numpy set-up cost; the ``prefix_filter`` strategy needs them), else unsorted arrays of
-    64-bit hashes.
+    Each line is shingled on its own: by ``shingle_words`` words, or by ``shingle_chars`` characters when its letters
+    are mostly Han/Kana (``ragtrim.dedup.shingles.line_tokens``). Template lines are counted over ``distinct`` (one
+    member per normalized text); a Han/Kana line's length in words is its characters / ``SPACELESS_CHARS_PER_WORD``.
+    ``python_sets``: sets of Python hashes of token tuples (no numpy set-up cost; the ``prefix_filter`` strategy needs
+    them), else unsorted arrays of 64-bit hashes.
     """
-    k = shingle_words
     max_words = template_max_words
     use_template = template_min_chunks is not None and len(distinct) >= template_min_chunks
+    any_chars = False
 
-    def split_lines(text: str) -> list[tuple[str, tuple[str, ...] | None]]:
-        # (words joined by spaces, the word tuple when the line is short enough to be a template line)
-        out: list[tuple[str, tuple[str, ...] | None]] = []
+    def split_lines(text: str) -> list[_Line]:
+        nonlocal any_chars
+        out: list[_Line] = []
         for line in text.splitlines():
-            wt = word_text(line)
+            if line.isascii():
+                tokens, chars = word_text(line), False
+            else:
+                tokens, chars = line_tokens(line)
+                any_chars = any_chars or chars
             if not use_template:
-                if wt and not wt.isspace():
-                    out.append((wt, None))
+                if tokens and not tokens.isspace():
+                    out.append((line, tokens, None, chars))
                 continue
-            head = wt.split(maxsplit=max_words)  # never splits a long line beyond its first words
+            limit = max_words * SPACELESS_CHARS_PER_WORD if chars else max_words
+            head = tokens.split(maxsplit=limit)  # never splits a long line beyond its first tokens
             if head:
-                out.append((wt, tuple(head) if len(head) <= max_words else None))
+                out.append((line, tokens, tuple(head) if len(head) <= limit else None, chars))
         return out
 
     lines = {i: split_lines(folded[i]) for i in members}
     template: frozenset[tuple[str, ...]] = frozenset()
     if use_template:
-        # Counted over distinct normalized texts: exact copies (even pinned ones) do not add evidence.
-        template = template_lines(([key for _, key in lines[i] if key] for i in distinct if i in lines),
-                                  min_chunks=cast(int, template_min_chunks), max_words=max_words)
+        # Counted over distinct normalized texts: exact copies (even pinned ones) do not add evidence. Each line's
+        # own limit was applied when its key was made; this one only has to let every key through.
+        template = template_lines(([ln[2] for ln in lines[i] if ln[2]] for i in distinct if i in lines),
+                                  min_chunks=cast(int, template_min_chunks),
+                                  max_words=max_words * SPACELESS_CHARS_PER_WORD)
     ignored: dict[int, int] = {}
-    content: dict[int, list[str]] = {}
+    content: dict[int, list[_Line]] = {}
     for i, own in lines.items():
-        kept = [wt for wt, key in own if key is None or key not in template] if template else []
+        kept = [ln for ln in own if ln[2] is None or ln[2] not in template] if template else []
         if kept and len(kept) < len(own):
             content[i], ignored[i] = kept, len(own) - len(kept)
         else:  # nothing left out, or only template lines: the full set
-            content[i], ignored[i] = [wt for wt, _ in own], 0
+            content[i], ignored[i] = own, 0
+    content_lines = {i: tuple(ln[0] for ln in own) for i, own in content.items()}
 
     sets: dict[int, ShingleSet] = {}
     if python_sets:
-        for i, texts in content.items():
-            sets[i] = set(map(hash, chain.from_iterable(word_shingles(t.split(), k) for t in texts)))
-        return ShingleSets(sets, ignored, len(template))
-    line_texts: list[str] = []
-    bounds: dict[int, tuple[int, int]] = {}
-    for i in members:
-        start = len(line_texts)
-        line_texts.extend(content[i])
-        bounds[i] = (start, len(line_texts))
-    per_line = batch_shingle_hashes(line_texts, k)
+        for i, own in content.items():
+            sets[i] = set(map(hash, chain.from_iterable(
+                word_shingles(ln[1].split(), shingle_chars if ln[3] else shingle_words) for ln in own)))
+        return ShingleSets(sets, ignored, len(template), content_lines)
     empty = np.empty(0, dtype=np.uint64)
-    for i, (a, b) in bounds.items():
-        sets[i] = per_line[a] if b - a == 1 else (np.concatenate(per_line[a:b]) if b > a else empty)
-    return ShingleSets(sets, ignored, len(template))
+    if not any_chars:  # every line by words: one batch
+        line_texts: list[str] = []
+        bounds: dict[int, tuple[int, int]] = {}
+        for i in members:
+            start = len(line_texts)
+            line_texts.extend(ln[1] for ln in content[i])
+            bounds[i] = (start, len(line_texts))
+        per_line = batch_shingle_hashes(line_texts, shingle_words)
+        for i, (a, b) in bounds.items():
+            sets[i] = per_line[a] if b - a == 1 else (np.concatenate(per_line[a:b]) if b > a else empty)
+        return ShingleSets(sets, ignored, len(template), content_lines)
+    # Word lines and character lines are hashed in two batches (one shingle length each), then put back in order.
+    by_k: dict[int, list[str]] = {}
+    where: dict[int, list[tuple[int, int]]] = {}  # member -> (shingle length, index in that batch) per line
+    for i in members:
+        spots = where[i] = []
+        for ln in content[i]:
+            k = shingle_chars if ln[3] else shingle_words
+            batch = by_k.setdefault(k, [])
+            spots.append((k, len(batch)))
+            batch.append(ln[1])
+    hashed = {k: batch_shingle_hashes(texts, k) for k, texts in by_k.items()}
+    for i, spots in where.items():
+        parts = [hashed[k][j] for k, j in spots]
+        sets[i] = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else empty)
+    return ShingleSets(sets, ignored, len(template), content_lines)
 
 
 class ExactJaccard:
@@ -285,35 +324,65 @@ class NearDuplicate:
 
 
 @dataclass(frozen=True)
+class BlockedMatch:
+    """``index`` reached ``threshold`` with the kept text ``other`` but was kept: ``conflict`` said why (for the value
+    check: the numbers, dates, versions or amounts the two disagree on). Only recorded when no other kept text
+    matched it without a conflict."""
+
+    index: int
+    other: int
+    jaccard: float
+    reason: str
+
+
+@dataclass(frozen=True)
 class NearDuplicateSearch:
     duplicates: tuple[NearDuplicate, ...]
     capped: int
     """Texts whose comparisons an LSH cap cut short (0 for the exact strategies)."""
+    blocked: tuple[BlockedMatch, ...] = ()
+    """Texts kept only because ``conflict`` refused every match at or above the threshold."""
+
+
+ConflictCheck = Callable[[int, int], str | None]
+"""``conflict(i, j)``: why text ``i`` must not be merged into the kept text ``j`` although their Jaccard reaches the
+threshold, or None when it may."""
 
 
 def find_near_duplicates(sets: Mapping[int, ShingleSet], order: Sequence[int], *, threshold: float,
                          strategy: CandidateStrategy, num_perm: int = 128, seed: int = 1,
-                         protected: Collection[int] = ()) -> NearDuplicateSearch:
+                         protected: Collection[int] = (), conflict: ConflictCheck | None = None) -> NearDuplicateSearch:
     """Visit ``order``; a text whose Jaccard with a kept text is >= ``threshold`` is a duplicate of the most similar
-    one, else it is kept. ``protected`` texts are always kept (but still matched against later ones). A text with
-    no shingles is kept and matches nothing. ``sets`` must be Python sets for ``prefix_filter``, 64-bit hash arrays
-    for ``minhash_lsh`` (``build_shingle_sets`` makes either)."""
+    one (ties to the earliest visited), else it is kept. With ``conflict``, a match it refuses is skipped and the next
+    most similar kept text tried; a text whose every match is refused is kept and listed in ``blocked``.
+    ``protected`` texts are always kept (but still matched against later ones). A text with no shingles is kept and
+    matches nothing. ``sets`` must be Python sets for ``prefix_filter``, 64-bit hash arrays for ``minhash_lsh``
+    (``build_shingle_sets`` makes either)."""
     if not order:
         return NearDuplicateSearch((), 0)
     similarity = ExactJaccard(sets, threshold)
     index = candidate_index(strategy, similarity, order, num_perm=num_perm, seed=seed)
     rank = {i: r for r, i in enumerate(order)}
     found: list[NearDuplicate] = []
+    blocked: list[BlockedMatch] = []
     for i in order:
         if not len(sets[i]):
             continue
-        best_j, best_sim = -1, -1.0
-        for j, sim in index.candidates(i):
-            # Ties go to the earliest-visited kept text.
-            if sim >= threshold and (sim > best_sim or (sim == best_sim and rank[j] < rank[best_j])):
-                best_j, best_sim = j, sim
-        if best_j >= 0 and i not in protected:
-            found.append(NearDuplicate(i, best_j, best_sim))
+        matches = [(j, sim) for j, sim in index.candidates(i) if sim >= threshold]
+        if matches and i not in protected:
+            matches.sort(key=lambda m: (-m[1], rank[m[0]]))  # most similar first, ties to the earliest visited
+            refused: BlockedMatch | None = None
+            for j, sim in matches:
+                why = conflict(i, j) if conflict is not None else None
+                if why is None:
+                    found.append(NearDuplicate(i, j, sim))
+                    break
+                if refused is None:
+                    refused = BlockedMatch(i, j, sim, why)
+            else:
+                if refused is not None:
+                    blocked.append(refused)
+                index.add(i)
             continue
         index.add(i)
-    return NearDuplicateSearch(tuple(found), index.capped)
+    return NearDuplicateSearch(tuple(found), index.capped, tuple(blocked))

@@ -1,6 +1,7 @@
-"""Words, word shingles and their 64-bit hashes, template lines, and Jaccard similarity.
+"""Words, word and character shingles and their 64-bit hashes, template lines, and Jaccard similarity.
 
 What near-duplicate detection (``ragtrim.dedup.engine``, the ``DuplicateFilter`` stage) compares; pure functions.
+A line written mostly in Han or Kana (no spaces between words) is shingled by characters, any other line by words.
 """
 
 from __future__ import annotations
@@ -8,14 +9,27 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 import numpy.typing as npt
 
+from ragtrim.text.scripts import SPACELESS_CLASS, is_spaceless
 from ragtrim.text.sentences import normalize_text
 
 _WORD = re.compile(r"\w+")
+# On a spaceless line every Han/Kana character is a token; runs of other word characters stay words.
+_CHAR_TOKEN = re.compile(f"[{SPACELESS_CLASS}]|[^\\W{SPACELESS_CLASS}]+")
+
+SHINGLE_CHARS = 6
+"""Characters per shingle on Han/Kana lines (``DuplicateFilter(shingle_chars=...)``'s default): chosen on the
+development texts of ``ragtrim-bench dedup scripts`` (docs/dedup.md, "Text without spaces")."""
+
+SPACELESS_CHARS_PER_WORD = 2
+"""How many Han/Kana characters count as one word where a limit is in words (``template_max_words``): a Japanese
+translation of an English text had 2.3 characters per English word, Chinese fewer; rounded down, so a limit in words
+admits no longer a Han/Kana line than an English one."""
 _U64 = np.uint64
 _FNV_PRIME = _U64(0x100000001B3)
 _FNV_OFFSET = _U64(0xCBF29CE484222325)
@@ -53,9 +67,24 @@ def words_of(normalized: str) -> list[str]:
     return _WORD.findall(normalized)
 
 
+def char_text(line: str) -> str:
+    """A line's tokens for character shingles, joined by spaces: every Han/Kana character is a token of its own,
+    every run of other word characters (Latin, digits, Hangul...) one token."""
+    return " ".join(_CHAR_TOKEN.findall(line))
+
+
+def line_tokens(line: str) -> tuple[str, bool]:
+    """The tokens near-duplicate detection shingles on one line (normalized), joined by spaces, and whether they are
+    characters (a line whose letters are mostly Han/Kana, ``ragtrim.text.scripts.is_spaceless``) or words."""
+    if is_spaceless(line):
+        return char_text(line), True
+    return word_text(line), False
+
+
 def line_words(text: str) -> list[list[str]]:
-    """The words of each line of ``text`` (NFKC, lower-cased) that has any: shingles never cross these lines."""
-    return [w for w in map(words_of, nfkc_lower(text).splitlines()) if w]
+    """The tokens of each line of ``text`` (NFKC, lower-cased) that has any (words, or characters on a Han/Kana
+    line): shingles never cross these lines."""
+    return [w for w in (line_tokens(line)[0].split() for line in nfkc_lower(text).splitlines()) if w]
 
 
 def word_shingles(words: list[str], shingle_words: int) -> Iterable[tuple[str, ...]]:
@@ -65,10 +94,16 @@ def word_shingles(words: list[str], shingle_words: int) -> Iterable[tuple[str, .
     return zip(*(words[j:] for j in range(shingle_words)))
 
 
-def line_shingles(text: str, shingle_words: int) -> set[tuple[str, ...]]:
-    """The word shingles of ``text`` as near-duplicate detection forms them (no template discounting): each line
-    shingled on its own, a line shorter than ``shingle_words`` giving one shingle of all its words."""
-    return {sh for words in line_words(text) for sh in word_shingles(words, shingle_words)}
+def line_shingles(text: str, shingle_words: int, shingle_chars: int = SHINGLE_CHARS) -> set[tuple[str, ...]]:
+    """The shingles of ``text`` as near-duplicate detection forms them (no template discounting): each line shingled
+    on its own, by ``shingle_words`` words or, on a Han/Kana line, by ``shingle_chars`` characters; a line shorter
+    than that gives one shingle of all its tokens."""
+    out: set[tuple[str, ...]] = set()
+    for line in nfkc_lower(text).splitlines():
+        tokens, chars = line_tokens(line)
+        if tokens and not tokens.isspace():
+            out.update(word_shingles(tokens.split(), shingle_chars if chars else shingle_words))
+    return out
 
 
 def template_lines(chunk_lines: Iterable[Sequence[Sequence[str]]], *, min_chunks: int,
@@ -184,7 +219,7 @@ def shingle_hashes(text: str, shingle_words: int) -> U64Array:
     return np.unique(batch_shingle_hashes([word_text(normalize(text))], shingle_words)[0])
 
 
-def jaccard(a: frozenset[int] | set[int], b: frozenset[int] | set[int]) -> float:
+def jaccard(a: AbstractSet[Hashable], b: AbstractSet[Hashable]) -> float:
     """|a & b| / |a | b| (0.0 when both are empty)."""
     if not a and not b:
         return 0.0

@@ -21,6 +21,7 @@ from ragtrim.errors import InputError, RagtrimError
 from ragtrim.history.state import (
     KIND_LABELS,
     STATE_HEADER,
+    EmptyTurn,
     HistoryResult,
     HistoryState,
     StateItem,
@@ -188,6 +189,38 @@ def _fitting_prefix(n: int, fits: Callable[[int], bool]) -> int:
     return lo
 
 
+_NOTE_IDS = 12
+"""A note names at most this many turns of one reason; ``HistoryResult.empty_turns`` lists every one."""
+
+
+def _empty_turns(folded: Sequence[Message], extracted: Sequence[StateItem], summarizer: Summarizer) -> list[EmptyTurn]:
+    """The folded turns no extracted item cites, with the summarizer's reason (``why_empty(turn)``) when it gives
+    one."""
+    cited = {t for it in extracted for t in it.turn_ids}
+    why = getattr(summarizer, "why_empty", None)
+    out = []
+    for m in folded:
+        if m.turn_id in cited:
+            continue
+        reason = why(m) if callable(why) else None
+        out.append(EmptyTurn(m.turn_id, m.role, reason if isinstance(reason, str) and reason else
+                             "the summarizer returned no item for it"))
+    return out
+
+
+def _empty_turn_notes(empty: Sequence[EmptyTurn], folded: int) -> list[str]:
+    """One note per reason: "3 of 12 folded turns yielded no state item (small talk): turns 1, 6, 12"."""
+    by_reason: dict[str, list[str]] = {}
+    for t in empty:
+        by_reason.setdefault(t.reason, []).append(t.turn_id)
+    notes = []
+    for reason, ids in by_reason.items():
+        shown = ", ".join(ids[:_NOTE_IDS]) + (f" and {len(ids) - _NOTE_IDS} more" if len(ids) > _NOTE_IDS else "")
+        notes.append(f"{len(ids)} of {folded} folded turns yielded no state item ({reason}): "
+                     f"turn{'s' if len(ids) > 1 else ''} {shown}")
+    return notes
+
+
 HISTORY_CONSTRAINTS: dict[str, Constraints] = {
     "keep_last_turns": [Interval(int, 0, None)],
     "keep_last_tokens": [Interval(int, 0, None), None],
@@ -265,11 +298,14 @@ def compress_history(
 
     items = prior.items_in_order()
     next_seq = prior.next_seq
+    empty: list[EmptyTurn] = []
     if to_fold:
         extracted = summarizer.extract(to_fold)
         if not isinstance(extracted, list) or not all(isinstance(it, StateItem) for it in extracted):
             raise InputError("summarizer.extract must return a list of StateItem")
         items, next_seq = _merge(items, extracted, to_fold, next_seq)
+        empty = _empty_turns(to_fold, extracted, summarizer)
+        notes.extend(_empty_turn_notes(empty, len(to_fold)))
     new_state = _state_from_items(items, HistoryState(
         folded_count=prior.folded_count + len(to_fold),
         last_folded_turn_id=to_fold[-1].turn_id if to_fold else prior.last_folded_turn_id,
@@ -301,4 +337,5 @@ def compress_history(
         recent_tokens=recent_tokens,
         max_tokens=max_tokens,
         notes=tuple(notes),
+        empty_turns=tuple(empty),
     )

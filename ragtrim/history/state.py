@@ -159,11 +159,25 @@ class HistoryState:
 
 
 @dataclass(frozen=True, slots=True)
+class EmptyTurn:
+    """A turn folded into the state that yielded no state item, and why (the summarizer's ``why_empty(turn)`` when
+    it has one: "small talk", "no rules for its script (thai)", ...)."""
+
+    turn_id: str
+    role: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"turn_id": self.turn_id, "role": self.role, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryResult:
     """What ``compress_history`` returns: the new state, the verbatim recent turns and the budgeted text block.
 
-    ``folded_turn_ids`` are the turns folded into the state by this call; ``dropped_items`` the state items left
-    out of ``state_text`` to meet the budget (they stay in ``state``).
+    ``folded_turn_ids`` are the turns folded into the state by this call; ``empty_turns`` those of them that yielded
+    no state item, with the reason (a note sums them up, so no turn disappears silently); ``dropped_items`` the state
+    items left out of ``state_text`` to meet the budget (they stay in ``state``).
     """
 
     state: HistoryState
@@ -177,6 +191,7 @@ class HistoryResult:
     recent_tokens: int
     max_tokens: int | None = None
     notes: tuple[str, ...] = ()
+    empty_turns: tuple[EmptyTurn, ...] = ()
 
     @property
     def text(self) -> str:
@@ -207,6 +222,7 @@ class HistoryResult:
             "recent_tokens": self.recent_tokens,
             "max_tokens": self.max_tokens,
             "notes": list(self.notes),
+            "empty_turns": [t.to_dict() for t in self.empty_turns],
         }
 
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 from ragtrim._util.validate import Constraints, Interval, Satisfies, Text
 from ragtrim.components import Component, component, register
 from ragtrim.errors import InputError, RagtrimError
+from ragtrim.history import cjk
 from ragtrim.history.state import STATE_KINDS, StateItem, StateKind
 from ragtrim.models import Message
 from ragtrim.text.sentences import split_sentences
@@ -173,6 +175,9 @@ class RuleBasedSummarizer(Component):
     def extract_turn(self, turn: Message) -> list[StateItem]:
         items: list[StateItem] = []
         for sentence in split_sentences(turn.content):
+            if cjk.is_cjk_sentence(sentence):
+                items.extend(self._cjk_items(sentence, turn))
+                continue
             if _is_small_talk(sentence):
                 continue
             body = _INTERJECTION.sub("", sentence).strip()
@@ -214,6 +219,65 @@ class RuleBasedSummarizer(Component):
             text += "?"
         score = (len(facts) + _KIND_BONUS[kind] + (0.5 if first_person else 0.0)) / (1.0 + len(words) / 10.0)
         return StateItem(text=text, kind=kind, turn_ids=(turn.turn_id,), role=turn.role, score=round(score, 4))
+
+
+    def _cjk_items(self, text: str, turn: Message) -> list[StateItem]:
+        """Items of a Korean, Japanese or Chinese sentence (``ragtrim.history.cjk``): kept when a clause has a kind or
+        a named fact (no content-word test: text without spaces has no words); questions need a fact or 8 characters.
+        """
+        items: list[StateItem] = []
+        max_chars = 2 * self.max_item_words  # a Han/Kana character is about half an English word
+        for sentence in cjk.sentences(text):
+            if cjk.is_small_talk(sentence):
+                continue
+            body = cjk.strip_interjection(sentence)
+            question = cjk.is_question(body)
+            for clause in cjk.clauses(body):
+                kind = "question" if question else cjk.classify(clause)
+                facts = cjk.named_facts(clause)
+                if not facts and (kind == "fact" or (kind == "question" and len(clause) < 8)):
+                    continue
+                item_text = clause.rstrip(" .。!！")
+                if len(item_text) > max_chars:
+                    item_text = item_text[:max_chars] + " …"
+                if question and not item_text.endswith(("?", "？")):
+                    item_text += "?"
+                first_person = cjk.has_first_person(clause)
+                score = (len(facts) + _KIND_BONUS[kind] + (0.5 if first_person else 0.0)) / (1.0 + len(clause) / 25.0)
+                items.append(StateItem(text=item_text, kind=cast(StateKind, kind), turn_ids=(turn.turn_id,),
+                                       role=turn.role, score=round(score, 4)))
+        return items
+
+    def why_empty(self, turn: Message) -> str:
+        """Why ``extract_turn`` found nothing in ``turn`` (for the history fold's notes): small talk, a script these
+        rules do not read, or no signal."""
+        text = turn.content.strip()
+        if not text:
+            return "empty"
+        script = _unread_script(text)
+        if script:
+            return f"no rules for its script ({script})"
+        parts = [s for s in split_sentences(text) for s in (cjk.sentences(s) if cjk.is_cjk_sentence(s) else [s])]
+        if parts and all(cjk.is_small_talk(s) if cjk.is_cjk_sentence(s) else _is_small_talk(s) for s in parts):
+            return "small talk"
+        return "no fact, preference, constraint, goal, decision or question found"
+
+
+def _unread_script(text: str) -> str:
+    """The script most letters of ``text`` are written in when the rules read neither it (Latin and CJK are read),
+    else ""."""
+    counts: dict[str, int] = {}
+    for ch in text[:400]:
+        if ch.isalpha() and not ch.isascii():
+            name = unicodedata.name(ch, "")
+            script = name.split(" ")[0] if name else ""
+            counts[script] = counts.get(script, 0) + 1
+    letters = sum(ch.isalpha() for ch in text[:400])
+    if not counts or not letters:
+        return ""
+    script, n = max(counts.items(), key=lambda kv: kv[1])
+    read = {"LATIN", "CJK", "HIRAGANA", "KATAKANA", "HANGUL", "HALFWIDTH", "FULLWIDTH"}
+    return script.lower() if 2 * n >= letters and script not in read else ""
 
 
 _LLM_PROMPT = """You maintain the memory of a conversation. From the turns below, extract only what a later answer may

@@ -13,10 +13,13 @@ Main-content extraction (``extract_main_content``) is a readability-style scorer
    banners, footers and dialogs, and elements whose class/id names a boilerplate role (menu, sidebar, share, related,
    comment, cookie, newsletter, ...) unless the name also says content (article, body, post, entry, story, ...).
 3. Score every block whose own text is at least 25 characters: 1 + commas + one point per 100 characters (max 3);
+   characters are counted in Latin-letter equivalents (a Han or Kana character 3, a Hangul syllable 2) and commas
+   in every script (、 and ，among them);
    add the score to its parent, half to its grandparent and a decaying share further up. Containers start from a tag
    prior and a class/id hint weight; the final score is discounted by the container's link density.
 4. Take the best container, climb to an ancestor when several strong candidates share it or a parent scores higher,
-   and add siblings that score well or are plain low-link paragraphs.
+   and add siblings that score well or are plain low-link paragraphs (a short one only when it ends a sentence: a
+   full stop, ؟ ۔ । ॥ before a space or the end, or 。！？｡ anywhere).
 5. Clean the chosen subtree: remove link-dense and list-like blocks, blocks with negative hints, and the page title.
 6. Render text with one line per block (headings, paragraphs, list items, table rows) and entities decoded.
 """
@@ -42,6 +45,7 @@ from ragtrim.html.tree import (
     render_text,
     tag_of,
 )
+from ragtrim.text.scripts import latin_equivalent_len
 
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _SCORABLE = frozenset({"p", "pre", "td", "blockquote", "div", "section", "article", "main", "dd", "font", "center"})
@@ -71,6 +75,9 @@ _UNLIKELY_HINTS = re.compile(
 )
 _MAYBE_CONTENT = re.compile(r"and|article|body|column|content|main|shadow|story|entry|post", re.IGNORECASE)
 _WS = re.compile(r"\s+")
+# A short paragraph beside the story is kept when it reads as a sentence: a full stop, or (in scripts other than
+# Latin) its own stop, followed by a space or the end; the full-width stops need no space after them.
+_SENTENCE_END = re.compile(r"[.!?\u061f\u06d4\u0964\u0965](?: |$)|[\u3002\uff01\uff1f\uff61]")
 
 
 def _class_weight(el: Any) -> int:
@@ -227,7 +234,8 @@ def _gather(top: Any, scores: Mapping[Any, float], stats: Mapping[Any, TextStats
             continue
         if tag == "p" or (tag in ("div", "section", "blockquote", "ul", "ol") and st.own_chars >= 0.8 * st.text_chars):
             text = _WS.sub(" ", "".join(sib.itertext())).strip()
-            if len(text) > 80 and st.link_density < 0.25 or 0 < len(text) <= 80 and st.link_density == 0 and re.search(r"\.( |$)", text):
+            size = latin_equivalent_len(text)
+            if size > 80 and st.link_density < 0.25 or 0 < size <= 80 and st.link_density == 0 and _SENTENCE_END.search(text):
                 kept.append(sib)
     return kept
 
@@ -302,7 +310,7 @@ def extract_main_content(text: str, *, keep_tables: bool = True, min_text_chars:
     out = render_text(container, keep_tables)
     if len(out) < max(min_text_chars, 1):
         return clean_fragment(text, keep_tables=keep_tables)
-    kept_chars = len(out)
+    kept_chars = latin_equivalent_len(out)  # the unit of measure()'s text_chars
     if full_text_chars > kept_chars:
         removed["outside-main"] += 1
     return Extraction(out, "page", MappingProxyType(dict(removed)))

@@ -15,6 +15,7 @@ from typing import Any
 from lxml import etree
 
 from ragtrim.errors import InputError
+from ragtrim.text.scripts import latin_equivalent_len
 
 # Never content, in any mode.
 JUNK_TAGS = frozenset({
@@ -41,7 +42,8 @@ _UNCOUNTED = frozenset({"head", "meta", "link", "title", "source", "track", "are
 
 _DISPLAY_NONE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _SURROGATES = re.compile("[\ud800-\udfff]")
-_COMMAS = re.compile(r"[,\u060c\ufe50\ufe10\ufe11\u2e41\u2e34\u2e32\uff0c]")
+# Commas of every script: ASCII, Arabic, small and vertical forms, ideographic (、, half-width ､) and full-width.
+_COMMAS = re.compile(r"[,\u060c\ufe50\ufe51\ufe10\ufe11\u2e41\u2e34\u2e32\u3001\uff0c\uff64]")
 # libxml2's HTML parser keeps these in text nodes, but lxml refuses to set them (ValueError: a fuzzed "\x0b").
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -129,7 +131,9 @@ def drop_where(root: Any, removed: Counter[str], pred: Any, label: Any = None) -
 @dataclass(slots=True)
 class TextStats:
     """Text, link text and commas of an element's subtree (whitespace collapsed), and its links, paragraphs and
-    list items."""
+    list items. Lengths are in Latin-letter equivalents (``ragtrim.text.scripts.latin_equivalent_len``: a Han or
+    Kana character counts 3, a Hangul syllable 2), so every threshold in characters means as much text in any
+    script."""
 
     text_chars: int = 0
     link_chars: int = 0
@@ -151,7 +155,7 @@ class TextStats:
 def _nchars(s: str | None) -> int:
     if not s:
         return 0
-    return len(" ".join(s.split()))
+    return latin_equivalent_len(" ".join(s.split()))
 
 
 def measure(root: Any) -> dict[Any, TextStats]:

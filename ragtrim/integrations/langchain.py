@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from ragtrim._util.validate import plain_number
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
 
 try:
@@ -27,6 +28,16 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("langchain-core", "langchain", "ragtrim.integrations.langchain") from exc
 
+from ragtrim.integrations._common import (
+    METADATA_SCORE,
+    METADATA_TOKENS,
+    METADATA_TOKENS_REMOVED,
+    build_pipeline,
+    check_options,
+    chunk_ids,
+    kept_items,
+    trim_report,
+)
 from ragtrim.models import Chunk, TrimResult
 from ragtrim.pipeline import Pipeline
 
@@ -48,9 +59,6 @@ EVENT_NAME = "ragtrim_trim"
 """Name of the custom callback event dispatched after every trim (``on_custom_event`` / ``astream_events``)."""
 RUN_NAME = "ragtrim"
 """Name of the child run that wraps every trim (visible in LangSmith and other tracers)."""
-METADATA_SCORE = "ragtrim_score"
-METADATA_TOKENS = "ragtrim_tokens"
-METADATA_TOKENS_REMOVED = "ragtrim_tokens_removed"
 
 
 # -- conversion -----------------------------------------------------------------------------------------------------
@@ -59,10 +67,7 @@ def document_ids(documents: Sequence[Document]) -> list[str]:
 
     All-or-nothing, so a position id can never collide with a real id.
     """
-    ids = [d.id for d in documents]
-    if all(isinstance(i, str) and i for i in ids) and len(set(ids)) == len(ids):
-        return [str(i) for i in ids]
-    return [str(i) for i in range(len(documents))]
+    return chunk_ids([d.id for d in documents])
 
 
 def documents_to_chunks(documents: Sequence[Document], *, score_key: str | None = None) -> tuple[Chunk, ...]:
@@ -76,13 +81,19 @@ def documents_to_chunks(documents: Sequence[Document], *, score_key: str | None 
     for index, (doc, cid) in enumerate(zip(documents, document_ids(documents))):
         score: float | None = None
         if score_key is not None and score_key in doc.metadata:
-            raw = doc.metadata[score_key]
+            raw = plain_number(doc.metadata[score_key])  # numpy scores (np.float32) from a vector store too
             if isinstance(raw, bool) or not isinstance(raw, (int, float)):
                 raise InputError(
                     f"document at index {index}: metadata[{score_key!r}] must be a number to use as its score, "
                     f"got {raw!r}; pass score_key=None to ignore it"
                 )
-            score = float(raw)
+            try:
+                score = float(raw)
+            except OverflowError:
+                raise InputError(
+                    f"document at index {index}: metadata[{score_key!r}] must be within float's range (about "
+                    "1.8e308), got an int too large to convert"
+                ) from None
         out.append(Chunk(text=doc.page_content, id=cid, metadata=dict(doc.metadata), score=score))
     return tuple(out)
 
@@ -94,30 +105,10 @@ def chunks_to_documents(result: TrimResult, documents: Sequence[Document]) -> li
     ``ragtrim_score`` (the chunk's score, None when no stage scored it), ``ragtrim_tokens`` and
     ``ragtrim_tokens_removed``. The originals are not modified.
     """
-    by_id = {cid: doc for cid, doc in zip(document_ids(documents), documents)}
-    original_tokens = _original_tokens(result)
-    out: list[Document] = []
-    for chunk in result.chunks:
-        doc = by_id.get(chunk.id)
-        if doc is None:  # the pipeline contract forbids new ids; guard against custom pipelines anyway
-            raise InputError(f"pipeline returned chunk {chunk.id!r}, which matches no input document")
-        tokens = chunk.token_count or 0
-        metadata = {
-            **doc.metadata,
-            METADATA_SCORE: chunk.score,
-            METADATA_TOKENS: tokens,
-            METADATA_TOKENS_REMOVED: max(0, original_tokens.get(chunk.id, tokens) - tokens),
-        }
-        out.append(doc.model_copy(update={"page_content": chunk.text, "metadata": metadata}))
-    return out
-
-
-def _original_tokens(result: TrimResult) -> dict[str, int]:
-    """Token count of each chunk as it entered the pipeline: kept tokens plus every recorded removal."""
-    totals = {c.id: c.token_count or 0 for c in result.chunks}
-    for r in result.removals:
-        totals[r.chunk_id] = totals.get(r.chunk_id, 0) + r.tokens_removed
-    return totals
+    return [
+        doc.model_copy(update={"page_content": chunk.text, "metadata": {**doc.metadata, **added}})
+        for doc, chunk, added in kept_items(result, documents, document_ids(documents))
+    ]
 
 
 def trim_event(result: TrimResult, documents: Sequence[Document]) -> dict[str, Any]:
@@ -125,53 +116,18 @@ def trim_event(result: TrimResult, documents: Sequence[Document]) -> dict[str, A
 
     Each removal carries ``document_index`` (position in the base retriever's list) and ``document_id``.
     """
-    ids = document_ids(documents)
-    index_of = {cid: i for i, cid in enumerate(ids)}
-    removals = []
-    for r in result.removals:
-        i = index_of.get(r.chunk_id)
-        removals.append({**r.to_dict(), "document_index": i, "document_id": None if i is None else documents[i].id})
-    return {
-        "query": result.context.query,
-        "tokenizer": result.tokenizer,
-        "documents_in": len(documents),
-        "documents_out": len(result.chunks),
-        "tokens_before": result.tokens_before,
-        "tokens_after": result.tokens_after,
-        "tokens_saved": result.tokens_saved,
-        "removals": removals,
-        "stages": [
-            {k: v for k, v in report.to_dict().items() if k not in ("removals", "info")} for report in result.trace
-        ],
-    }
+    return trim_report(result, [d.id for d in documents], noun="document")
 
 
 # -- configuration --------------------------------------------------------------------------------------------------
 def _check_config(pipeline: Any, budget: Any, tokenizer: Any, score_key: Any, scorer: Any) -> None:
-    from ragtrim._util.validate import check_choice, check_int
-    from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
-
-    if pipeline is not None and not isinstance(pipeline, Pipeline):
-        raise ConfigError(f"pipeline must be a ragtrim Pipeline or None, got {type(pipeline).__name__}")
-    if pipeline is not None and (budget is not None or tokenizer is not None or scorer != "auto"):
-        raise ConfigError("pass either pipeline= or budget=/tokenizer=/scorer=, not both; put the budget stage in "
-                          "your pipeline")
-    check_int("budget", budget, minimum=0, allow_none=True)  # 0 is valid, as in trim(): nothing fits
+    check_options(pipeline, budget, tokenizer, scorer)
     if score_key is not None and (not isinstance(score_key, str) or not score_key):
         raise ConfigError(f"score_key must be a metadata key (non-empty str) or None, got {score_key!r}")
-    check_choice("scorer", scorer, (*STAGE_SCORER_NAMES, *SCORER_NAMES))
     if scorer == "given" and score_key is None:
         raise ConfigError("scorer='given' ranks documents by the base retriever's own scores: name the metadata key "
                           "that holds them with score_key= (for a vector store, e.g. a retriever that copies "
                           "similarity_search_with_relevance_scores' score into metadata)")
-
-
-def _build_pipeline(pipeline: Pipeline | None, budget: int | None, tokenizer: Any, scorer: Any) -> Pipeline:
-    if pipeline is not None:
-        return pipeline
-    from ragtrim.api import default_pipeline
-
-    return default_pipeline(budget=budget, tokenizer=tokenizer, scorer=scorer)
 
 
 class _Trimmer:
@@ -242,10 +198,11 @@ class _RagtrimFields(BaseModel):
         scorer: str = "auto",
         **kwargs: Any,
     ) -> None:
+        budget = plain_number(budget)  # np.int64(500) computed by the caller is a budget too
         _check_config(pipeline, budget, tokenizer, score_key, scorer)
         super().__init__(pipeline=pipeline, budget=budget, tokenizer=tokenizer, score_key=score_key, scorer=scorer,
                          **kwargs)
-        self._trimmer = _Trimmer(_build_pipeline(pipeline, budget, tokenizer, scorer), score_key)
+        self._trimmer = _Trimmer(build_pipeline(pipeline, budget, tokenizer, scorer), score_key)
 
     @property
     def trim_pipeline(self) -> Pipeline:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
 from typing import get_args
 
@@ -14,23 +15,51 @@ from ragtrim.plan.report import format_plan_table
 from ragtrim.plan.workload import Workload
 
 
+def _positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0 (``inf`` and ``nan`` parse as floats but plan nothing)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def _nonnegative_float(text: str) -> float:
+    """An argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
 def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register the ``plan`` subcommand."""
     sp = subparsers.add_parser(
         "plan", help="GPU memory, KV cache, max_model_len and concurrency for a workload"
     )
-    sp.add_argument("--config", required=True, help="path of the model's Hugging Face config.json")
-    sp.add_argument("--gpu-mem-gib", type=float, required=True, help="GPU memory in GiB (H200: 141)")
-    sp.add_argument("--gpu-util", type=float, default=0.9, help="vLLM --gpu-memory-utilization (default 0.9)")
+    sp.add_argument("--config", required=True,
+                    help="the model's Hugging Face config.json, or the model directory that holds it")
+    sp.add_argument("--gpu-mem-gib", type=_positive_float, required=True, help="GPU memory in GiB (H200: 141)")
+    sp.add_argument("--gpu-util", type=_positive_float, default=0.9, help="vLLM --gpu-memory-utilization (default 0.9)")
     sp.add_argument("--weight-dtype", default="bf16", choices=list(get_args(WeightDtype)))
     sp.add_argument("--weight-group-size", type=int, default=128, help="int4 quantization group size")
     sp.add_argument("--kv-dtype", default="bf16", choices=list(get_args(KVDtype)))
     sp.add_argument(
         "--non-kv-overhead-gib",
-        type=float,
+        type=_nonnegative_float,
         default=4.0,
         help="activation peak, CUDA graphs and context that vLLM reserves besides weights (GiB)",
     )
+    sp.add_argument("--tensor-parallel-size", type=int, default=1,
+                    help="GPUs per replica (vLLM --tensor-parallel-size); memory is per GPU, concurrency per replica")
+    sp.add_argument("--max-model-len", type=int, default=None,
+                    help="plan at this vLLM --max-model-len instead of the recommended one; the output says what it "
+                         "guarantees against the workload's p95")
     sp.add_argument("--block-size", type=int, default=16)
     sp.add_argument(
         "--max-num-batched-tokens",
@@ -49,7 +78,7 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
             src.add_argument(f"--{side}-p{pct}", type=int, default=None)
     src.add_argument(
         "--trim-ratio",
-        type=float,
+        type=_positive_float,
         default=None,
         help="add a trimmed column with every input length divided by this ratio",
     )
@@ -62,13 +91,14 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     src.add_argument("--after-field", default="tokens_after")
     src.add_argument("--records-key", default=None)
     src.add_argument("--qa-output-tokens", type=int, default=32, help="output tokens when records lack them")
-    sp.add_argument("--concurrency", type=int, default=None, help="concurrent generating requests to fit")
-    sp.add_argument("--target-ttft-ms", type=float, default=None)
-    sp.add_argument("--prefill-tokens-per-s", type=float, default=None, help="measured prefill throughput")
-    sp.add_argument("--decode-ms-per-token", type=float, default=None, help="measured time per output token")
+    sp.add_argument("--concurrency", type=int, default=None,
+                    help="concurrent generating requests to serve; the plan says how many GPUs that takes")
+    sp.add_argument("--target-ttft-ms", type=_positive_float, default=None)
+    sp.add_argument("--prefill-tokens-per-s", type=_positive_float, default=None, help="measured prefill throughput")
+    sp.add_argument("--decode-ms-per-token", type=_positive_float, default=None, help="measured time per output token")
     sp.add_argument("--users", type=int, default=None, help="users sharing the server, for a per-user rate")
     sp.add_argument("--max-len-percentile", type=int, default=99, choices=[95, 99])
-    sp.add_argument("--headroom", type=float, default=1.1, help="max_model_len headroom factor")
+    sp.add_argument("--headroom", type=_positive_float, default=1.1, help="max_model_len headroom factor")
     sp.add_argument("--json", action="store_true", help="print the plan as JSON")
     sp.set_defaults(func=run_cli)
 
@@ -101,7 +131,7 @@ def _workloads_from_args(args: argparse.Namespace) -> list[Workload]:
             )
         items = [
             Workload.from_percentiles(
-                name="untrimmed" if args.trim_ratio else "workload",
+                name="untrimmed" if args.trim_ratio is not None else "workload",
                 input_p50_tokens=args.input_p50 if args.input_p50 is not None else args.input_p95,
                 input_p95_tokens=args.input_p95,
                 input_p99_tokens=args.input_p99,
@@ -110,7 +140,7 @@ def _workloads_from_args(args: argparse.Namespace) -> list[Workload]:
                 output_p99_tokens=args.output_p99,
             )
         ]
-    if args.trim_ratio:
+    if args.trim_ratio is not None:
         items.append(items[0].scaled_input(args.trim_ratio, name=f"trimmed {args.trim_ratio:g}x"))
     return items
 
@@ -138,6 +168,8 @@ def run_cli(args: argparse.Namespace) -> int:
             max_len_percentile=args.max_len_percentile,
             max_len_headroom=args.headroom,
             hybrid_kv_cache=not args.no_hybrid_kv_cache,
+            max_model_len=args.max_model_len,
+            tensor_parallel_size=args.tensor_parallel_size,
         )
         result = plan(model, request, _workloads_from_args(args))
     except RagtrimError as exc:

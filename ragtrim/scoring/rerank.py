@@ -63,8 +63,8 @@ class QueryLikelihoodScorer(Component):
     """Mean log-probability per query token of the query given each text, under a local causal LM.
 
     Parameters:
-        model: a local transformers causal-LM directory (e.g. the reader, written by ``ragtrim-bench
-            prepare-model``).
+        model: a local transformers causal-LM directory (e.g. the reader, written by ``ragtrim-bench models
+            gemma``).
         template: the prefix before the query; must contain ``{text}``.
         batch_size: passages per forward pass.
         max_text_tokens: each passage is cut to this many model tokens before scoring (bounds the cost).

@@ -17,6 +17,12 @@ from ragtrim.serve.rate_store import RateStore, RedisRateStore, RedisSlots
 from ragtrim.serve.responses import GatewayError, rate_headers
 
 
+def state_unavailable(exc: Exception, what: str) -> GatewayError:
+    return GatewayError(503, f"{what} state is unavailable and this gateway fails closed ({exc})",
+                        type_="server_error", code="state_unavailable", outcome="state_unavailable",
+                        headers={"retry-after": "1"})
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     user: str
@@ -61,6 +67,48 @@ class Admission:
                           lease_ms=int((self.config.upstream.timeout_s + 60) * 1000),
                           fail_open=self.config.limits.fail_open, on_state_error=self.metrics.state_errors.inc)
 
+    def reconfigure(self, config: GatewayConfig) -> None:
+        """Apply reloaded limits to the gates in place: requests in flight keep (and give back) the slots they hold,
+        waiters stay queued, a raised capacity lets waiters in at once, a lowered one drains to its new size. A
+        gate whose limit is gone lets its waiters through and is dropped."""
+        self.config = config
+        lim = config.limits
+        unlimited = 1 << 30
+        for org, gate in list(self.org_gates.items()):
+            cap = config.org_concurrency(org)
+            if gate is None or cap is None:
+                del self.org_gates[org]  # made again, with the new limit, on next use
+                if gate is not None:
+                    gate.set_capacity(unlimited)
+            else:
+                gate.set_capacity(cap)
+        concurrency = {key_id(k): kc.concurrency for k, kc in config.keys.items()}
+        for kid, gate in list(self.key_gates.items()):
+            cap = concurrency.get(kid)
+            if cap is None:
+                del self.key_gates[kid]
+                gate.set_capacity(unlimited)
+            else:
+                gate.set_capacity(cap)
+        if lim.long_request_tokens is None:
+            if self.long_gate is not None:
+                self.long_gate.set_capacity(unlimited)
+                self.long_gate = None
+        elif self.long_gate is None:
+            self.long_gate = self._gate(FairGate(name="long-request lane", capacity=lim.long_concurrency,
+                                                 max_queued=lim.max_queued,
+                                                 max_queued_per_user=lim.max_queued_per_user), "long")
+        else:
+            self.long_gate.set_capacity(lim.long_concurrency)
+        for gate in [*self.org_gates.values(), *self.key_gates.values(), self.long_gate]:
+            local = gate.local if isinstance(gate, SharedGate) else gate
+            if isinstance(local, FairGate):
+                per_user = lim.max_queued_per_user
+                if local.name.startswith("key "):
+                    local.max_queued = lim.max_queued if per_user is None else per_user
+                else:
+                    local.max_queued, local.max_queued_per_user = lim.max_queued, per_user
+
     # -- rate limits ------------------------------------------------------------------------------------------------
     async def rate(self, ident: Identity, tokens: int) -> RateDecision | None:
         """Charge one request and ``tokens`` to the key's per-minute limits (None: the key has none); a request
@@ -73,18 +121,17 @@ class Admission:
             self.metrics.state_errors.inc()
             if self.config.limits.fail_open:
                 return RateDecision(True, None, None, reason="state_unavailable")
-            raise GatewayError(503, f"rate-limit state is unavailable and this gateway fails closed ({exc})",
-                               type_="server_error", code="state_unavailable", outcome="state_unavailable",
-                               headers={"retry-after": "1"}) from None
+            raise state_unavailable(exc, "rate-limit") from None
         if not decision.admitted:
             wait = decision.retry_after_s
             headers = rate_headers(decision)
             if math.isinf(wait):
                 what = "tokens" if decision.reason == "tokens" else "requests"
+                # Waiting cannot help: tell the OpenAI SDKs not to retry (they honour x-should-retry).
                 raise GatewayError(429, f"this request needs {tokens} {what}, more than the key's whole per-minute "
                                    f"limit ({ident.tpm if what == 'tokens' else ident.rpm}); lower max_tokens or "
-                                   "the prompt", type_=what, code="rate_limit_exceeded", headers=headers,
-                                   outcome="rate_limited")
+                                   "the prompt", type_=what, code="rate_limit_exceeded",
+                                   headers={**headers, "x-should-retry": "false"}, outcome="rate_limited")
             headers["retry-after"] = str(max(1, math.ceil(wait)))
             limit = ident.rpm if decision.reason == "requests" else ident.tpm
             raise GatewayError(429, f"rate limit reached for user {ident.user!r} on {decision.reason} per minute: "
@@ -132,7 +179,10 @@ class Admission:
             lanes.append(("org", org_gate))
         try:
             for lane, gate in lanes:  # always long lane, key, then org: one order, no deadlock
-                waited = await gate.acquire(ident.user, deadline)
+                try:
+                    waited = await gate.acquire(ident.user, deadline)
+                except StateUnavailable as exc:  # a shared gate with fail_open = false
+                    raise state_unavailable(exc, "concurrency-slot") from None
                 gates.append(gate)
                 rec.queue_ms += waited * 1000
                 self.metrics.queue_wait_seconds.labels(lane).observe(waited)

@@ -3,49 +3,94 @@
 ``create_app(config)`` returns a Starlette app; ``Gateway`` holds the per-process state (store, gates, client) and
 its routes and request handling. Admission (rate limits and slots) is ``ragtrim.serve.admission``, the streaming
 relay ``ragtrim.serve.relay``, and error responses and headers ``ragtrim.serve.responses``.
+
+No request can stall the event loop: the body is read under a size cap and a deadline, and parsing, counting,
+trimming and encoding run in a worker thread. Every answer that is not a success is OpenAI-shaped JSON with a
+``code``, and every request (404s included) reaches the metrics and the request log.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import signal
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ragtrim.errors import RagtrimError, require
+from ragtrim.errors import ConfigError, RagtrimError, require
 
 for _package in ("starlette", "uvicorn", "aiohttp", "prometheus_client"):  # one clear error naming the extra
     require(_package, "serve", "ragtrim serve")
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ragtrim.serve.admission import Admission, Identity, key_id
-from ragtrim.serve.config import GatewayConfig
+from ragtrim.serve.config import GatewayConfig, load_config
 from ragtrim.serve.limits import Gate, QueueFull, QueueTimeout
 from ragtrim.serve.log import RequestLog
 from ragtrim.serve.metrics import GatewayMetrics
 from ragtrim.serve.rate_store import make_store
 from ragtrim.serve.relay import ClientGone, RelayStream, event_end, until_disconnect
-from ragtrim.serve.render import Prepared, RequestError, prepare_chat, prepare_completion
+from ragtrim.serve.render import Prepared, RequestError, prepare_chat, prepare_completion, prepare_embeddings
 from ragtrim.serve.responses import (
     GatewayError,
     dumps,
+    error_response,
     loads,
     rate_headers,
     relay_error,
     request_id,
     trim_headers,
+    upstream_code,
     upstream_failed,
     usage_of,
 )
 from ragtrim.serve.upstream import Upstream, UpstreamError, UpstreamResponse
 from ragtrim.text.tokens import TokenCounter, get_counter
 from ragtrim.vectors.store import configure_default_store
+
+logger = logging.getLogger(__package__)  # the package logger, which `ragtrim serve` sends to stderr
+
+Prepare = Callable[[Any, GatewayConfig, TokenCounter], Prepared]
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+# Config keys a reload cannot change in a running process (a new client, store, tokenizer or log file).
+_RESTART_ONLY = ("upstream", "log", "limits.state", "limits.window_s", "limits.state_timeout_s",
+                 "limits.state_breaker_s", "trim.vector_store", "trim.vector_store_max_mb")
+
+
+def json_too_deep(obj: Any, limit: int) -> bool:
+    """Whether ``obj`` nests objects and arrays more than ``limit`` levels deep (iterative: no recursion limit)."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        o, depth = stack.pop()
+        children = o.values() if isinstance(o, dict) else o if isinstance(o, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def restart_only_changes(old: GatewayConfig, new: GatewayConfig) -> list[str]:
+    """The keys of ``_RESTART_ONLY`` whose values differ between two configs."""
+    changed = []
+    for name in _RESTART_ONLY:
+        section, _, key = name.partition(".")
+        a, b = getattr(old, section), getattr(new, section)
+        if (getattr(a, key) != getattr(b, key)) if key else a != b:
+            changed.append(name)
+    return changed
 
 
 @dataclass(slots=True)
@@ -64,29 +109,45 @@ class Record:
     upstream_ttft_ms: float | None = None
     completion_tokens: int | None = None
     charged_tokens: int = 0
+    charged: bool = False  # the rate store holds this request's charge (so a refund gives it back)
+    sent: bool = False  # the request went to an upstream (from then on, a client that leaves keeps its charge)
     error: str = ""
+    error_code: str | None = None
+    error_client_text: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def fail(self, exc: GatewayError) -> None:
+        self.outcome, self.status, self.error = exc.outcome, exc.status, str(exc)
+        self.error_code, self.error_client_text = exc.code, exc.client_text
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, *, counter: TokenCounter | None = None) -> None:
+    """``config_path``: the file the config came from; SIGHUP re-reads it (keys, orgs, limits, trim)."""
+
+    def __init__(self, config: GatewayConfig, *, counter: TokenCounter | None = None,
+                 config_path: str | Path | None = None) -> None:
         self.config = config
+        self.config_path = config_path
         self.counter = counter if counter is not None else get_counter(config.upstream.tokenizer)
         self.metrics = GatewayMetrics()
         lim = config.limits
-        self.store = make_store(lim.state, window_s=lim.window_s, timeout_s=lim.state_timeout_s)
+        self.store = make_store(lim.state, window_s=lim.window_s, timeout_s=lim.state_timeout_s,
+                                breaker_s=lim.state_breaker_s)
         self.upstream = Upstream(config.upstream)
         self.log = (RequestLog(config.log.path, log_text=config.log.log_text, log_request=config.log.log_request)
                     if config.log.path else None)
-        self.identities = {
-            k: Identity(user=kc.user, org=kc.org, key_id=key_id(k), rpm=kc.rpm, tpm=kc.tpm,
-                        concurrency=kc.concurrency)
-            for k, kc in config.keys.items()
-        }
+        self.identities = self._identities(config)
         self.admission = Admission(config, self.store, self.metrics)
+        self._readiness: tuple[float, int, dict[str, Any]] | None = None
         max_mb = config.trim.vector_store_max_mb
         configure_default_store(config.trim.vector_store,
                                 max_bytes=int(max_mb * 2**20) if max_mb is not None else None)
+
+    @staticmethod
+    def _identities(config: GatewayConfig) -> dict[str, Identity]:
+        return {k: Identity(user=kc.user, org=kc.org, key_id=key_id(k), rpm=kc.rpm, tpm=kc.tpm,
+                            concurrency=kc.concurrency)
+                for k, kc in config.keys.items()}
 
     @property
     def org_gates(self) -> dict[str, Gate | None]:
@@ -103,18 +164,87 @@ class Gateway:
     def app(self) -> Starlette:
         @asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            hup = self.config_path is not None and threading.current_thread() is threading.main_thread()
+            if hup:  # signal handlers can only be set from the main thread (a server run by `ragtrim serve`)
+                asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload)
+            await run_in_threadpool(self.warm_up)
             try:
                 yield
             finally:
+                if hup:
+                    asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
                 await self.aclose()
 
         return Starlette(routes=[
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/v1/embeddings", self.embeddings, methods=["POST"]),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
+            Route("/health/liveness", self.liveness, methods=["GET"]),
+            Route("/health/readiness", self.readiness, methods=["GET"]),
             Route("/metrics", self.metrics_endpoint, methods=["GET"]),
-        ], lifespan=lifespan)
+        ], lifespan=lifespan, exception_handlers={HTTPException: self._http_error, Exception: self._internal_error})
+
+    def warm_up(self) -> None:
+        """Load the tokenizer and the trimming code before the first request: loading them is seconds of work that
+        holds the interpreter lock, which would otherwise stall every other request of the first one's client."""
+        try:
+            self.counter.count("warm up")
+            if self.config.trim.budget is not None:
+                prepare_chat({"model": "warm-up", "messages": [{"role": "user", "content": "warm up"}],
+                              "documents": ["The first warm-up passage.", "The second warm-up passage."],
+                              "ragtrim": {"budget": 4}}, self.config, self.counter)
+        except Exception as exc:  # noqa: BLE001 - a warm-up never stops the start; each request reports its error
+            logger.warning("ragtrim serve: warm-up failed (%s: %s)", type(exc).__name__, exc)
+
+    # -- config reload ----------------------------------------------------------------------------------------------
+    def reload(self) -> bool:
+        """Re-read the config file (SIGHUP): keys, orgs, limits and trim take effect for new requests; requests in
+        flight finish under the slots they hold. A config that does not load, or that changes what needs a restart
+        (``upstream``, ``log``, the state store, the vector store), is refused and the old one kept."""
+        if self.config_path is None:
+            logger.error("ragtrim serve: config reload refused: the gateway was not started from a config file")
+            return False
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as exc:
+            self.metrics.reloads.labels("refused").inc()
+            logger.error("ragtrim serve: config reload refused, keeping the running config: %s", exc)
+            return False
+        changed = restart_only_changes(self.config, new)
+        if changed:
+            self.metrics.reloads.labels("refused").inc()
+            logger.error("ragtrim serve: config reload refused, keeping the running config: %s changed, which "
+                         "needs a restart", ", ".join(changed))
+            return False
+        self.config = new
+        self.identities = self._identities(new)
+        self.admission.reconfigure(new)
+        self.metrics.reloads.labels("applied").inc()
+        logger.warning("ragtrim serve: config reloaded from %s (%d keys, %d orgs)", self.config_path,
+                       len(new.keys), len(new.orgs))
+        return True
+
+    # -- errors outside the request handlers ------------------------------------------------------------------------
+    async def _http_error(self, request: Request, exc: Exception) -> Response:
+        """404 and 405 (and any other HTTPException) as OpenAI-shaped JSON, counted and logged."""
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        code = _HTTP_CODES.get(status, f"http_{status}")
+        rec = Record(request_id=request_id(request), endpoint="other", started=time.perf_counter())
+        message = (f"no route {request.method} {request.url.path[:200]}" if status == 404 else
+                   f"method {request.method} is not allowed here" if status == 405 else str(exc))
+        err = GatewayError(status, message, type_="invalid_request_error", code=code, outcome=code,
+                           client_text=True,
+                           headers=dict(exc.headers or {}) if isinstance(exc, HTTPException) else {})
+        rec.fail(err)
+        self._finish(rec)
+        return err.response(rec.request_id)
+
+    async def _internal_error(self, request: Request, exc: Exception) -> Response:
+        logger.error("ragtrim serve: internal error on %s", request.url.path, exc_info=exc)
+        return error_response(500, f"internal error in the gateway ({type(exc).__name__})", type_="server_error",
+                              code="internal_error", headers={"x-request-id": request_id(request)})
 
     # -- small endpoints --------------------------------------------------------------------------------------------
     async def healthz(self, request: Request) -> Response:
@@ -124,33 +254,88 @@ class Gateway:
                 "state": "memory" if state == "memory" else ("redis ok" if ok else "redis unreachable")}
         return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
 
+    async def liveness(self, request: Request) -> Response:
+        """The process answers: for a liveness probe (nothing else is checked)."""
+        return JSONResponse({"status": "alive"})
+
+    async def readiness(self, request: Request) -> Response:
+        """Ready to take requests: the upstream (or its fallback) answers, and the state store when one is
+        configured (with ``fail_open = true`` a gateway without Redis still serves, so it stays ready). Cached for
+        a second, so that probes cannot flood the upstream."""
+        now = time.monotonic()
+        if self._readiness is None or now - self._readiness[0] >= 1.0:
+            upstream = await self._probe_upstream(fallback=False)
+            if upstream != "ok" and self.upstream.has_fallback:
+                fallback = await self._probe_upstream(fallback=True)
+                upstream = "ok (fallback)" if fallback == "ok" else f"{upstream}; fallback {fallback}"
+            body: dict[str, Any] = {"upstream": upstream}
+            state_ok = True
+            if self.config.limits.state != "memory":
+                state_ok = await self.store.ping()
+                body["state"] = "redis ok" if state_ok else (
+                    "redis unreachable (failing open)" if self.config.limits.fail_open else "redis unreachable")
+            else:
+                body["state"] = "memory"
+            ready = upstream.startswith("ok") and (state_ok or self.config.limits.fail_open)
+            body = {"status": "ready" if ready else "not ready", **body}
+            self._readiness = (now, 200 if ready else 503, body)
+        _, status, body = self._readiness
+        return JSONResponse(body, status_code=status)
+
+    async def _probe_upstream(self, *, fallback: bool) -> str:
+        timeout = min(2.0, self.config.upstream.connect_timeout_s + 1.0)
+        try:
+            resp = await asyncio.wait_for(self.upstream.request("GET", "/models", fallback=fallback), timeout)
+        except (UpstreamError, TimeoutError) as exc:
+            return f"unreachable ({type(exc).__name__})"
+        await resp.close()
+        return "ok" if resp.status < 500 else f"answers {resp.status}"
+
     async def metrics_endpoint(self, request: Request) -> Response:
+        token = self.config.metrics.bearer_token
+        if token:
+            scheme, _, given = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not _same(given.strip(), token):
+                rec = Record(request_id=request_id(request), endpoint="metrics", started=time.perf_counter())
+                err = GatewayError(401, "/metrics needs 'Authorization: Bearer <metrics.bearer_token>'",
+                                   type_="invalid_request_error", code="invalid_api_key", outcome="unauthorized")
+                rec.fail(err)
+                self._finish(rec)
+                return err.response(rec.request_id)
         for org, gate in self.org_gates.items():
             if gate is not None:
                 self.metrics.queued.labels(org).set(gate.queued)
         return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def models(self, request: Request) -> Response:
-        rid = request_id(request)
+        rec = Record(request_id=request_id(request), endpoint="models", started=time.perf_counter())
         try:
-            self.authenticate(request)
-        except GatewayError as exc:
-            return exc.response(rid)
-        try:
-            resp = await self.upstream.request("GET", "/models")
-        except UpstreamError as exc:
-            if not self.upstream.has_fallback:
-                return upstream_failed(exc).response(rid)
+            rec.identity = self.authenticate(request)
             try:
-                resp = await self.upstream.request("GET", "/models", fallback=True)
-            except UpstreamError as exc2:
-                return upstream_failed(exc2).response(rid)
-        try:
-            body = await resp.read()
-        except UpstreamError as exc:
-            return upstream_failed(exc).response(rid)
+                resp = await self.upstream.request("GET", "/models")
+            except UpstreamError as exc:
+                if not self.upstream.has_fallback:
+                    raise upstream_failed(exc) from None
+                try:
+                    resp = await self.upstream.request("GET", "/models", fallback=True)
+                except UpstreamError as exc2:
+                    raise upstream_failed(exc2) from None
+            try:
+                body = await resp.read()
+            except UpstreamError as exc:
+                raise upstream_failed(exc) from None
+        except GatewayError as exc:
+            rec.fail(exc)
+            self._finish(rec)
+            return exc.response(rec.request_id)
+        rec.status = resp.status
+        if resp.status >= 400:
+            rec.outcome, rec.error_code = "upstream_error", upstream_code(resp.status, None)
+            self._finish(rec)
+            return relay_error(resp.status, body, {"x-request-id": rec.request_id})
+        self._finish(rec)
         return Response(body, status_code=resp.status, media_type=resp.content_type,
-                        headers={"x-request-id": rid})
+                        headers={"x-request-id": rec.request_id})
 
     # -- auth -------------------------------------------------------------------------------------------------------
     def authenticate(self, request: Request) -> Identity:
@@ -174,74 +359,143 @@ class Gateway:
     async def completions(self, request: Request) -> Response:
         return await self._handle(request, "completions", "/completions", prepare_completion)
 
-    async def _handle(self, request: Request, endpoint: str, path: str,
-                      prepare: Callable[[Any, GatewayConfig, TokenCounter], Prepared]) -> Response:
+    async def embeddings(self, request: Request) -> Response:
+        return await self._handle(request, "embeddings", "/embeddings", prepare_embeddings)
+
+    async def _handle(self, request: Request, endpoint: str, path: str, prepare: Prepare) -> Response:
         rec = Record(request_id=request_id(request), endpoint=endpoint, started=time.perf_counter())
         try:
-            rec.identity = self.authenticate(request)
-            raw = await request.body()
-            if self.log is not None and self.log.log_request:
-                rec.extra["request_body"] = raw
-            prepared = await self._prepare(raw, prepare)
-            rec.prepared = prepared
-            self._check_size(prepared)
-            response = await until_disconnect(request.receive, self._admit_and_send(rec, path, prepared))
-        except GatewayError as exc:
-            rec.outcome, rec.status, rec.error = exc.outcome, exc.status, str(exc)
+            try:
+                rec.identity = self.authenticate(request)
+                raw = await self._read_body(request)
+                if self.log is not None and self.log.log_request:
+                    rec.extra["request_body"] = bytes(raw)
+                prepared, content, too_large = await self._prepare(raw, prepare)
+                del raw  # the parsed request is all that is needed from here on
+                rec.prepared = prepared
+                if too_large is not None:
+                    raise too_large
+                response = await until_disconnect(request.receive,
+                                                  self._admit_and_send(rec, path, prepared, content))
+            except GatewayError as exc:
+                rec.fail(exc)
+                self._finish(rec)
+                return exc.response(rec.request_id)
+            except (ClientGone, ClientDisconnect):
+                if rec.charged and not rec.sent:  # gave up before the upstream saw it: the request costs nothing
+                    await self._refund(rec, requests=1)
+                rec.outcome, rec.status, rec.error_code = "client_closed", 499, "client_closed"
+                self._finish(rec)
+                return Response(status_code=499)
+        except Exception as exc:  # a bug, not the client's doing: still an OpenAI error, counted and logged
+            logger.error("ragtrim serve: internal error on %s (request %s)", path, rec.request_id, exc_info=exc)
+            if rec.charged and not rec.sent:
+                await self._refund(rec, requests=1)
+            err = GatewayError(500, f"internal error in the gateway ({type(exc).__name__})", type_="server_error",
+                               code="internal_error", outcome="internal_error")
+            rec.fail(err)
             self._finish(rec)
-            return exc.response(rec.request_id)
-        except ClientGone:
-            rec.outcome, rec.status = "client_closed", 499
-            self._finish(rec)
-            return Response(status_code=499)
+            return err.response(rec.request_id)
         if not isinstance(response, RelayStream):
             self._finish(rec)
         return response
 
-    async def _prepare(self, raw: bytes, prepare: Callable[[Any, GatewayConfig, TokenCounter], Prepared]) -> Prepared:
+    async def _read_body(self, request: Request) -> bytearray:
+        """The body, refused with 413 past ``limits.max_body_bytes`` (by its Content-Length before reading any
+        of it) and with 408 when it has not all arrived within ``limits.body_timeout_s``. Both close the
+        connection, since the rest of the body is never read."""
+        lim = self.config.limits
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > lim.max_body_bytes:
+            raise self._too_large(int(declared))
+        body = bytearray()  # one buffer (a list of chunks joined at the end held the body twice)
+        size = 0
         try:
-            body = loads(raw)
-        except ValueError:
-            raise GatewayError(400, "the request body is not valid JSON", type_="invalid_request_error",
-                               code="invalid_json", outcome="bad_request") from None
-        tag = self.config.trim.context_tag.encode()
-        heavy = b'"documents"' in raw or b"<" + tag in raw.lower() or self.config.trim.history_turns > 0
+            async with asyncio.timeout(lim.body_timeout_s):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > lim.max_body_bytes:
+                        raise self._too_large(size)
+                    body += chunk
+        except TimeoutError:
+            raise GatewayError(408, f"the request body did not arrive within {lim.body_timeout_s:g} s "
+                               f"(limits.body_timeout_s); {size} bytes came", type_="invalid_request_error",
+                               code="request_timeout", outcome="body_timeout",
+                               headers={"connection": "close"}) from None
+        return body
+
+    def _too_large(self, size: int) -> GatewayError:
+        cap = self.config.limits.max_body_bytes
+        return GatewayError(413, f"the request body has {'at least ' if size <= cap * 2 else ''}{size} bytes, over "
+                            f"this gateway's limit of {cap} (limits.max_body_bytes)", type_="invalid_request_error",
+                            code="request_too_large", outcome="too_large", headers={"connection": "close"})
+
+    async def _prepare(self, raw: bytearray, prepare: Prepare) -> tuple[Prepared, bytes, GatewayError | None]:
+        """Parse, check, trim, count and encode the request in a worker thread: the event loop only waits."""
+        config = self.config  # one config for the whole request, even if a reload lands meanwhile
         try:
-            if heavy:  # trimming is CPU work: keep it off the event loop
-                prepared = await run_in_threadpool(prepare, body, self.config, self.counter)
-            else:
-                prepared = prepare(body, self.config, self.counter)
+            prepared, content, too_large = await run_in_threadpool(self._parse_and_prepare, raw, prepare, config)
         except RequestError as exc:
             raise GatewayError(400, str(exc), type_="invalid_request_error", param=exc.param, code=exc.code,
                                outcome="bad_request") from None
         except RagtrimError as exc:
             raise GatewayError(400, f"ragtrim could not trim this request: {exc}", type_="invalid_request_error",
-                               outcome="bad_request") from None
+                               code="trim_failed", outcome="bad_request", client_text=True) from None
         self.metrics.trim_seconds.observe(prepared.trim_ms / 1000)
-        return prepared
+        return prepared, content, too_large
 
-    def _check_size(self, p: Prepared) -> None:
-        cap = self.config.limits.max_input_tokens
-        if cap is not None and p.prompt_tokens > cap:
-            raise GatewayError(
+    def _parse_and_prepare(self, raw: bytearray, prepare: Prepare,
+                           config: GatewayConfig) -> tuple[Prepared, bytes, GatewayError | None]:
+        """The request parsed, checked, trimmed and counted; its encoding for the upstream (empty when it is over
+        ``max_input_tokens``, which the third item then says)."""
+        try:
+            body = loads(raw)
+        except ValueError:  # orjson also refuses nesting past 1,024 levels here
+            raise RequestError("the request body is not valid JSON", code="invalid_json") from None
+        depth = config.limits.max_json_depth
+        if json_too_deep(body, depth):
+            raise RequestError(f"the request body nests objects and arrays more than {depth} levels deep "
+                               "(limits.max_json_depth)", code="json_too_deep")
+        prepared = prepare(body, config, self.counter)
+        too_large = self._size_error(prepared, config)
+        return prepared, b"" if too_large else dumps(prepared.body), too_large
+
+    @staticmethod
+    def _size_error(p: Prepared, config: GatewayConfig) -> GatewayError | None:
+        cap = config.limits.max_input_tokens
+        if cap is None:
+            return None
+        if p.largest_input_tokens is not None:
+            if p.largest_input_tokens > cap:
+                return GatewayError(
+                    400, f"an input has {p.largest_input_tokens} tokens, over this gateway's limit of {cap}; "
+                    "split it", type_="invalid_request_error", param="input", code="context_length_exceeded",
+                    outcome="too_large")
+        elif p.prompt_tokens > cap:
+            return GatewayError(
                 400, f"this request has {p.prompt_tokens} prompt tokens after trimming "
                 f"({p.prompt_tokens_before} before), over this gateway's limit of {cap}; send fewer or shorter "
                 "documents or messages", type_="invalid_request_error", param="messages",
                 code="context_length_exceeded", outcome="too_large")
+        return None
 
-    async def _admit_and_send(self, rec: Record, path: str, p: Prepared) -> Response:
+    async def _admit_and_send(self, rec: Record, path: str, p: Prepared, content: bytes) -> Response:
         ident = rec.identity
         if ident is None:  # authenticate() ran first; kept for the type checker
-            raise GatewayError(401, "missing API key", type_="invalid_request_error", outcome="unauthorized")
+            raise GatewayError(401, "missing API key", type_="invalid_request_error", code="missing_api_key",
+                               outcome="unauthorized")
         decision = await self.admission.rate(ident, p.estimated_tokens)
         limit_headers = rate_headers(decision) if decision is not None else {}
         if decision is not None and decision.admitted and decision.reason != "state_unavailable":
-            rec.charged_tokens = p.estimated_tokens
+            rec.charged, rec.charged_tokens = True, p.estimated_tokens
         fallback_only = False
         gates: list[Gate] = []
         try:
             try:
                 gates = await self.admission.take_slots(rec, ident, p.prompt_tokens)
+            except GatewayError:
+                await self._refund(rec, requests=1)  # the shared gate's state is gone (fail_open = false)
+                raise
             except (QueueFull, QueueTimeout) as exc:
                 if not self.upstream.has_fallback:
                     await self._refund(rec, requests=1)  # refused: the request costs nothing
@@ -254,7 +508,7 @@ class Gateway:
                         headers={**limit_headers, "retry-after": "1"},
                         outcome="queue_full" if full else "queue_timeout") from None
                 fallback_only = True
-            return await self._send(rec, path, p, gates, limit_headers, fallback_only)
+            return await self._send(rec, path, p, content, gates, limit_headers, fallback_only)
         except BaseException:
             for g in gates:
                 self.admission.release(g, ident.org)
@@ -262,13 +516,13 @@ class Gateway:
 
     async def _refund(self, rec: Record, *, requests: int) -> None:
         """Give back the tokens charged on admission, and ``requests`` requests."""
-        if rec.identity is not None and rec.charged_tokens:
-            await self.admission.adjust(rec.identity.key_id, -requests, -rec.charged_tokens)
-            rec.charged_tokens = 0
+        if rec.identity is not None and rec.charged:
+            rec.charged = False
+            tokens, rec.charged_tokens = rec.charged_tokens, 0
+            await self.admission.adjust(rec.identity.key_id, -requests, -tokens)
 
-    async def _send(self, rec: Record, path: str, p: Prepared, gates: list[Gate], limit_headers: dict[str, str],
-                    fallback_only: bool) -> Response:
-        content = dumps(p.body)
+    async def _send(self, rec: Record, path: str, p: Prepared, content: bytes, gates: list[Gate],
+                    limit_headers: dict[str, str], fallback_only: bool) -> Response:
         headers = {"x-request-id": rec.request_id}
         t0 = time.perf_counter()
         resp: UpstreamResponse | None = None
@@ -278,6 +532,7 @@ class Gateway:
             if attempt and not self.upstream.has_fallback:
                 break
             use_fallback = attempt
+            rec.sent = True
             try:
                 resp = await self.upstream.request("POST", path, content=content, fallback=attempt, headers=headers)
             except UpstreamError as exc:
@@ -291,7 +546,8 @@ class Gateway:
                 continue
             break
         if resp is None:
-            raise err or GatewayError(502, "no upstream configured", type_="upstream_error", outcome="upstream_error")
+            raise err or GatewayError(502, "no upstream configured", type_="upstream_error", code="upstream_error",
+                                      outcome="upstream_error")
         rec.upstream = "fallback" if use_fallback else "primary"
         out_headers = {**trim_headers(p), **limit_headers, "x-request-id": rec.request_id}
         if rec.queue_ms:
@@ -313,7 +569,7 @@ class Gateway:
                 usage = usage_of(body)
                 await self._settle(rec, usage)
             else:
-                rec.outcome = "upstream_error"
+                rec.outcome, rec.error_code = "upstream_error", upstream_code(resp.status, None)
                 await self._refund(rec, requests=0)  # a failed upstream call used no model time
                 return relay_error(resp.status, body, out_headers)
             return Response(body, status_code=200, media_type="application/json", headers=out_headers)
@@ -326,6 +582,7 @@ class Gateway:
                 self.admission.release(g, rec.identity.org if rec.identity else "")
             gates.clear()
             rec.status, rec.outcome = resp.status, "upstream_error"
+            rec.error_code = upstream_code(resp.status, None)
             await self._refund(rec, requests=0)
             return relay_error(resp.status, body, out_headers)
         held = list(gates)
@@ -366,7 +623,7 @@ class Gateway:
                     yield b"".join(out)
         except UpstreamError as exc:
             # Headers are gone already: tell the client in the stream, OpenAI-style, and end it.
-            rec.outcome, rec.error = "upstream_error", str(exc)
+            rec.outcome, rec.error, rec.error_code = "upstream_error", str(exc), "upstream_stream_error"
             err = {"error": {"message": f"upstream failed mid-stream: {exc}", "type": "upstream_error",
                              "param": None, "code": "upstream_stream_error"}}
             yield buf + b"data: " + dumps(err) + b"\n\n"
@@ -398,13 +655,15 @@ class Gateway:
         if isinstance(completion, int):
             rec.completion_tokens = completion
         total = usage.get("total_tokens")
-        if rec.charged_tokens and rec.identity is not None and isinstance(total, int):
+        if rec.charged and rec.identity is not None and isinstance(total, int):
             await self.admission.adjust(rec.identity.key_id, 0, total - rec.charged_tokens)
             rec.charged_tokens = total
 
     def _finish(self, rec: Record) -> None:
         m = self.metrics
         m.requests.labels(rec.endpoint, rec.outcome).inc()
+        if rec.error_code is not None:
+            m.errors.labels(rec.endpoint, str(rec.status), rec.error_code).inc()
         p = rec.prepared
         if p is not None and rec.outcome in ("ok", "client_closed", "upstream_error"):
             m.tokens.labels("prompt_in").inc(p.prompt_tokens_before)
@@ -416,6 +675,13 @@ class Gateway:
             self.log.write(rec, time.perf_counter())
 
 
-def create_app(config: GatewayConfig, *, counter: TokenCounter | None = None) -> Starlette:
-    """The gateway as an ASGI app (run it with uvicorn)."""
-    return Gateway(config, counter=counter).app()
+def _same(a: str, b: str) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def create_app(config: GatewayConfig, *, counter: TokenCounter | None = None,
+               config_path: str | Path | None = None) -> Starlette:
+    """The gateway as an ASGI app (run it with uvicorn); with ``config_path``, SIGHUP reloads that file."""
+    return Gateway(config, counter=counter, config_path=config_path).app()

@@ -58,7 +58,19 @@ class LimitsConfig:
     state: str = "memory"
     fail_open: bool = True
     state_timeout_s: float = 0.5
+    state_breaker_s: float = 2.0
     window_s: float = 60.0
+    max_body_bytes: int = 16 * 1024 * 1024
+    body_timeout_s: float = 30.0
+    max_json_depth: int = 64
+    max_n: int | None = 16
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """``bearer_token``: when set, ``GET /metrics`` needs ``Authorization: Bearer <token>``."""
+
+    bearer_token: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +104,7 @@ class GatewayConfig:
     keys: Mapping[str, KeyConfig] = field(default_factory=dict)
     orgs: Mapping[str, OrgConfig] = field(default_factory=dict)
     log: LogConfig = field(default_factory=LogConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     @property
     def open_mode(self) -> bool:
@@ -105,7 +118,7 @@ class GatewayConfig:
         return self.limits.default_org_concurrency
 
 
-_SECTIONS = ("upstream", "trim", "limits", "keys", "orgs", "log")
+_SECTIONS = ("upstream", "trim", "limits", "keys", "orgs", "log", "metrics")
 
 
 def load_config(path: str | Path) -> GatewayConfig:
@@ -131,7 +144,8 @@ def parse_config(raw: Mapping[str, Any]) -> GatewayConfig:
     orgs = {name: _org(name, _sub(f"orgs.{name}", t)) for name, t in _table(raw, "orgs").items()}
     keys = {k: _key(k, _sub(f"keys.{k!r}", t)) for k, t in _table(raw, "keys").items()}
     log = _log(_table(raw, "log"))
-    return GatewayConfig(upstream=upstream, trim=trim, limits=limits, keys=keys, orgs=orgs, log=log)
+    metrics = _metrics(_table(raw, "metrics"))
+    return GatewayConfig(upstream=upstream, trim=trim, limits=limits, keys=keys, orgs=orgs, log=log, metrics=metrics)
 
 
 # -- sections -------------------------------------------------------------------------------------------------------
@@ -196,7 +210,12 @@ def _limits(t: Mapping[str, Any]) -> LimitsConfig:
         state=state,
         fail_open=_bool("limits.fail_open", t.get("fail_open", True)),
         state_timeout_s=_pos_float("limits.state_timeout_s", t.get("state_timeout_s", 0.5)),
+        state_breaker_s=_float("limits.state_breaker_s", t.get("state_breaker_s", 2.0), minimum=0.0),
         window_s=_pos_float("limits.window_s", t.get("window_s", 60.0)),
+        max_body_bytes=_int("limits.max_body_bytes", t.get("max_body_bytes", 16 * 1024 * 1024), minimum=1024),
+        body_timeout_s=_pos_float("limits.body_timeout_s", t.get("body_timeout_s", 30.0)),
+        max_json_depth=_int("limits.max_json_depth", t.get("max_json_depth", 64), minimum=4),
+        max_n=_opt_int("limits.max_n", t.get("max_n", 16), minimum=1),
     )
 
 
@@ -215,6 +234,14 @@ def _key(key: str, t: Mapping[str, Any]) -> KeyConfig:
 def _org(name: str, t: Mapping[str, Any]) -> OrgConfig:
     _no_unknown(f"orgs.{name}", t, ("concurrency",))
     return OrgConfig(name=name, concurrency=_opt_int(f"orgs.{name}.concurrency", t.get("concurrency"), minimum=1))
+
+
+def _metrics(t: Mapping[str, Any]) -> MetricsConfig:
+    _no_unknown("metrics", t, MetricsConfig.__slots__)
+    token = _str("metrics.bearer_token", t.get("bearer_token", ""))
+    if any(c.isspace() for c in token):
+        raise ConfigError("metrics.bearer_token must have no spaces")
+    return MetricsConfig(bearer_token=token)
 
 
 def _log(t: Mapping[str, Any]) -> LogConfig:

@@ -189,7 +189,18 @@ class FairGate:
         if not q:
             del self._waiters[user]
 
+    def set_capacity(self, capacity: int) -> None:
+        """A new capacity (a config reload): extra slots go to waiters at once; with fewer, slots in use drain
+        down to it before a waiter gets one."""
+        self.capacity = capacity
+        while self.in_use < self.capacity and self._queued:
+            self.in_use += 1
+            self.release()
+
     def release(self) -> None:
+        if self.in_use > self.capacity:  # over a lowered capacity: this slot goes away
+            self.in_use -= 1
+            return
         while self._waiters:
             user, q = next(iter(self._waiters.items()))
             fut = q.popleft()
@@ -216,6 +227,8 @@ class Gate(Protocol):
     async def acquire(self, user: str, deadline: float) -> float: ...
 
     def release(self) -> None: ...
+
+    def set_capacity(self, capacity: int) -> None: ...
 
 
 class SlotLeases(Protocol):
@@ -277,6 +290,9 @@ class SharedGate:
             raise
         self._held.append(lease)
         return time.monotonic() - t0
+
+    def set_capacity(self, capacity: int) -> None:
+        self.local.set_capacity(capacity)  # the leases in Redis are capped by the local capacity too
 
     def release(self) -> None:
         lease = self._held.pop() if self._held else None

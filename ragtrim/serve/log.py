@@ -1,15 +1,31 @@
 """The opt-in JSONL request log: one line per request with ids, token counts per part, outcome and timings.
 
 Prompt text is written only with ``log_text = true`` (the forwarded request) or ``log_request = true`` (the request
-as the client sent it, an OpenAI body under ``request``): the input for ``ragtrim audit``.
+as the client sent it, an OpenAI body under ``request``): the input for ``ragtrim audit``. Without ``log_text`` no
+client text reaches the log through other fields either: error messages that quote the request, model names and
+removed field names that are not plain identifiers are left out. Lines are encoded and written by one background
+thread, so a large body never costs the event loop its JSON encoding.
 """
 
 from __future__ import annotations
 
 import json
+import queue
+import re
 import threading
 import time
 from typing import IO, Any, Protocol
+
+# What a model id or a field name looks like; anything else may be client text.
+_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
+REDACTED = "<redacted>"
+
+
+def identifier_or_redacted(value: Any) -> Any:
+    """``value`` when it is a plain identifier (a model id, a field name), else ``"<redacted>"`` (None stays)."""
+    if value is None:
+        return None
+    return value if isinstance(value, str) and _IDENTIFIER.fullmatch(value) else REDACTED
 
 
 class _Record(Protocol):
@@ -24,6 +40,8 @@ class _Record(Protocol):
     completion_tokens: int | None
     charged_tokens: int
     error: str
+    error_code: str | None
+    error_client_text: bool
     extra: dict[str, Any]
 
     @property
@@ -40,6 +58,8 @@ class RequestLog:
         self.log_request = log_request
         self._file: IO[str] | None = None
         self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[tuple[dict[str, Any], bytes | None] | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
 
     def entry(self, rec: _Record, now: float) -> dict[str, Any]:
         ident = rec.identity
@@ -54,7 +74,8 @@ class RequestLog:
             "outcome": rec.outcome,
             "status": rec.status,
             "upstream": rec.upstream or None,
-            "error": rec.error or None,
+            "error": (rec.error or None) if self.log_text or not rec.error_client_text else None,
+            "error_code": rec.error_code,
             "timings_ms": {
                 "total": round((now - rec.started) * 1000, 3),
                 "trim": round(p.trim_ms, 3) if p else None,
@@ -63,7 +84,8 @@ class RequestLog:
             },
         }
         if p is not None:
-            e["model"] = p.body.get("model")
+            model = p.body.get("model")
+            e["model"] = model if self.log_text else identifier_or_redacted(model)
             e["stream"] = p.stream
             e["tokens"] = {
                 "prompt_before": p.prompt_tokens_before, "prompt_after": p.prompt_tokens, "saved": p.tokens_saved,
@@ -74,26 +96,49 @@ class RequestLog:
             }
             e["documents"] = {"received": p.documents, "kept": p.documents_kept}
             e["history_turns_folded"] = p.history_turns_folded
-            e["removed_fields"] = list(p.removed_fields)
+            e["removed_fields"] = (list(p.removed_fields) if self.log_text
+                                   else [identifier_or_redacted(f) for f in p.removed_fields])
             if self.log_text:
                 e["forwarded"] = p.body
-        raw = rec.extra.get("request_body")
-        if self.log_request and isinstance(raw, bytes):
-            try:
-                e["request"] = json.loads(raw)
-            except ValueError:  # logged as sent, so that a bad request can be read back
-                e["request"] = raw.decode("utf-8", "replace")
         return e
 
     def write(self, rec: _Record, now: float) -> None:
-        line = json.dumps(self.entry(rec, now), ensure_ascii=False, default=str)
-        with self._lock:
+        """Queue one line; the writer thread decodes the request body (``log_request``), encodes and writes it."""
+        raw = rec.extra.get("request_body")
+        self._queue.put((self.entry(rec, now), raw if self.log_request and isinstance(raw, bytes) else None))
+        if self._writer is None:
+            with self._lock:
+                if self._writer is None:
+                    self._writer = threading.Thread(target=self._run, name="ragtrim-request-log", daemon=True)
+                    self._writer.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            entry, raw = item
+            if raw is not None:
+                try:
+                    entry["request"] = json.loads(raw)
+                except (ValueError, RecursionError):  # logged as sent, so that a bad request can be read back
+                    entry["request"] = raw.decode("utf-8", "replace")
+            try:
+                line = json.dumps(entry, ensure_ascii=False, default=str)
+            except (ValueError, RecursionError):  # a body nested past the encoder's limit
+                entry["request"] = raw.decode("utf-8", "replace") if raw is not None else None
+                line = json.dumps(entry, ensure_ascii=False, default=str)
             if self._file is None:
                 self._file = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 (kept open)
             self._file.write(line + "\n")
 
     def close(self) -> None:
+        """Write what is queued, then close the file."""
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            self._queue.put(None)
+            writer.join(timeout=30)
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -25,6 +25,10 @@ class GatewayMetrics:
         self.in_flight = Gauge("ragtrim_serve_in_flight", "Requests holding a slot, per org", ["org"], registry=r)
         self.queued = Gauge("ragtrim_serve_queued", "Requests waiting for a slot, per org", ["org"], registry=r)
         self.state_errors = Counter("ragtrim_serve_state_errors", "Shared-state (Redis) failures", registry=r)
+        self.errors = Counter("ragtrim_serve_errors", "Error answers by endpoint, status and error code",
+                              ["endpoint", "status", "code"], registry=r)
+        self.reloads = Counter("ragtrim_serve_config_reloads", "Config reloads on SIGHUP by result (applied, refused)",
+                               ["result"], registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -7,8 +7,9 @@ store does the read-check-charge in one Lua script on the server's clock, so rep
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ragtrim.serve.limits import RateDecision, StateUnavailable, WindowState, window_decision
 
@@ -18,6 +19,44 @@ try:
     _REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError, TimeoutError)
 except ImportError:  # pragma: no cover - the memory store needs no redis
     _REDIS_ERRORS = (OSError, TimeoutError)
+
+
+T = TypeVar("T")
+_PING_ERRORS: tuple[type[BaseException], ...] = (*_REDIS_ERRORS, StateUnavailable)
+
+
+class Breaker:
+    """A short circuit breaker: after a failure, calls fail at once for ``open_s`` seconds instead of each waiting
+    out the timeout; then one call (the probe) tries again while the others keep failing fast, and its success
+    closes the breaker. ``open_s = 0`` turns it off."""
+
+    def __init__(self, open_s: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.open_s = open_s
+        self.clock = clock
+        self._open_until = 0.0
+        self._tripped = False
+        self._probing = False
+
+    @property
+    def is_open(self) -> bool:
+        return self._tripped and (self._probing or self.clock() < self._open_until)
+
+    async def call(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
+        if self.open_s > 0 and self._tripped:
+            if self._probing or self.clock() < self._open_until:
+                raise StateUnavailable(f"{what}: circuit open after a failure (retried every {self.open_s:g} s)")
+            self._probing = True
+        try:
+            result = await fn()
+        except BaseException as exc:
+            self._probing = False
+            if isinstance(exc, _REDIS_ERRORS):
+                self._tripped = True
+                self._open_until = self.clock() + self.open_s
+            raise
+        self._probing = False
+        self._tripped = False
+        return result
 
 
 class RateStore(Protocol):
@@ -118,12 +157,13 @@ return 1
 class RedisRateStore:
     """Windows in Redis hashes ``<prefix>:<key>:<window index>``, decided atomically by a Lua script."""
 
-    def __init__(self, *, url: str, window_s: float = 60.0, timeout_s: float = 0.5,
+    def __init__(self, *, url: str, window_s: float = 60.0, timeout_s: float = 0.5, breaker_s: float = 2.0,
                  prefix: str = "ragtrim:rl") -> None:
         self.url = url
         self.window_s = window_s
         self.timeout_s = timeout_s
         self.prefix = prefix
+        self.breaker = Breaker(breaker_s)
         self._client: Any = None
         self._acquire: Any = None
         self._adjust: Any = None
@@ -145,9 +185,9 @@ class RedisRateStore:
     async def acquire(self, key: str, rpm: int | None, tpm: int | None, tokens: int) -> RateDecision:
         self._redis()
         try:
-            ok, pr, cr, pt, ct, frac_e6 = await self._acquire(
+            ok, pr, cr, pt, ct, frac_e6 = await self.call(lambda: self._acquire(
                 keys=[f"{self.prefix}:{key}"],
-                args=[int(self.window_s * 1000), -1 if rpm is None else rpm, -1 if tpm is None else tpm, tokens])
+                args=[int(self.window_s * 1000), -1 if rpm is None else rpm, -1 if tpm is None else tpm, tokens]))
         except _REDIS_ERRORS as exc:
             raise StateUnavailable(f"redis at {self.url}: {exc}") from exc
         frac = int(frac_e6) / 1e6
@@ -163,15 +203,20 @@ class RedisRateStore:
             return
         self._redis()
         try:
-            await self._adjust(keys=[f"{self.prefix}:{key}"],
-                               args=[int(self.window_s * 1000), requests_delta, tokens_delta])
+            await self.call(lambda: self._adjust(keys=[f"{self.prefix}:{key}"],
+                                                 args=[int(self.window_s * 1000), requests_delta, tokens_delta]))
         except _REDIS_ERRORS as exc:
             raise StateUnavailable(f"redis at {self.url}: {exc}") from exc
 
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """One Redis call through the circuit breaker (StateUnavailable at once while it is open)."""
+        return await self.breaker.call(f"redis at {self.url}", fn)
+
     async def ping(self) -> bool:
+        client = self._redis()
         try:
-            return bool(await self._redis().ping())
-        except _REDIS_ERRORS:
+            return bool(await self.call(client.ping))
+        except _PING_ERRORS:
             return False
 
     async def close(self) -> None:
@@ -180,10 +225,11 @@ class RedisRateStore:
             self._client = None
 
 
-def make_store(state: str, *, window_s: float, timeout_s: float) -> MemoryRateStore | RedisRateStore:
+def make_store(state: str, *, window_s: float, timeout_s: float,
+               breaker_s: float = 2.0) -> MemoryRateStore | RedisRateStore:
     if state == "memory":
         return MemoryRateStore(window_s=window_s)
-    return RedisRateStore(url=state, window_s=window_s, timeout_s=timeout_s)
+    return RedisRateStore(url=state, window_s=window_s, timeout_s=timeout_s, breaker_s=breaker_s)
 
 
 # KEYS[1]: the lease set. ARGV: capacity, lease id, lease ms. Expired leases (a crashed replica's) are dropped first.
@@ -213,12 +259,14 @@ class RedisSlots:
         if self._take is None:
             self._take = client.register_script(_TAKE_SLOT)
         try:
-            return bool(int(await self._take(keys=[f"{self.prefix}:{gate}"], args=[capacity, lease, lease_ms])))
+            return bool(int(await self.store.call(
+                lambda: self._take(keys=[f"{self.prefix}:{gate}"], args=[capacity, lease, lease_ms]))))
         except _REDIS_ERRORS as exc:
             raise StateUnavailable(f"redis at {self.store.url}: {exc}") from exc
 
     async def give_back(self, gate: str, lease: str) -> None:
+        client = self.store._redis()
         try:
-            await self.store._redis().zrem(f"{self.prefix}:{gate}", lease)
-        except _REDIS_ERRORS:
+            await self.store.call(lambda: client.zrem(f"{self.prefix}:{gate}", lease))
+        except _PING_ERRORS:
             return  # the lease expires on its own

@@ -87,7 +87,10 @@ class RelayStream(Response):
             await self.on_close(self.client_gone)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        relay = asyncio.ensure_future(self._relay(send))
+        # HTTP/1.0 has no chunked framing, and ASGI servers frame a body without a length as chunked: an HTTP/1.0
+        # client gets the whole stream as one body with a Content-Length once it is complete.
+        one_body = scope.get("http_version") == "1.0"
+        relay = asyncio.ensure_future(self._relay_whole(send) if one_body else self._relay(send))
         watcher = asyncio.ensure_future(disconnected(receive))
         try:
             done, _ = await asyncio.wait({relay, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -107,6 +110,12 @@ class RelayStream(Response):
 
     async def _close_shielded(self) -> None:
         await asyncio.shield(self.close())
+
+    async def _relay_whole(self, send: Send) -> None:
+        body = b"".join([chunk async for chunk in self.events])
+        headers = [*self.raw_headers, (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": self.status_code, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def _relay(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})

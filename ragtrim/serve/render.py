@@ -40,9 +40,10 @@ DEFAULT_OUTPUT_ESTIMATE = 256
 
 
 class RequestError(ServeError):
-    """The request cannot be forwarded; becomes a 400 OpenAI-style error naming ``param``."""
+    """The request cannot be forwarded; becomes a 400 OpenAI-style error naming ``param``, with OpenAI's codes
+    (``invalid_type``, ``invalid_value``, ``missing_required_parameter``) or the gateway's own."""
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+    def __init__(self, message: str, *, param: str | None = None, code: str = "invalid_value") -> None:
         super().__init__(message)
         self.param = param
         self.code = code
@@ -68,6 +69,7 @@ class Prepared:
     trim_ms: float
     removed_fields: tuple[str, ...]
     prompts: int = 1  # a completions request may carry a batch of prompts, each with its own output
+    largest_input_tokens: int | None = None  # embeddings: the longest input, what max_input_tokens caps
 
     @property
     def tokens_saved(self) -> int:
@@ -76,21 +78,23 @@ class Prepared:
     @property
     def estimated_tokens(self) -> int:
         """The tpm charge on admission: prompt tokens plus the output the request may produce."""
-        n = self.body.get("n", 1)
-        n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
-        return self.prompt_tokens + self.max_output_tokens * n * self.prompts
+        choices = [v for v in (self.body.get("n"), self.body.get("best_of"))
+                   if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+        return self.prompt_tokens + self.max_output_tokens * max(choices, default=1) * self.prompts
 
 
 def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter) -> Prepared:
     t0 = time.perf_counter()
     if not isinstance(body, dict):
-        raise RequestError("the request body must be a JSON object")
+        raise RequestError("the request body must be a JSON object", code="invalid_type")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise RequestError("'messages' must be a non-empty array of message objects", param="messages")
+        raise RequestError("'messages' must be a non-empty array of message objects", param="messages",
+                           code="missing_required_parameter" if messages is None else "invalid_type")
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise RequestError(f"messages[{i}] must be an object with a string 'role'", param=f"messages[{i}]")
+            raise RequestError(f"messages[{i}] must be an object with a string 'role'", param=f"messages[{i}]",
+                               code="invalid_type")
     budget_override = _budget_override(body)
     tag = config.trim.context_tag
     docs = _documents(body.get("documents"))
@@ -124,11 +128,12 @@ def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter) -> Pre
     out, removed = _plain(body, CHAT_FIELDS)
     out["messages"] = final
     max_out = _clamp_output(out, config, ("max_completion_tokens", "max_tokens"))
+    _check_choices(out, config, ("n",))
     stream, wants_usage = _stream_flags(out)
-    prompt_tokens = count_messages(final, counter) + _tools_tokens(out, counter)
+    fields = fields_tokens(out, counter, skip=("messages",))
+    prompt_tokens = count_messages(final, counter) + fields
     if docs or n_folded:
-        before = count_messages(_with_documents(clean, docs, q_index is not None), counter) + \
-            _tools_tokens(out, counter)
+        before = count_messages(_with_documents(clean, docs, q_index is not None), counter) + fields
     else:
         before = prompt_tokens
     return Prepared(
@@ -143,7 +148,7 @@ def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter) -> Pre
 def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter) -> Prepared:
     t0 = time.perf_counter()
     if not isinstance(body, dict):
-        raise RequestError("the request body must be a JSON object")
+        raise RequestError("the request body must be a JSON object", code="invalid_type")
     prompt = body.get("prompt")
     budget_override = _budget_override(body)
     out, removed = _plain(body, COMPLETION_FIELDS)
@@ -172,12 +177,18 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter) 
             prompt_tokens = sum(len(p) for p in prompt)
             n_prompts = len(prompt)
         else:
-            raise RequestError("'prompt' must be a string, an array of strings or token arrays", param="prompt")
+            raise RequestError("'prompt' must be a string, an array of strings or token arrays", param="prompt",
+                               code="invalid_type")
         before = prompt_tokens
     else:
-        raise RequestError("'prompt' must be a non-empty string or array", param="prompt")
+        raise RequestError("'prompt' must be a non-empty string or array", param="prompt",
+                           code="missing_required_parameter" if prompt is None else "invalid_type")
     max_out = _clamp_output(out, config, ("max_tokens",))
+    _check_choices(out, config, ("n", "best_of"))
     stream, wants_usage = _stream_flags(out)
+    fields = fields_tokens(out, counter, skip=("prompt",))
+    prompt_tokens += fields
+    before += fields
     return Prepared(
         body=out, stream=stream, client_wants_usage=wants_usage, prompt_tokens_before=before,
         prompt_tokens=prompt_tokens, documents=len(docs), documents_kept=len(kept),
@@ -187,12 +198,51 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter) 
     )
 
 
+EMBEDDING_FIELDS = frozenset({"model", "input", "encoding_format", "dimensions", "user"})
+
+
+def prepare_embeddings(body: Any, config: GatewayConfig, counter: TokenCounter) -> Prepared:
+    """An embeddings request: ``input`` is a string, an array of strings, a token array or an array of token
+    arrays; each input is counted (``max_input_tokens`` caps the longest), nothing is trimmed."""
+    t0 = time.perf_counter()
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object", code="invalid_type")
+    inp = body.get("input")
+    sizes: list[int]
+    if isinstance(inp, str):
+        sizes = [count_text(inp, counter)]
+    elif isinstance(inp, list) and inp:
+        if all(isinstance(x, str) for x in inp):
+            sizes = [count_text(x, counter) for x in inp]
+        elif all(isinstance(x, int) and not isinstance(x, bool) for x in inp):
+            sizes = [len(inp)]
+        elif all(isinstance(x, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in x)
+                 for x in inp):
+            sizes = [len(x) for x in inp]
+        else:
+            raise RequestError("'input' must be a string, an array of strings, a token array or an array of token "
+                               "arrays", param="input", code="invalid_type")
+    else:
+        raise RequestError("'input' must be a non-empty string or array", param="input",
+                           code="missing_required_parameter" if inp is None else "invalid_type")
+    out, removed = _plain(body, EMBEDDING_FIELDS)
+    tokens = sum(sizes)
+    return Prepared(
+        body=out, stream=False, client_wants_usage=False, prompt_tokens_before=tokens, prompt_tokens=tokens,
+        documents=0, documents_kept=0, document_tokens_before=0, document_tokens_after=0, history_turns_folded=0,
+        history_tokens_before=0, history_tokens_after=0, max_output_tokens=0,
+        trim_ms=(time.perf_counter() - t0) * 1000, removed_fields=removed, prompts=len(sizes),
+        largest_input_tokens=max(sizes),
+    )
+
+
 # -- documents ------------------------------------------------------------------------------------------------------
 def _documents(raw: Any) -> list[str]:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise RequestError("'documents' must be an array of strings or {\"text\", \"id\"} objects", param="documents")
+        raise RequestError("'documents' must be an array of strings or {\"text\", \"id\"} objects", param="documents",
+                           code="invalid_type")
     docs = []
     for i, d in enumerate(raw):
         if isinstance(d, str):
@@ -202,7 +252,7 @@ def _documents(raw: Any) -> list[str]:
             text = f"{title}\n{d['text']}" if isinstance(title, str) and title else d["text"]
         else:
             raise RequestError(f"documents[{i}] must be a string or an object with a string 'text'",
-                               param=f"documents[{i}]")
+                               param=f"documents[{i}]", code="invalid_type")
         if text.strip():
             docs.append(text.strip())
     return docs
@@ -220,16 +270,17 @@ def _budget_override(body: Mapping[str, Any]) -> int | None:
     if extra is None:
         return None
     if not isinstance(extra, dict):
-        raise RequestError("'ragtrim' must be an object such as {\"budget\": 500}", param="ragtrim")
+        raise RequestError("'ragtrim' must be an object such as {\"budget\": 500}", param="ragtrim",
+                           code="invalid_type")
     unknown = set(extra) - {"budget"}
     if unknown:
-        raise RequestError(f"unknown 'ragtrim' option {min(unknown)!r}; only 'budget' is accepted",
-                           param="ragtrim")
+        raise RequestError("unknown 'ragtrim' option; only 'budget' is accepted", param="ragtrim",
+                           code="unknown_parameter")
     b = extra.get("budget")
     if b is None:
         return None
     if isinstance(b, bool) or not isinstance(b, int) or b < 0:
-        raise RequestError(f"ragtrim.budget must be an integer token count >= 0, got {b!r}", param="ragtrim.budget")
+        raise RequestError("ragtrim.budget must be an integer token count >= 0", param="ragtrim.budget")
     return b
 
 
@@ -251,7 +302,7 @@ def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter:
                     override: int | None) -> tuple[list[str], int, int]:
     if not docs:
         return [], 0, 0
-    tokens = sum(counter.count(d) for d in docs)
+    tokens = sum(count_text(d, counter) for d in docs)
     budget = document_budget(tokens, config.trim.budget, override)
     if budget is None or budget >= tokens:
         return docs, tokens, tokens
@@ -317,14 +368,60 @@ def _fold_history(messages: list[dict[str, Any]], q_index: int | None, config: G
     return folded, len(hist.folded_turn_ids), hist.tokens_before, hist.tokens_after
 
 
+PIECE_CHARS = 1 << 16
+"""Texts longer than this are counted in pieces (see ``count_text``)."""
+
+
 def count_text(text: str, counter: TokenCounter) -> int:
-    return counter.count(text) if text else 0
+    """Tokens of ``text``. A long text is counted in pieces of at most ``PIECE_CHARS`` characters, each cut just
+    before a space that precedes a non-space: a pre-token boundary of the BPE tokenizers (tiktoken's and the
+    Hugging Face byte-level and metaspace ones start a new pre-token there), so the sum is the whole text's count.
+    Whole, a 12 MB message became a list of 1.8 million ints in one call: 65 MB at once, and 50-90 ms during
+    which the tokenizer held the interpreter lock."""
+    if not text:
+        return 0
+    if len(text) <= PIECE_CHARS:
+        return counter.count(text)
+    total = 0
+    start, n = 0, len(text)
+    while start < n:
+        end = min(n, start + PIECE_CHARS)
+        if end < n:
+            cut = _space_before_word(text, start + PIECE_CHARS // 2, end)
+            if cut > start:
+                end = cut
+        total += counter.count(text[start:end])
+        start = end
+    return total
+
+
+def _space_before_word(text: str, lo: int, hi: int) -> int:
+    """The last index in [lo, hi) holding a space followed by a non-space character (-1 when none)."""
+    i = text.rfind(" ", lo, hi)
+    while i >= lo:
+        if i + 1 < len(text) and not text[i + 1].isspace():
+            return i
+        i = text.rfind(" ", lo, i)
+    return -1
 
 
 def count_messages(messages: Sequence[Mapping[str, Any]], counter: TokenCounter) -> int:
+    """Prompt tokens of chat messages: OpenAI's framing, the text of each message, and every other text-bearing
+    thing a message carries (names, tool calls, non-text parts, other fields), so that none of it slips past
+    ``max_input_tokens``. Media parts (images, audio, files) are the model server's to count."""
     total = TOKENS_PER_REPLY
     for m in messages:
-        total += TOKENS_PER_MESSAGE + count_text(_text_of(m.get("content")), counter)
+        content = m.get("content")
+        total += TOKENS_PER_MESSAGE + count_text(_text_of(content), counter)
+        if isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                    continue  # counted in the text above
+                if isinstance(part, dict) and part.get("type") in MEDIA_PARTS:
+                    continue
+                total += json_tokens(part, counter)
+        elif content is not None and not isinstance(content, str):
+            total += json_tokens(content, counter)
         name = m.get("name")
         if isinstance(name, str):
             total += count_text(name, counter)
@@ -335,16 +432,47 @@ def count_messages(messages: Sequence[Mapping[str, Any]], counter: TokenCounter)
                 if isinstance(fn, dict):
                     total += count_text(str(fn.get("name", "")), counter)
                     total += count_text(str(fn.get("arguments", "")), counter)
+                else:
+                    total += json_tokens(c, counter)
+        elif calls is not None:
+            total += json_tokens(calls, counter)
+        for key, value in m.items():
+            if key not in _MESSAGE_COUNTED and value is not None:
+                total += json_tokens(value, counter)
     return total
 
 
-def _tools_tokens(body: Mapping[str, Any], counter: TokenCounter) -> int:
-    tools = body.get("tools")
-    if not tools:
-        return 0
+# Message keys counted above (``role`` is framing).
+_MESSAGE_COUNTED = frozenset({"role", "content", "name", "tool_calls"})
+MEDIA_PARTS = frozenset({"image_url", "input_audio", "file", "video_url", "audio_url", "input_image", "input_file"})
+"""Content part types whose payload is media, not text: counted by the model server, bounded by
+``limits.max_body_bytes`` here."""
+# Top-level fields that carry no text the model reads (numbers, flags, the model name).
+_FIELDS_WITHOUT_TEXT = frozenset({
+    "model", "stream", "stream_options", "n", "best_of", "max_tokens", "max_completion_tokens", "temperature",
+    "top_p", "frequency_penalty", "presence_penalty", "seed", "logprobs", "top_logprobs", "echo", "store",
+    "parallel_tool_calls", "service_tier", "reasoning_effort", "modalities", "encoding_format", "dimensions",
+})
+
+
+def fields_tokens(body: Mapping[str, Any], counter: TokenCounter, *, skip: tuple[str, ...]) -> int:
+    """Tokens of every forwarded field besides the prompt that can carry text (``tools``, ``response_format``,
+    ``prediction``, ``stop``, ``metadata``, ``suffix``, ...), counted as their compact JSON."""
+    total = 0
+    for key, value in body.items():
+        if key in skip or key in _FIELDS_WITHOUT_TEXT or value is None or isinstance(value, (bool, int, float)):
+            continue
+        total += json_tokens(value, counter)
+    return total
+
+
+def json_tokens(value: Any, counter: TokenCounter) -> int:
+    """Tokens of ``value`` as compact JSON (a plain string as itself)."""
+    if isinstance(value, str):
+        return count_text(value, counter)
     import json
 
-    return count_text(json.dumps(tools, separators=(",", ":")), counter)
+    return count_text(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str), counter)
 
 
 # -- fields and limits ----------------------------------------------------------------------------------------------
@@ -359,8 +487,10 @@ def _clamp_output(out: dict[str, Any], config: GatewayConfig, names: tuple[str, 
     present = [n for n in names if out.get(n) is not None]
     for n in present:
         v = out[n]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise RequestError(f"{n} must be an integer >= 1, got {v!r}", param=n)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise RequestError(f"{n} must be an integer >= 1, got a {type(v).__name__}", param=n, code="invalid_type")
+        if v < 1:
+            raise RequestError(f"{n} must be an integer >= 1, got {v}", param=n)
         if cap is not None and v > cap:
             out[n] = cap
     if not present:
@@ -371,12 +501,40 @@ def _clamp_output(out: dict[str, Any], config: GatewayConfig, names: tuple[str, 
     return min(int(out[n]) for n in present)
 
 
+def _check_choices(out: Mapping[str, Any], config: GatewayConfig, names: tuple[str, ...]) -> None:
+    """``n`` (and ``best_of``): an integer >= 1 and at most ``limits.max_n``: each choice is a full generation."""
+    cap = config.limits.max_n
+    for name in names:
+        v = out.get(name)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise RequestError(f"{name} must be an integer >= 1, got {type(v).__name__}", param=name,
+                               code="invalid_type")
+        if v < 1:
+            raise RequestError(f"{name} must be an integer >= 1, got {v}", param=name)
+        if cap is not None and v > cap:
+            raise RequestError(f"{name} must be at most {cap} on this gateway (limits.max_n), got {v}", param=name)
+
+
 def _stream_flags(out: dict[str, Any]) -> tuple[bool, bool]:
-    stream = out.get("stream") is True
+    raw = out.get("stream")
+    if raw is not None and not isinstance(raw, bool):
+        # "stream": "yes" or 1 used to be relayed as an SSE body under a JSON content type.
+        raise RequestError(f"'stream' must be true or false, got a {type(raw).__name__}", param="stream",
+                           code="invalid_type")
+    opts = out.get("stream_options")
+    if opts is not None:
+        if not isinstance(opts, dict):
+            raise RequestError(f"'stream_options' must be an object, got a {type(opts).__name__}",
+                               param="stream_options", code="invalid_type")
+        if opts.get("include_usage") is not None and not isinstance(opts.get("include_usage"), bool):
+            raise RequestError("'stream_options.include_usage' must be true or false",
+                               param="stream_options.include_usage", code="invalid_type")
+    stream = raw is True
     if not stream:
         out.pop("stream_options", None)
         return False, False
-    opts = out.get("stream_options")
     wants = isinstance(opts, dict) and opts.get("include_usage") is True
     # Ask the upstream for usage so the tpm charge can be corrected; the gateway drops that chunk again when the
     # client did not ask for it.

@@ -20,13 +20,13 @@ from ragtrim.serve.upstream import UpstreamError
 try:  # orjson is several times faster on the hot path; the stdlib is the fallback
     import orjson
 
-    def loads(raw: bytes) -> Any:
+    def loads(raw: bytes | bytearray) -> Any:
         return orjson.loads(raw)
 
     def dumps(obj: Any) -> bytes:
         return orjson.dumps(obj)
 except ImportError:  # pragma: no cover
-    def loads(raw: bytes) -> Any:
+    def loads(raw: bytes | bytearray) -> Any:
         return json.loads(raw)
 
     def dumps(obj: Any) -> bytes:
@@ -34,10 +34,12 @@ except ImportError:  # pragma: no cover
 
 
 class GatewayError(ServeError):
-    """Becomes an OpenAI-style error response."""
+    """Becomes an OpenAI-style error response: ``{"error": {"message", "type", "param", "code"}}``, always with a
+    ``code``. ``client_text``: the message may quote what the client sent (so the request log leaves it out
+    unless ``log.log_text`` is on)."""
 
-    def __init__(self, status: int, message: str, *, type_: str, code: str | None = None, param: str | None = None,
-                 headers: dict[str, str] | None = None, outcome: str = "error") -> None:
+    def __init__(self, status: int, message: str, *, type_: str, code: str, param: str | None = None,
+                 headers: dict[str, str] | None = None, outcome: str = "error", client_text: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.type = type_
@@ -45,11 +47,18 @@ class GatewayError(ServeError):
         self.param = param
         self.headers = headers or {}
         self.outcome = outcome
+        self.client_text = client_text
 
     def response(self, request_id: str) -> Response:
-        body = {"error": {"message": str(self), "type": self.type, "param": self.param, "code": self.code}}
-        return Response(dumps(body), status_code=self.status, media_type="application/json",
-                        headers={**self.headers, "x-request-id": request_id})
+        return error_response(self.status, str(self), type_=self.type, code=self.code, param=self.param,
+                              headers={**self.headers, "x-request-id": request_id})
+
+
+def error_response(status: int, message: str, *, type_: str, code: str, param: str | None = None,
+                   headers: dict[str, str] | None = None) -> Response:
+    """An OpenAI-style JSON error response."""
+    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return Response(dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
 def request_id(request: Request) -> str:
@@ -92,18 +101,30 @@ def usage_of(body: bytes) -> dict[str, Any] | None:
 
 
 def relay_error(status: int, body: bytes, headers: dict[str, str]) -> Response:
-    """Pass an upstream error on; wrap it OpenAI-style when the upstream's body is not."""
+    """Pass an upstream error on; wrap it OpenAI-style when the upstream's body is not, and give it a ``code``
+    (``upstream_<status>``) when the upstream gave none."""
     try:
         obj = loads(body)
         if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
-            return Response(body, status_code=status, media_type="application/json", headers=headers)
+            if isinstance(obj["error"].get("code"), str) and obj["error"]["code"]:
+                return Response(body, status_code=status, media_type="application/json", headers=headers)
+            obj["error"] = {**obj["error"], "code": upstream_code(status, obj["error"].get("code"))}
+            return Response(dumps(obj), status_code=status, media_type="application/json", headers=headers)
         message = obj.get("message") or obj.get("detail") or obj.get("error") if isinstance(obj, dict) else obj
     except ValueError:
         message = body[:500].decode("utf-8", "replace")
-    err = {"error": {"message": f"upstream answered {status}: {message}", "type": "upstream_error", "param": None,
-                     "code": status}}
+    err = {"error": {"message": f"upstream answered {status}: {str(message)[:500]}", "type": "upstream_error",
+                     "param": None, "code": upstream_code(status, None)}}
     return Response(dumps(err), status_code=status if status >= 400 else 502, media_type="application/json",
                     headers=headers)
+
+
+def upstream_code(status: int, given: Any) -> str:
+    """A string code for an upstream error: the upstream's own when it gave one (vLLM sends the status as an int),
+    else ``upstream_<status>``."""
+    if isinstance(given, str) and given:
+        return given
+    return f"upstream_{status}"
 
 
 def upstream_failed(exc: UpstreamError) -> GatewayError:

@@ -110,6 +110,16 @@ def _neighbour_max(vals: list[float], width: int) -> list[float | None]:
     return out
 
 
+def _starts_line(text: str, pos: int) -> bool:
+    """True when the whitespace before ``pos`` holds a line break (a sentence span starts after its whitespace)."""
+    i = pos - 1
+    while i >= 0 and text[i].isspace():
+        if text[i] == "\n":
+            return True
+        i -= 1
+    return False
+
+
 @bounded_cache(max_entries=16384, weigh=weigh_text_and_items(120))
 def _cached_parts(text: str) -> tuple[tuple[int, int, str], ...]:
     """The non-blank sentences of ``text``, as span and stripped text (cached: the prefetch and ``run`` both split
@@ -143,7 +153,8 @@ class SentenceCompressor(Stage):
         context_sentences, context_weight: how far and how strongly a sentence's priority spills to neighbours.
         chunk_weight: weight of the chunk's own relevance in each sentence's priority, in [0, 1].
         answer_hint_weight: bonus for sentences with a date ("when" questions) or a number ("how many").
-        separator: joins non-adjacent kept sentences.
+        separator: joins non-adjacent kept sentences (a blank separator becomes a line break before a kept unit
+            that starts a line, such as a table row or a list item).
 
     Trace: a shortened chunk gets a ``compressed``/``shortened`` record ("kept 2 of 7 sentences"); with a target,
     a chunk none of whose sentences made it is dropped with ``over_budget``; a chunk that compression made
@@ -194,7 +205,7 @@ class SentenceCompressor(Stage):
         would change) are left out."""
         plain = tuple(c for c in context.chunks if "<" not in c.text and not c.pinned)
         scorer = get_scorer(self.scorer)
-        if isinstance(scorer, BM25Scorer):
+        if isinstance(scorer, BM25Scorer) and scorer.analyzer == "script":
             for c in plain:
                 prime_tokens(c.text, sentence_spans(c.text), stopwords=scorer.stopwords)
         for s in self._split(plain, counter):
@@ -307,7 +318,16 @@ class SentenceCompressor(Stage):
                 runs[-1] = (runs[-1][0], s.end)
             else:
                 runs.append((s.start, s.end))
-        return self.separator.join(text[a:b].strip() for a, b in runs)
+        if not runs:
+            return ""
+        # A unit that starts a line (a table row, a list item, a heading) stays on its own line when the separator is
+        # blank: "| Plan | Limit |" and "| Pro | 200 GB |" joined by a space would no longer read as a table.
+        line_sep = "\n" if not self.separator.strip() else self.separator
+        parts = [text[runs[0][0]:runs[0][1]].strip()]
+        for a, b in runs[1:]:
+            parts.append(line_sep if _starts_line(text, a) else self.separator)
+            parts.append(text[a:b].strip())
+        return "".join(parts)
 
     def _fit(self, chunks: tuple[Chunk, ...], sentences: list[_Sentence], chosen: set[int], order: list[int],
              target: int, pinned: int, counter: TokenCounter) -> dict[int, str]:

@@ -1,4 +1,5 @@
-"""Drop exact duplicates (same normalized text) and near duplicates (word-shingle Jaccard >= threshold).
+"""Drop exact duplicates (same normalized text) and near duplicates (shingle Jaccard >= threshold) whose numbers,
+dates, versions and amounts agree.
 
 Near-duplicate candidates come from seeded MinHash signatures with LSH banding; every candidate is confirmed with
 the exact Jaccard of the two shingle sets, so a chunk is only ever dropped for a measured similarity.
@@ -18,7 +19,13 @@ How duplicates are decided:
   empty chunks are exact duplicates of each other. Template lines (below) play no part here.
 * Near: words are ``\\w+`` runs of the normalized text (punctuation is ignored). Shingles never cross a line break:
   each line (``str.splitlines``) is shingled on its own into runs of ``shingle_words`` consecutive words, and a line
-  with fewer words contributes one shingle of all its words; a chunk with no words is never a near duplicate.
+  with fewer words contributes one shingle of all its words; a chunk with no words is never a near duplicate. A line
+  whose letters are mostly Han or Kana (Japanese, Chinese: no spaces between words) is shingled by
+  ``shingle_chars`` characters instead, each Han/Kana character a token.
+* Values (``keep_differing_values``): a pair at or above the threshold is not merged when the two chunks hold
+  different numbers, dates, versions or amounts in the same context (``ragtrim.dedup.values``); the chunk is matched
+  against the next most similar kept chunk, and kept when none agrees. Such chunks are listed in the trace info
+  (``value_conflicts``, ``value_conflict_details``).
 * Template lines (site-template detection): a line whose words recur verbatim in at least ``template_min_chunks``
   distinct chunks of the batch (distinct normalized texts, so exact copies do not inflate the count) and that has
   at most ``template_max_words`` words is boilerplate ("Read more", "Skip to main content"). Its shingles are left
@@ -46,7 +53,8 @@ from typing import ClassVar, Literal, get_args
 from ragtrim._util.validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
 from ragtrim.dedup.engine import CandidateStrategy, build_shingle_sets, find_near_duplicates
-from ragtrim.dedup.shingles import nfkc_lower
+from ragtrim.dedup.shingles import SHINGLE_CHARS, nfkc_lower
+from ragtrim.dedup.values import ValueIndex
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
 from ragtrim.stages.base import Stage, register_stage
@@ -69,9 +77,10 @@ class DuplicateFilter(Stage):
     """Drop exact and near-duplicate chunks, keeping the best-scored (or first) copy.
 
     Parameters:
-        threshold: word-shingle Jaccard at or above which two chunks are near duplicates (0 < threshold <= 1).
+        threshold: shingle Jaccard at or above which two chunks are near duplicates (0 < threshold <= 1).
         num_perm: MinHash permutations (more: fewer LSH misses, slower).
         shingle_words: words per shingle.
+        shingle_chars: characters per shingle on lines written mostly in Han or Kana (no spaces between words).
         seed: seed of the MinHash permutations and LSH band hashing (same seed, same result).
         exact: drop chunks whose normalized text equals a kept chunk's.
         near: drop chunks whose shingle Jaccard with a kept chunk is >= ``threshold``.
@@ -79,11 +88,16 @@ class DuplicateFilter(Stage):
             ``"first"`` keeps the earliest copy.
         template_min_chunks: a line found in at least this many distinct chunks of the batch (and no longer than
             ``template_max_words``) is a template line, left out of near-duplicate comparison; ``None`` disables.
-        template_max_words: longest line (in words) that can be a template line.
+        template_max_words: longest line (in words) that can be a template line (a Han/Kana line: two characters a
+            word).
+        keep_differing_values: never merge two chunks whose numbers, dates, versions or amounts differ in the same
+            context; ``False`` merges them anyway and says so in the removal's detail.
 
     Each dropped chunk gets a removal with reason ``exact_duplicate`` or ``near_duplicate``, ``kept_id`` naming the
     chunk it duplicated, and a detail such as ``"jaccard 0.91 with chunk 17"`` (plus ``", 2 template lines not
-    compared"`` when template lines of either chunk were left out). Output keeps the input order.
+    compared"`` when template lines of either chunk were left out). A chunk kept only because its values differ is
+    counted in ``info["value_conflicts"]`` and described in ``info["value_conflict_details"]`` (``"chunk 4 kept
+    beside chunk 3 (jaccard 0.90): 600 vs 60 (after 'plan allows')"``). Output keeps the input order.
     """
 
     name = "dedup"
@@ -92,6 +106,7 @@ class DuplicateFilter(Stage):
         "threshold": [Interval(float, 0.0, 1.0, closed="right")],
         "num_perm": [Interval(int, 8, 4096)],
         "shingle_words": [Interval(int, 1, 32)],
+        "shingle_chars": [Interval(int, 1, 64)],
         "seed": [Interval(int, 0, 2**32 - 1)],
         "exact": [Boolean()],
         "near": [Boolean()],
@@ -100,17 +115,20 @@ class DuplicateFilter(Stage):
         # detection needs, so the smallest useful value is 3.
         "template_min_chunks": [Interval(int, 3, None), None],
         "template_max_words": [Interval(int, 1, None)],
+        "keep_differing_values": [Boolean()],
     }
 
     threshold: float = 0.8
     num_perm: int = 128
     shingle_words: int = 3
+    shingle_chars: int = SHINGLE_CHARS
     seed: int = 1
     exact: bool = True
     near: bool = True
     keep: KeepPolicy = "best"
     template_min_chunks: int | None = 3
     template_max_words: int = 20
+    keep_differing_values: bool = True
 
     def _check_params(self) -> None:
         if not self.exact and not self.near:
@@ -146,8 +164,9 @@ class DuplicateFilter(Stage):
 
         method = "none"
         n_template = capped = 0
+        conflicts: list[str] = []
         if self.near and len(survivors) > 1:
-            method, n_template, capped = self._near(chunks, folded, survivors, distinct, dropped)
+            method, n_template, capped = self._near(chunks, folded, survivors, distinct, dropped, conflicts)
         out = tuple(c for i, c in enumerate(chunks) if i not in dropped)
         removals = tuple(dropped[i] for i in sorted(dropped))
         exact_n = sum(r.reason == "exact_duplicate" for r in removals)
@@ -156,7 +175,8 @@ class DuplicateFilter(Stage):
             removals,
             info={"exact_duplicates": exact_n, "near_duplicates": len(removals) - exact_n,
                   "near_method": method, "template_lines": n_template, "chunks_in": n,
-                  "near_candidates_capped": capped},
+                  "near_candidates_capped": capped, "value_conflicts": len(conflicts),
+                  "value_conflict_details": conflicts},
         )
 
     def _strategy(self, folded: list[str], survivors: list[int]) -> CandidateStrategy:
@@ -168,15 +188,23 @@ class DuplicateFilter(Stage):
         return "inverted_index"
 
     def _near(self, chunks: tuple[Chunk, ...], folded: list[str], survivors: list[int], distinct: list[int],
-              dropped: dict[int, Removal]) -> tuple[str, int, int]:
+              dropped: dict[int, Removal], conflicts: list[str]) -> tuple[str, int, int]:
         strategy = self._strategy(folded, survivors)
         shingles = build_shingle_sets(folded, survivors, distinct, shingle_words=self.shingle_words,
+                                      shingle_chars=self.shingle_chars,
                                       template_min_chunks=self.template_min_chunks,
                                       template_max_words=self.template_max_words,
                                       python_sets=strategy == "prefix_filter")
+        values = ValueIndex(shingles.content_lines)  # read only for chunks in a pair at or above the threshold
+
+        def values_differ(i: int, j: int) -> str | None:
+            found = values.conflict(i, j)
+            return None if found is None else found.describe()
+
         search = find_near_duplicates(shingles.sets, survivors, threshold=self.threshold, strategy=strategy,
                                       num_perm=self.num_perm, seed=self.seed,
-                                      protected={i for i in survivors if chunks[i].pinned})
+                                      protected={i for i in survivors if chunks[i].pinned},
+                                      conflict=values_differ if self.keep_differing_values else None)
         ignored = shingles.ignored_lines
         for match in search.duplicates:
             i, kept_chunk = match.index, chunks[match.kept]
@@ -184,7 +212,14 @@ class DuplicateFilter(Stage):
             n_ignored = ignored[i] + ignored[match.kept]
             if n_ignored:
                 detail += f", {n_ignored} template line{'s' if n_ignored > 1 else ''} not compared"
+            if not self.keep_differing_values:
+                differ = values_differ(i, match.kept)
+                if differ is not None:
+                    detail += f", merged although values differ: {differ}"
             dropped[i] = Removal(chunks[i].id, self.name, "near_duplicate", chunks[i].token_count or 0,
                                  detail, kept_id=kept_chunk.id)
+        for block in search.blocked:
+            conflicts.append(f"chunk {chunks[block.index].id} kept beside chunk {chunks[block.other].id} "
+                             f"(jaccard {block.jaccard:.2f}): values differ, {block.reason}")
         method = "minhash_lsh" if strategy == "minhash_lsh" else "exact_pairwise"
         return method, shingles.template_lines, search.capped

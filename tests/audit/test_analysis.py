@@ -171,11 +171,16 @@ class TestDocuments:
         assert out[0].exact_duplicate_tokens == 60  # the upper-case copy: same normalized text
         assert out[0].near_duplicate_tokens == 60 and out[0].repeated_tokens == 0
         assert out[1].repeated_tokens == 60  # `text` again, in a later request
-        assert out[1].near_duplicate_tokens == cache.counts([html])[0]  # the page holds the same passage
-        assert out[1].boilerplate_tokens == 0  # only kept copies count: dedup removes the page first
+        # In the pipeline's order: the HTML stage cleans the page first (nav and footer: 67 - 60 = 7 tokens), then
+        # dedup drops the cleaned page, the same passage as `text`, at its cleaned size.
+        assert cache.counts([html])[0] == 67
+        assert out[1].boilerplate_tokens == 7 and out[1].exact_duplicate_tokens == 60
+        assert out[1].near_duplicate_tokens == 0
         d = docs.to_dict(1000)
-        assert d["within_request"]["exact_duplicate_pieces"] == 1 and d["within_request"]["near_duplicate_pieces"] == 2
-        assert d["html"]["html_pieces"] == 1 and d["distinct_documents"] == 4
+        assert d["within_request"]["exact_duplicate_pieces"] == 2 and d["within_request"]["near_duplicate_pieces"] == 1
+        assert d["within_request"]["exact_duplicate_share_of_prompt"] == 0.12  # 120 of 1,000
+        assert d["within_request"]["near_duplicate_share_of_prompt"] == 0.06
+        assert d["html"]["html_pieces"] == 1 and d["distinct_documents"] == 3
 
     def test_boilerplate_of_a_page(self) -> None:
         cache = CountCache(WhitespaceCounter())

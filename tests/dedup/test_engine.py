@@ -12,6 +12,7 @@ import pytest
 
 from ragtrim.dedup.engine import (
     LSH_MAX_CANDIDATES,
+    BlockedMatch,
     CandidateStrategy,
     ExactJaccard,
     InvertedIndexCandidates,
@@ -112,6 +113,33 @@ class TestFindNearDuplicates:
         assert got.duplicates == (NearDuplicate(1, 2, 1.0),)
 
 
+    @pytest.mark.parametrize("strategy", ["prefix_filter", "inverted_index"])
+    def test_a_refused_match_tries_the_next_and_is_recorded_when_none_is_left(self, strategy: CandidateStrategy) -> None:
+        sets = {0: set(range(10)), 1: {*range(8), 100, 101}, 2: {*range(9), 100}, 3: {*range(10), 100}}
+        refuse = {(2, 0), (3, 0)}  # 2 may join 1 only (tied with 0 at 9/11); 3 reaches only 0
+
+        def conflict(i: int, j: int) -> str | None:
+            return f"{i} differs from {j}" if (i, j) in refuse else None
+
+        data = sets if strategy == "prefix_filter" else as_arrays(sets)
+        got = find_near_duplicates(data, [0, 1, 2, 3], threshold=0.8, strategy=strategy, conflict=conflict)
+        assert got.duplicates == (NearDuplicate(2, 1, 9 / 11),)
+        assert got.blocked == (BlockedMatch(3, 0, 10 / 11, "3 differs from 0"),)
+        assert find_near_duplicates(data, [0, 1, 2, 3], threshold=0.8, strategy=strategy).duplicates == (
+            NearDuplicate(2, 0, 9 / 11), NearDuplicate(3, 0, 10 / 11))
+
+    def test_protected_texts_are_never_checked(self) -> None:
+        calls: list[tuple[int, int]] = []
+
+        def conflict(i: int, j: int) -> str | None:
+            calls.append((i, j))
+            return "no"
+
+        got = find_near_duplicates({0: {1, 2}, 1: {1, 2}}, [0, 1], threshold=0.5, strategy="prefix_filter",
+                                   protected={1}, conflict=conflict)
+        assert got.duplicates == () and got.blocked == () and calls == []
+
+
 class TestCandidateIndexes:
     def test_factory(self) -> None:
         sets = {0: np.array([1, 2], dtype=np.uint64), 1: np.array([1, 2], dtype=np.uint64)}
@@ -159,6 +187,8 @@ class TestBuildShingleSets:
         py = build_shingle_sets(folded, members, members, python_sets=True, **kwargs)
         arr = build_shingle_sets(folded, members, members, python_sets=False, **kwargs)
         assert py.template_lines == arr.template_lines == 1
+        assert py.content_lines == arr.content_lines
+        assert py.content_lines[0] == ("the quick brown fox jumps",) and py.content_lines[3] == ("no template line at all",)
         assert py.ignored_lines == arr.ignored_lines == {0: 1, 1: 1, 2: 1, 3: 0}
         for i in members:
             for j in members:
@@ -167,6 +197,26 @@ class TestBuildShingleSets:
                 y = set(np.asarray(arr.sets[j]).tolist())
                 assert isinstance(a, set) and isinstance(b, set)
                 assert jaccard(a, b) == pytest.approx(jaccard(x, y))
+
+
+    def test_han_kana_lines_go_by_characters_in_both_forms(self) -> None:
+        texts = ["京都の紅葉\nthe quick brown fox", "京都の桜\nthe quick brown fox"]
+        folded = [nfkc_lower(t) for t in texts]
+        kwargs = {"shingle_words": 3, "shingle_chars": 2, "template_min_chunks": None, "template_max_words": 20}
+        py = build_shingle_sets(folded, [0, 1], [0, 1], python_sets=True, **kwargs)
+        arr = build_shingle_sets(folded, [0, 1], [0, 1], python_sets=False, **kwargs)
+        # 京都 都の の紅 紅葉 and 2 word shingles against 京都 都の の桜 and the same two: 4 shared of 7.
+        assert jaccard(py.sets[0], py.sets[1]) == pytest.approx(4 / 7)
+        assert jaccard(set(arr.sets[0].tolist()), set(arr.sets[1].tolist())) == pytest.approx(4 / 7)
+
+    def test_a_han_kana_template_line_may_have_two_characters_per_allowed_word(self) -> None:
+        line = "記事の無断転載を禁じます"  # 12 characters: 6 words' worth
+        texts = [f"{line}\n本文その{n}です" for n in "一二三"]
+        folded = [nfkc_lower(t) for t in texts]
+        for max_words, learnt in ((6, 1), (5, 0)):
+            got = build_shingle_sets(folded, [0, 1, 2], [0, 1, 2], shingle_words=3, template_min_chunks=3,
+                                     template_max_words=max_words, python_sets=True)
+            assert got.template_lines == learnt
 
 
 def test_dedup_needs_no_datasketch() -> None:

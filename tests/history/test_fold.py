@@ -416,3 +416,91 @@ class TestClauseSplitIsLinear:
                 {"role": "assistant", "content": "ok"}]
         result = compress_history(chat, keep_last_turns=0, counter=WS)
         assert [it.kind for it in result.state.items] == ["preference"]
+
+
+# Issue 24: twelve Korean turns with a goal, a preference, a budget, a deadline and a decision (the researcher's case).
+KOREAN_TRIP = [
+    ("user", "안녕하세요!"),
+    ("assistant", "안녕하세요, 무엇을 도와드릴까요?"),
+    ("user", "다음 달에 제주도로 가족 여행을 계획하고 있어요."),
+    ("assistant", "좋네요. 숙소는 어떤 곳을 원하세요?"),
+    ("user", "저는 바다가 보이는 조용한 호텔을 선호해요."),
+    ("assistant", "알겠습니다. 예산은 어느 정도인가요?"),
+    ("user", "예산은 1인당 50만 원 이하로 잡고 있어요."),
+    ("assistant", "항공권은 언제까지 예약하셔야 하나요?"),
+    ("user", "항공권은 이번 주 금요일까지 예약해야 해요."),
+    ("assistant", "그럼 제주항공과 대한항공 요금을 비교해 드릴게요."),
+    ("user", "대한항공으로 하기로 했어요."),
+    ("assistant", "감사합니다! 좋은 여행 되세요."),
+]
+
+
+def numbered(turns: list[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"role": r, "content": c, "turn_id": str(i)} for i, (r, c) in enumerate(turns, 1)]
+
+
+class TestEveryScript:
+    def test_korean_turns_fold_into_state_items(self) -> None:
+        r = compress_history(numbered(KOREAN_TRIP), keep_last_turns=0, counter=WS)
+        assert [(it.kind, it.text, it.turn_ids) for it in r.state.items] == [
+            ("preference", "저는 바다가 보이는 조용한 호텔을 선호해요", ("5",)),
+            ("constraint", "예산은 1인당 50만 원 이하로 잡고 있어요", ("7",)),
+            ("constraint", "항공권은 이번 주 금요일까지 예약해야 해요", ("9",)),
+            ("goal", "다음 달에 제주도로 가족 여행을 계획하고 있어요", ("3",)),
+            ("decision", "대한항공으로 하기로 했어요", ("11",)),
+        ]
+        # The assistant's questions (turns 4, 6, 8) were items, closed when the user answered them.
+        assert r.notes == (
+            "3 of 12 folded turns yielded no state item (small talk): turns 1, 2, 12",
+            ("1 of 12 folded turns yielded no state item (no fact, preference, constraint, goal, decision or question "
+            "found): turn 10"),
+        )
+        assert [(t.turn_id, t.role) for t in r.empty_turns] == [("1", "user"), ("2", "assistant"),
+                                                                 ("10", "assistant"), ("12", "assistant")]
+        assert r.to_dict()["empty_turns"][0] == {"turn_id": "1", "role": "user", "reason": "small talk"}
+
+    @pytest.mark.parametrize(("turn", "kind"), [
+        ("窓側の席が好きです。", "preference"), ("予算は3万円以内です。", "constraint"),
+        ("東京駅で集合することにしました。", "decision"), ("来月京都に行く予定です。", "goal"),
+        ("我更喜欢靠窗的座位。", "preference"), ("预算不超过五千元。", "constraint"),
+        ("我们决定住在西湖附近。", "decision"), ("我打算下个月去杭州。", "goal"),
+    ])
+    def test_japanese_and_chinese_turns(self, turn: str, kind: str) -> None:
+        r = compress_history([{"role": "user", "content": turn, "turn_id": "1"}], keep_last_turns=0, counter=WS)
+        assert [(it.kind, it.text) for it in r.state.items] == [(kind, turn.rstrip("。"))]
+        assert r.empty_turns == () and r.notes == ()
+
+    def test_english_turns_that_yield_nothing_are_noted(self) -> None:
+        r = compress_history(CHAT, keep_last_turns=0, counter=WS)
+        assert r.notes == (
+            "4 of 12 folded turns yielded no state item (small talk): turns t0, t1, t5, t11",
+            ("1 of 12 folded turns yielded no state item (no fact, preference, constraint, goal, decision or question "
+            "found): turn t10"),
+        )
+        assert [t.turn_id for t in r.empty_turns] == ["t0", "t1", "t5", "t10", "t11"]
+
+    def test_a_script_without_rules_is_named(self) -> None:
+        turns = [{"role": "user", "content": "ฉันชอบโรงแรมเงียบๆ ริมทะเล", "turn_id": "1"},
+                 {"role": "user", "content": "Мы решили поехать поездом.", "turn_id": "2"}]
+        r = compress_history(turns, keep_last_turns=0, counter=WS)
+        assert [(t.turn_id, t.reason) for t in r.empty_turns] == [
+            ("1", "no rules for its script (thai)"), ("2", "no rules for its script (cyrillic)")]
+
+    def test_a_summarizer_without_reasons(self) -> None:
+        fake = ScriptedSummarizer(script={"t2": [("goal", "Lisbon in May")]})
+        r = compress_history(CHAT[:4], keep_last_turns=0, counter=WS, summarizer=fake)
+        assert r.notes == (("3 of 4 folded turns yielded no state item (the summarizer returned no item for it): "
+                           "turns t0, t1, t3"),)
+
+    def test_only_turns_folded_now_are_noted(self) -> None:
+        first = compress_history(CHAT[:6], keep_last_turns=0, counter=WS)
+        second = compress_history(CHAT, state=first.state, keep_last_turns=0, counter=WS)
+        assert [t.turn_id for t in first.empty_turns] == ["t0", "t1", "t5"]
+        assert [t.turn_id for t in second.empty_turns] == ["t10", "t11"]
+
+    def test_long_lists_are_cut_in_the_note_not_in_the_field(self) -> None:
+        turns = [{"role": "user", "content": "Thanks!", "turn_id": str(i)} for i in range(15)]
+        r = compress_history(turns, keep_last_turns=0, counter=WS)
+        assert r.notes == (("15 of 15 folded turns yielded no state item (small talk): turns 0, 1, 2, 3, 4, 5, 6, 7, "
+                           "8, 9, 10, 11 and 3 more"),)
+        assert len(r.empty_turns) == 15

@@ -474,7 +474,7 @@ class TestPlan:
         [
             ({"gpu_memory_utilization": 0.0}, "gpu_memory_utilization must be in"),
             ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization must be in"),
-            ({"gpu_mem_gib": 0}, "gpu_mem_gib must be > 0"),
+            ({"gpu_mem_gib": 0}, "gpu_mem_gib must be a finite number > 0"),
             ({"weight_dtype": "fp4"}, "weight_dtype must be one of"),
             ({"kv_dtype": "int4"}, "kv_dtype must be one of"),
             ({"non_kv_overhead_gib": -1}, "non_kv_overhead_gib"),
@@ -505,6 +505,167 @@ class TestPlan:
         assert "untrimmed" in text and "trimmed 4x" in text
         assert "8 full + 40 sliding (window 1024)" in text
         assert "--max-model-len 1024" in text
+
+
+class TestMaxModelLen:
+    """``max_model_len`` as the operator gives it, and what it costs in plain words."""
+
+    def test_gemma27b_fp8_at_12000(self) -> None:
+        g27 = load("gemma-3-27b-it")
+        w = Workload.from_percentiles(name="w", input_p50_tokens=3000, input_p95_tokens=6000, output_p95_tokens=500)
+        p = plan(g27, PlanRequest(gpu_mem_gib=141, kv_dtype="fp8", max_model_len=12_000), w)
+        kv = round(141 * 0.9 * GIB) - 2 * 27_432_406_640 - 4 * GIB
+        r = p.workloads[0]
+        # fp8: 2 * 16 KV heads * 128 * 1 B = 4,096 B per token and layer; 10 full layers keep 12,000 tokens,
+        # 52 sliding layers 1,024
+        assert r.max_concurrency_at_recommended_len == kv // (4096 * (10 * 12_000 + 52 * 1024)) == 108
+        assert r.max_concurrency_at_model_max_len == kv // (4096 * (10 * 131_072 + 52 * 1024)) == 13
+        assert r.recommended_max_model_len == 12_000 and r.max_model_len_given
+        assert "--max-model-len 12000" in r.vllm_flags
+        # the p95 request: 6,500 tokens
+        assert r.max_concurrency_p95 == kv // (4096 * (10 * 6500 + 52 * 1024))
+        s = r.max_model_len_statement
+        assert "--max-model-len 12,000 guarantees 108 requests of the full 12,000 tokens at once" in s
+        assert f"p95 request (6,500 tokens: input p95 6,000 + output p95 500) fits {r.max_concurrency_p95:,}" in s
+        # without the flag the planner recommends 6,500 x 1.1 -> 7,168 (no p99 given: input p95 + output p95)
+        assert "The recommended value for this workload, 7,168, guarantees" in s
+        assert "At the model maximum (131,072) the guarantee would be 13." in s
+        assert "given (--max-model-len 12000)" in r.max_model_len_basis
+
+    def test_shorter_than_the_p95_request_says_requests_are_refused(self) -> None:
+        p = plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=80, max_model_len=2048), NQ)
+        assert "more than 5 % of requests" in p.workloads[0].max_model_len_statement
+        p99 = Workload.from_percentiles(name="w", input_p50_tokens=100, input_p95_tokens=1000, output_p95_tokens=10,
+                                        input_p99_tokens=2000, output_p99_tokens=20)
+        s = plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=80, max_model_len=1536), p99).workloads[0]
+        assert "below the workload's p99 of input+output (2,020" in s.max_model_len_statement
+        assert "up to 1 % of requests could be refused" in s.max_model_len_statement
+
+    def test_recommended_value_has_a_statement_too(self) -> None:
+        w = plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=80), NQ).workloads[0]
+        assert not w.max_model_len_given
+        assert w.max_model_len_statement.startswith(
+            f"--max-model-len 3,584 guarantees {w.max_concurrency_at_recommended_len} requests")
+
+    def test_above_the_model_maximum_or_the_memory_is_an_error(self) -> None:
+        with pytest.raises(ConfigError, match=r"above 'llama-3.1-8b'.s maximum of 131,072"):
+            plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=80, max_model_len=200_000), NQ)
+        # round(21.6 GiB) - 16,060,522,496 B of weights - 4 GiB = 2,837,333,606 B of KV: 21,646 tokens at
+        # 131,072 B a token, 21,632 in whole 16-token blocks
+        with pytest.raises(ConfigError, match=r"max_model_len 100,000 does not fit.*at most 21,632"):
+            plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=24, max_model_len=100_000), NQ)
+        with pytest.raises(ConfigError, match="max_model_len must be a whole number"):
+            PlanRequest(gpu_mem_gib=80, max_model_len=0)
+
+    def test_cli_flag(self, capsys: pytest.CaptureFixture[str]) -> None:
+        args = _parse(["plan", "--config", str(CONFIGS / "gemma-3-27b-it.json"), "--gpu-mem-gib", "141",
+                       "--kv-dtype", "fp8", "--input-p95", "6000", "--output-p95", "500", "--max-model-len", "12000"])
+        assert args.func(args) == 0
+        out = capsys.readouterr().out
+        assert "--max-model-len 12000 " in out and "guarantees 108 requests of the full 12,000 tokens" in out
+
+
+class TestGpusNeeded:
+    def test_replicas_at_one_gpu(self) -> None:
+        llama = load("llama-3.1-8b")
+        w = plan(llama, PlanRequest(gpu_mem_gib=80, concurrency=300), NQ).workloads[0]
+        assert w.max_concurrency_p95 == 143 and not w.fits_target_concurrency
+        assert (w.replicas_needed, w.gpus_needed) == (3, 3)  # ceil(300 / 143)
+
+    def test_tensor_parallel_splits_weights_and_kv_heads(self) -> None:
+        llama = load("llama-3.1-8b")
+        p = plan(llama, PlanRequest(gpu_mem_gib=80, concurrency=300, tensor_parallel_size=2), NQ)
+        # per GPU: half the weights, 4 of the 8 KV heads: 2 * 4 * 128 * 2 B * 32 layers = 65,536 B a token
+        kv = 68 * GIB - 16_060_522_496 // 2
+        assert p.weights_gib_per_gpu == round(16_060_522_496 / 2 / GIB, 3)
+        assert p.kv_bytes_per_token_per_gpu == 65_536 and p.kv_bytes_per_token == 131_072
+        w = p.workloads[0]
+        assert w.max_concurrency_p95 == kv // (3032 * 65_536) == 327
+        assert (w.replicas_needed, w.gpus_needed) == (1, 2)
+        assert "--tensor-parallel-size 2" in w.vllm_flags
+
+    def test_kv_heads_are_replicated_beyond_their_count(self) -> None:
+        # Llama 3.1 8B has 8 KV heads: at TP 16 every GPU keeps one, so a replica holds 16 copies' worth of 8 heads
+        p = plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=80, tensor_parallel_size=16), NQ)
+        assert p.kv_bytes_per_token_per_gpu == 2 * 1 * 128 * 2 * 32
+
+    def test_unsupported_tensor_parallel_size(self) -> None:
+        with pytest.raises(ConfigError, match=r"tensor_parallel_size 3 must divide the 32 attention heads.*\[1, 2, 4"):
+            plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=80, tensor_parallel_size=3), NQ)
+
+    def test_weights_too_large_suggests_a_tensor_parallel_size(self) -> None:
+        # 51.10 GiB of weights; 24 x 0.9 - 4 = 17.6 GiB room: TP 4 (12.8 GiB a GPU) is the first that fits
+        with pytest.raises(ConfigError, match="--tensor-parallel-size 4 fits the weights"):
+            plan(load("gemma-3-27b-it"), PlanRequest(gpu_mem_gib=24), NQ)
+        p = plan(load("gemma-3-27b-it"), PlanRequest(gpu_mem_gib=24, tensor_parallel_size=4), NQ)
+        assert p.workloads[0].max_concurrency_p95 > 0
+
+    def test_json_and_text(self, capsys: pytest.CaptureFixture[str]) -> None:
+        base = ["plan", "--config", str(CONFIGS / "llama-3.1-8b.json"), "--gpu-mem-gib", "80", "--input-p95", "3000",
+                "--output-p95", "32", "--concurrency", "300"]
+        args = _parse([*base, "--json"])
+        assert args.func(args) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["workloads"][0]["gpus_needed"] == 3 and d["workloads"][0]["replicas_needed"] == 3
+        assert d["tensor_parallel_size"] == 1
+        args = _parse(base)
+        assert args.func(args) == 0
+        out = capsys.readouterr().out
+        assert "GPUs needed (replicas x TP)" in out and "3 (3 x 1)" in out
+        assert "GPUs needed (workload): 3 = 3 replicas x tensor parallelism 1, for 300 concurrent requests" in out
+
+    def test_without_a_target_there_is_no_count(self) -> None:
+        w = plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=80), NQ).workloads[0]
+        assert w.gpus_needed is None and w.replicas_needed is None
+        assert "- (give --concurrency)" in format_plan_table(plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=80), NQ))
+
+
+class TestHowComputed:
+    def test_gemma12b_steps_carry_the_plan_numbers(self) -> None:
+        p = plan(load("gemma-3-12b-it"), PlanRequest(gpu_mem_gib=141, kv_dtype="fp8"), [NQ, NQ_4X])
+        steps = "\n".join(p.how_computed)
+        assert f"weights: {p.param_count:,} parameters x 2 B (bf16) = {p.weights_gib:.2f} GiB" in steps
+        assert "2 (K and V) x 8 KV heads x head_dim 256 x 1 B (fp8) = 4,096 B" in steps
+        assert "8 full-attention layers x T + 40 sliding-window layers x min(T, 1,024)" in steps
+        assert "- non-KV reserve 4 GiB" in steps and f"= {p.kv_memory_gib:.2f} GiB for the KV cache" in steps
+        assert "x headroom 1.1 (--headroom), rounded up to a multiple of 256" in steps
+        text = format_plan_table(p)
+        assert "How this was computed:" in text and "sliding-window layers x min(T, 1,024)" in text
+        assert p.to_dict()["how_computed"] == list(p.how_computed)
+
+    def test_gemma2_9b_by_hand(self) -> None:
+        """The operator's hand computation: 18.48 GB of BF16 weights, 344,064 KV bytes per token."""
+        g9 = ModelSpec.from_config_file(CONFIGS / "gemma-2-9b")
+        p = plan(g9, PlanRequest(gpu_mem_gib=80), NQ)
+        assert p.weights_bytes == 18_483_411_968 and p.kv_bytes_per_token == 344_064
+        assert (p.num_full_attention_layers, p.num_sliding_window_layers, p.sliding_window_tokens) == (21, 21, 4096)
+        assert "21 full-attention layers x T + 21 sliding-window layers x min(T, 4,096)" in "\n".join(p.how_computed)
+
+
+class TestModelDirectory:
+    def test_a_directory_holding_config_json(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        model_dir = tmp_path / "Llama-3.1-8B-Instruct"
+        model_dir.mkdir()
+        (model_dir / "config.json").write_text((CONFIGS / "llama-3.1-8b.json").read_text())
+        spec = ModelSpec.from_config_file(model_dir)
+        assert spec.name == "Llama-3.1-8B-Instruct"
+        assert spec.param_count().total == load("llama-3.1-8b").param_count().total
+        args = _parse(["plan", "--config", str(model_dir), "--gpu-mem-gib", "80", "--input-p95", "3000",
+                       "--output-p95", "32"])
+        assert args.func(args) == 0
+        assert "Capacity plan: Llama-3.1-8B-Instruct" in capsys.readouterr().out
+
+    def test_a_directory_without_config_json(self, tmp_path: Path) -> None:
+        with pytest.raises(ConfigError, match="holds no config.json"):
+            ModelSpec.from_config_file(tmp_path)
+
+    def test_cli_directory_without_config_is_a_usage_error(self, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+        from ragtrim.cli import main
+
+        assert main(["plan", "--config", str(tmp_path), "--gpu-mem-gib", "80", "--input-p95", "10",
+                     "--output-p95", "1"]) == 2
+        assert "holds no config.json" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -111,3 +111,25 @@ class TestAutoIsRecorded:
                       budget=50)
         info = next(s.info for s in result.trace if s.stage == "relevance")
         assert info["auto"]["scorer"] == "bm25" and info["scorer"] == "bm25"
+
+
+class TestKoreanQuery:
+    """The fast path on a Korean query ranks by the Korean-aware BM25: the English MiniLM is gated off and never
+    runs (so this test needs no model)."""
+
+    def test_fast_path_equals_bm25_and_never_runs_minilm(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
+
+        def refuse(self: object, texts: object) -> None:
+            raise AssertionError("MiniLM ran on Korean text")
+
+        monkeypatch.setattr(OnnxEmbeddingScorer, "_prepare", refuse)
+        monkeypatch.setattr(OnnxEmbeddingScorer, "_encode", refuse)
+        texts = ["서울은 대한민국의 수도이다.", "이 요금제의 월 한도는 5만 원입니다.", "회의는 오후 3시에 끝났다.",
+                 "요금제를 바꾸면 한도가 달라진다."]
+        query = "요금제의 월 한도는 얼마인가?"
+        scorer = fast.fast_scorer("onnxruntime-int8-cpu")
+        scorer.prefetch(query, texts)  # type: ignore[attr-defined]
+        got = scorer.score(query, texts)
+        bm25 = BM25Scorer().score(query, texts)
+        assert sorted(range(4), key=lambda i: -got[i]) == sorted(range(4), key=lambda i: -bm25[i]) == [1, 3, 0, 2]

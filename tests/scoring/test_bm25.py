@@ -21,6 +21,35 @@ class TestTokenize:
     def test_without_stopwords(self) -> None:
         assert tokenize("the cat", stopwords=False) == ["the", "cat"]
 
+    def test_every_script(self) -> None:
+        assert tokenize("요금제의 월 한도는?") == ["요금", "금제", "제의", "월", "한도", "도는"]
+        assert tokenize("東京タワーの高さは？") == ["東京", "京タ", "タワ", "ワー", "ーの", "の高", "高さ", "さは"]
+        assert tokenize("İstanbul'un nüfusu") == ["istanbul", "un", "nüfusu"]
+        assert tokenize("सीमा क्या है?") == ["सीमा", "क्या", "है"]
+
+    def test_cjk_question_words_are_stopwords(self) -> None:
+        assert tokenize("한도는 무엇인가?") == ["한도", "도는", "엇인", "인가"]
+        assert tokenize("한도는 무엇인가?", stopwords=False)[2:4] == ["무엇", "엇인"]
+        assert "什么" not in tokenize("上海是什么") and "いつ" not in tokenize("いつ行く")
+
+    def test_unknown_analyzer(self) -> None:
+        with pytest.raises(ConfigError, match="analyzer"):
+            tokenize("x", analyzer="icu")  # type: ignore[arg-type]
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80), st.booleans())
+    def test_ascii_path_equals_the_script_analyzer(self, text: str, stopwords: bool) -> None:
+        """ASCII text skips the script analyzer (English tokens are exactly as before it existed); on ASCII both
+        give the same tokens, which ``prime_tokens`` relies on when a passage mixes ASCII and other sentences."""
+        from itertools import filterfalse
+
+        from ragtrim.scoring import bm25
+        from ragtrim.text.analyzer import script_tokens
+
+        toks = script_tokens(text.lower())
+        expected = list(filterfalse(bm25._ALL_STOPWORDS.__contains__, toks)) if stopwords else toks
+        assert tokenize(text, stopwords=stopwords) == expected
+
 
 class TestBM25Scorer:
     def test_ranks_the_matching_text_first(self) -> None:
@@ -55,12 +84,31 @@ class TestBM25Scorer:
     def test_single_text_scores_positive(self) -> None:
         assert BM25Scorer().score("cat", ["the cat sat"])[0] > 0
 
+    def test_korean_particles_do_not_hide_the_match(self) -> None:
+        """Issue 24: whole-word tokens scored ``요금제의 한도는`` 0 against ``요금제 ... 한도``; bigrams match."""
+        texts = ["이 요금제 월 한도 5만 원입니다.", "서울은 대한민국의 수도이다.", "회의는 오후 3시에 끝났다."]
+        scores = BM25Scorer().score("요금제의 월 한도는?", texts)
+        assert scores[0] > 0 and scores[1:] == [0.0, 0.0]
+
+    def test_japanese_and_chinese_score(self) -> None:
+        scores = BM25Scorer().score("東京の人口", ["東京の人口は約1400万人だ。", "大阪は商業の町だ。"])
+        assert scores[0] > scores[1]
+        scores = BM25Scorer().score("北京的历史", ["北京有三千多年的历史。", "上海是最大的城市。"])
+        assert scores[0] > scores[1]
+
+    def test_analyzer_parameter(self) -> None:
+        assert BM25Scorer().analyzer == "script" and BM25Scorer().name == "bm25"
+        assert BM25Scorer(analyzer="kiwi").name == "bm25-kiwi"  # no model is loaded to build it
+        with pytest.raises(ConfigError, match="analyzer"):
+            BM25Scorer(analyzer="icu")  # type: ignore[arg-type]
+
 
 class TestPrimeTokens:
     """``prime_tokens`` caches a passage's BM25 tokens as the join of its sentences': only where that is exact."""
 
     _ALPHABET = list("ab AB Σσ9,.!?\n\t") + ["1,000", "3.5", "the", "İ", "ﬁ", "é", "e\u0301", "\u0301", "\x1c", "\xa0",
-                                            "ΟΔΟΣ", ". The", ".\n\n", "U.S.", "\u2028"]
+                                            "ΟΔΟΣ", ". The", ".\n\n", "U.S.", "\u2028", "한도", "東京", "。", "」",
+                                            "！", "?", "।", "ก ข", "「", "무엇", "\n| a |", "\n- "]
 
     @settings(max_examples=400, deadline=None)
     @given(st.lists(st.sampled_from(_ALPHABET), max_size=40).map("".join), st.booleans())
@@ -72,7 +120,7 @@ class TestPrimeTokens:
         prime_tokens(text, sentence_spans(text), stopwords=stopwords)
         assert tokenize(text, stopwords=stopwords) == list(bm25._tokens._fn(text, stopwords))
 
-    def test_primes_a_plain_passage_and_declines_a_non_normalized_one(self) -> None:
+    def test_primes_a_plain_passage_and_declines_cuts_inside_words(self) -> None:
         from ragtrim.scoring import bm25
         from ragtrim.text.sentences import sentence_spans
 
@@ -80,10 +128,23 @@ class TestPrimeTokens:
         plain = "The tower is 330 m tall. It was built in 1889. Paris, 1,000 visitors."
         prime_tokens(plain, sentence_spans(plain))
         assert bm25._tokens.cache.get((plain, True)) is not None
-        decomposed = "Cafe\u0301 opened. It was full."  # NFKC composes é: tokenizing the whole text is needed
+        decomposed = "Cafe\u0301 opened. It was full."  # NFKC composes é inside a sentence: the join is still exact
         prime_tokens(decomposed, sentence_spans(decomposed))
-        assert bm25._tokens.cache.get((decomposed, True)) is None
-        assert tokenize(decomposed) == ["café", "opened", "full"]
+        assert bm25._tokens.cache.get((decomposed, True)) == ("café", "opened", "full")
+        for text, spans in (("alpha beta", [(0, 3), (3, 10)]), ("東京タワー", [(0, 2), (2, 5)])):
+            prime_tokens(text, spans)  # a cut inside a word or a bigram run: the join would be wrong
+            assert bm25._tokens.cache.get((text, True)) is None
+
+    def test_primes_cjk_passages_cut_without_a_space(self) -> None:
+        """Chinese and Japanese sentences end in 。 with no space: their join is exact and is cached too (issue 24:
+        a whitespace-only rule tokenized every CJK passage twice)."""
+        from ragtrim.scoring import bm25
+        from ragtrim.text.sentences import sentence_spans
+
+        bm25.clear_tokenizer_cache()
+        for text in ("東京は日本の首都である。人口は約1400万人だ！本当？（はい）", "서울은 수도이다. 인구는 940만 명이다."):
+            prime_tokens(text, sentence_spans(text))
+            assert bm25._tokens.cache.get((text, True)) == bm25._tokens._fn(text, True)
 
     @settings(max_examples=300, deadline=None)
     @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))

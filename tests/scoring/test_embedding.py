@@ -63,3 +63,29 @@ class TestWarmUpOnce:
                 raise AssertionError("warm_up must not encode")
 
         Plain().warm_up()
+
+
+class TestScriptsRead:
+    """What the model reads: the bundled MiniLM Latin-script text, a model named by path every script unless told."""
+
+    def test_defaults(self) -> None:
+        from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
+        from ragtrim.scoring.torch_backend import TorchEmbeddingScorer
+
+        assert EmbeddingScorer().scripts_read() == frozenset({"latin"})
+        assert EmbeddingScorer(model="sentence-transformers/all-MiniLM-L6-v2").scripts_read() == frozenset({"latin"})
+        assert OnnxEmbeddingScorer().scripts_read() == TorchEmbeddingScorer().scripts_read() == frozenset({"latin"})
+        assert EmbeddingScorer(model="/models/multilingual-e5").scripts_read() is None
+
+    def test_told(self) -> None:
+        scorer = EmbeddingScorer(model="/models/ko-sbert", scripts=["hangul", "latin"])
+        assert scorer.scripts_read() == frozenset({"hangul", "latin"})
+        assert scorer.to_dict()["scripts"] == ["hangul", "latin"]
+
+    def test_invalid(self) -> None:
+        from ragtrim.errors import ConfigError
+
+        with pytest.raises(ConfigError, match=r"scripts\[0\]"):
+            EmbeddingScorer(scripts=["korean"])
+        with pytest.raises(ConfigError, match="scripts"):
+            EmbeddingScorer(scripts="latin")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
@@ -45,3 +47,70 @@ class TestFusion:
 
     def test_empty_texts(self) -> None:
         assert HybridScorer(scorers=(FixedScorer(scores=[]),)).score("q", []) == []
+
+
+class TestScriptGate:
+    """A model votes only on text it can read (issue 24): the English MiniLM never votes on a Korean query."""
+
+    KO: ClassVar[list[str]] = ["이 요금제의 월 한도는 5만 원입니다.", "서울은 대한민국의 수도이다.", "회의는 오후 3시에 끝났다."]
+
+    def _parts(self) -> tuple[FixedScorer, FixedScorer]:
+        lexical = FixedScorer(scores={t: float(i) for i, t in enumerate(["x", *self.KO, "Paris is in France."])})
+        latin_model = FixedScorer(scores={self.KO[0]: 0.0, self.KO[1]: 9.0, self.KO[2]: 5.0,
+                                          "Paris is in France.": 1.0, "x": 3.0}, scripts=["latin"])
+        return lexical, latin_model
+
+    def test_a_query_the_model_cannot_read_leaves_it_out(self) -> None:
+        lexical, latin_model = self._parts()
+        h = HybridScorer(scorers=(lexical, latin_model), weights=(0.4, 0.6))
+        assert h.score("요금제의 한도는?", self.KO) == pytest.approx([0.0, 0.5, 1.0])  # the lexical part alone
+        assert latin_model.calls == []  # not even run
+
+    def test_passages_it_cannot_read_get_the_other_votes(self) -> None:
+        lexical, latin_model = self._parts()
+        texts = ["x", self.KO[0], "Paris is in France."]
+        h = HybridScorer(scorers=(lexical, latin_model), weights=(0.4, 0.6))
+        # lexical over the three: 0, 1/4, 1 (scores 0, 1, 4); the model over the two Latin texts: x 1.0, Paris 0.0;
+        # the Korean passage gets the lexical vote alone
+        assert h.score("Where is Paris?", texts) == pytest.approx([0.6, 1 / 4, 0.4])
+        assert latin_model.calls == [["x", "Paris is in France."]]
+
+    def test_without_the_gate_every_part_votes_on_everything(self) -> None:
+        lexical, latin_model = self._parts()
+        h = HybridScorer(scorers=(lexical, latin_model), weights=(0.4, 0.6), script_gate=False)
+        assert h.score("요금제의 한도는?", self.KO) == pytest.approx([0.0, 0.4 * 0.5 + 0.6, 0.4 + 0.6 * 5 / 9])
+        assert latin_model.calls == [self.KO]
+
+    def test_a_model_that_reads_every_script_is_not_gated(self) -> None:
+        lexical, _ = self._parts()
+        model = FixedScorer(scores={self.KO[0]: 0.0, self.KO[1]: 9.0, self.KO[2]: 5.0})
+        h = HybridScorer(scorers=(lexical, model), weights=(0.4, 0.6))
+        assert h.score("요금제의 한도는?", self.KO) == pytest.approx([0.0, 0.4 * 0.5 + 0.6, 0.4 + 0.6 * 5 / 9])
+
+    def test_no_text_is_left_without_a_vote(self) -> None:
+        _, latin_model = self._parts()
+        h = HybridScorer(scorers=(latin_model,))
+        assert h.score("요금제의 한도는?", self.KO) == pytest.approx([0.0, 1.0, 5 / 9])
+
+    def test_text_without_letters_is_readable(self) -> None:
+        lexical, latin_model = self._parts()
+        h = HybridScorer(scorers=(lexical, latin_model), weights=(0.5, 0.5))
+        h.score("2024?", ["x", "Paris is in France."])
+        assert latin_model.calls == [["x", "Paris is in France."]]
+
+    def test_prefetch_is_gated_too(self) -> None:
+        seen: list[list[str]] = []
+
+        class Prefetching(FixedScorer):
+            def prefetch(self, query: str, texts: list[str]) -> None:
+                seen.append(list(texts))
+
+        model = Prefetching(scores={}, scripts=["latin"])
+        h = HybridScorer(scorers=("bm25", model), weights=(0.5, 0.5))
+        h.prefetch("요금제의 한도는?", self.KO)
+        h.prefetch("Where is Paris?", ["Paris is in France.", self.KO[0]])
+        assert seen == [["Paris is in France."]]
+
+    def test_invalid_gate(self) -> None:
+        with pytest.raises(ConfigError, match="script_gate"):
+            HybridScorer(script_gate="yes")  # type: ignore[arg-type]

@@ -103,17 +103,108 @@ def test_trim_sets_no_environment_and_prints_nothing() -> None:
     assert done.stdout.strip().isdigit()
 
 
+_ZH = "北京是中国的首都它有三千多年的历史香山的红叶每年十月中旬开始变红"
+_LEAD_TEXTS = [
+    "The Eiffel Tower, built in 1889, is 330 metres tall. " * 40, "x" * 5000, "supercalifragilistic" * 300,
+    "a " * 1000, "short text", "", "word " * 37 + "antidisestablishment" * 9,
+    # a word across the cut, a word past the 100-character [UNK] limit, CJK, accents, tabs and newlines
+    "tiny " * 11 + "internationalization " * 30, "ab " * 20 + "z" * 150 + " tail" * 200,
+    "東京は日本の首都です。 " * 60, "Café naïve résumé\tcoöperate\n" * 60, "x" + " " * 3000 + "y z " * 500,
+    # issue 24: text without spaces (unpunctuated Chinese, Thai, Korean, half-width kana), a run of stops, a long
+    # word of combining marks (which BERT's normalizer drops) or control characters, Latin then Chinese
+    _ZH * 50, "กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทย" * 50, "요금제의월한도는오만원입니다" * 80, "ﾃｽﾄ" * 500,
+    "。" * 3000, "Ab" * 3000 + _ZH * 100, "a" + "\u0301" * 2000 + " tail" * 100, "b" + "\x01" * 2000 + " tail" * 100,
+    "e\u0301" * 400 + " tail" * 100,
+]
+
+
 @pytest.mark.model
 def test_prefix_encoding_equals_full_encoding() -> None:
     """Tokenizing a prefix of a long text must give exactly the truncated encoding of the whole text."""
     from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, resolve_model
     from ragtrim.scoring.onnx_backend import encode_prefixes, load_tokenizer
 
-    texts = ["The Eiffel Tower, built in 1889, is 330 metres tall. " * 40, "x" * 5000,
-             "supercalifragilistic" * 300, "a " * 1000, "short text", "", "word " * 37 + "antidisestablishment" * 9,
-             # a word across the cut, a word past the 100-character [UNK] limit, CJK, accents, tabs and newlines
-             "tiny " * 11 + "internationalization " * 30, "ab " * 20 + "z" * 150 + " tail" * 200,
-             "東京は日本の首都です。 " * 60, "Café naïve résumé\tcoöperate\n" * 60, "x" + " " * 3000 + "y z " * 500]
-    for max_tokens in (16, 64, 256):
+    for max_tokens in (10, 16, 64, 256):
         tok = load_tokenizer(Path(resolve_model(DEFAULT_EMBEDDING_MODEL)), max_tokens)
-        assert [e.ids for e in encode_prefixes(tok, texts, max_tokens)] == [tok.encode(t).ids for t in texts]
+        got = [e.ids for e in encode_prefixes(tok, _LEAD_TEXTS, max_tokens)]
+        assert got == [tok.encode(t).ids for t in _LEAD_TEXTS], max_tokens
+
+
+class _Spy:
+    """A tokenizer that records how many characters each ``encode_batch`` call was given."""
+
+    def __init__(self, tok: object) -> None:
+        self.tok = tok
+        self.chars: list[int] = []
+        for attr in ("normalizer", "pre_tokenizer", "model"):
+            setattr(self, attr, getattr(tok, attr))
+
+    def encode_batch(self, texts: list[str]) -> list[object]:
+        self.chars.append(sum(map(len, texts)))
+        return self.tok.encode_batch(texts)  # type: ignore[attr-defined, no-any-return]
+
+
+def _bert_tokenizer(max_tokens: int) -> object:
+    """A BERT tokenizer (normalizer, pre-tokenizer, WordPiece) over a small vocabulary, built without a model."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordPiece
+
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *"abcdefghijklmnopqrstuvwxyz.,!?",
+                                           *_ZH, "##a", "##b", "##e", "##z", "tail", "eiffel"])}
+    tok = tokenizers.Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2),
+                                                                                             ("[SEP]", 3)])
+    tok.enable_truncation(max_tokens)
+    return tok
+
+
+def _metaspace_tokenizer(max_tokens: int) -> object:
+    """A SentencePiece-style tokenizer (Metaspace, BPE): only a space starts a word, so only spaces are cut at."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import pre_tokenizers
+    from tokenizers.models import BPE
+    from tokenizers.trainers import BpeTrainer
+
+    tok = tokenizers.Tokenizer(BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.train_from_iterator(_LEAD_TEXTS, BpeTrainer(vocab_size=300, special_tokens=["<unk>"]))
+    tok.enable_truncation(max_tokens)
+    return tok
+
+
+class TestLeadCut:
+    """``encode_prefixes`` reads a bounded prefix of text without spaces (issue 24: 3.2 M characters of unpunctuated
+    Chinese were tokenized whole, 30 s and 2 GB) and still gives the whole text's first pieces."""
+
+    @pytest.mark.parametrize("make", [_bert_tokenizer, _metaspace_tokenizer])
+    @pytest.mark.parametrize("max_tokens", [10, 64])
+    def test_same_first_pieces(self, make: object, max_tokens: int) -> None:
+        from ragtrim.scoring.onnx_backend import encode_prefixes
+
+        tok = make(max_tokens)  # type: ignore[operator]
+        got = [e.ids for e in encode_prefixes(tok, _LEAD_TEXTS, max_tokens)]
+        assert got == [tok.encode(t).ids for t in _LEAD_TEXTS]
+
+    def test_unpunctuated_chinese_is_read_as_a_bounded_prefix(self) -> None:
+        from ragtrim.scoring.onnx_backend import encode_prefixes
+
+        spy = _Spy(_bert_tokenizer(10))
+        text = (_ZH * (3_200_000 // len(_ZH) + 1))[:3_200_000]
+        (enc,) = encode_prefixes(spy, [text], 10)
+        assert spy.chars == [60] and len(enc.ids) == 10  # cut at the first ideograph from 6 x 10 characters on
+
+    def test_a_long_word_grows_the_prefix_fourfold(self) -> None:
+        from ragtrim.scoring.onnx_backend import encode_prefixes
+
+        spy = _Spy(_bert_tokenizer(10))
+        text = "a" + "\u0301" * 100_000 + " tail" * 10
+        encode_prefixes(spy, [text], 10)  # the marks vanish in BERT's normalizer: no cut inside them is exact
+        assert spy.chars == [len(text)]
+        spy = _Spy(_bert_tokenizer(10))
+        text = "z" * 1_000_000 + " tail" * 10
+        (enc,) = encode_prefixes(spy, [text], 10)  # one [UNK] however it is cut: the window's end, 4x each round
+        assert spy.chars == [240, 960, 3840, 15360, 61440, 245760, 983040, len(text)]
+        assert enc.ids == spy.tok.encode(text).ids  # type: ignore[attr-defined]

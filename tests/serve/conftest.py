@@ -23,7 +23,7 @@ import uvicorn
 from ragtrim.serve.app import Gateway
 from ragtrim.serve.config import parse_config
 from ragtrim.testing import FakeUpstreamConfig, create_fake_app
-from ragtrim_bench.serve_load import free_port
+from ragtrim_bench.serve.load import free_port
 
 
 class ServerThread:
@@ -142,3 +142,19 @@ def wait_idle(gate: Any, timeout_s: float = 3.0) -> Any:
     while gate is not None and (gate.in_use or gate.queued) and time.monotonic() < deadline:
         time.sleep(0.02)
     return gate
+
+
+def read_log(path: Any, n: int, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+    """The first ``n`` lines of a request log, waiting for them: a background thread writes the log."""
+    import json
+    from pathlib import Path
+
+    deadline = time.monotonic() + timeout_s
+    lines: list[str] = []
+    while time.monotonic() < deadline:
+        p = Path(path)
+        lines = p.read_text().splitlines() if p.exists() else []
+        if len(lines) >= n:
+            break
+        time.sleep(0.02)
+    return [json.loads(x) for x in lines]

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.serve.conftest import debug_requests, wait_idle
+from tests.serve.conftest import debug_requests, read_log, wait_idle
 
 KEYS = {"sk-alice": {"user": "alice", "org": "acme"}, "sk-bob": {"user": "bob", "org": "acme"}}
 CHAT = "/v1/chat/completions"
@@ -446,7 +446,7 @@ class TestObservability:
         path = tmp_path / "requests.jsonl"
         gw, _ = gateway({"upstream": {"url": up.url + "/v1"}, "log": {"path": str(path), "log_text": True}})
         httpx.post(gw.url + CHAT, json=chat_body("capital of France?"))
-        entry = json.loads(path.read_text().splitlines()[0])
+        entry = read_log(path, 1)[0]
         assert entry["forwarded"]["messages"][0]["content"] == "capital of France?"
 
     def test_jsonl_log_with_the_request_as_sent(self, fake: Any, gateway: Any, tmp_path: Path) -> None:

@@ -105,7 +105,8 @@ def test_redis_down_follows_fail_open(fail_open: bool, fake: Any, gateway: Any) 
         up = fake()
         gw, _ = gateway({"upstream": {"url": up.url + "/v1"}, "keys": keys(rpm=100),
                          "orgs": {"acme": {"concurrency": 4}},
-                         "limits": {"state": redis.url, "fail_open": fail_open, "state_timeout_s": 0.2}})
+                         "limits": {"state": redis.url, "fail_open": fail_open, "state_timeout_s": 0.2,
+                                    "state_breaker_s": 0.3}})
         assert httpx.post(gw.url + CHAT, json=BODY, headers=AUTH).status_code == 200
         assert httpx.get(gw.url + "/healthz").json()["state"] == "redis ok"
         redis.stop()
@@ -123,7 +124,8 @@ def test_redis_down_follows_fail_open(fail_open: bool, fake: Any, gateway: Any) 
         # fail open: the rate window and the org slot each failed once; fail closed stops at the rate window.
         errors = "2.0" if fail_open else "1.0"
         assert f"ragtrim_serve_state_errors_total {errors}" in httpx.get(gw.url + "/metrics").text
-        redis.start()  # back: limits apply again on the same port
+        redis.start()  # back: limits apply again on the same port, once the circuit breaker lets a call through
+        time.sleep(0.35)
         r = httpx.post(gw.url + CHAT, json=BODY, headers=AUTH)
         assert r.status_code == 200 and r.headers["x-ratelimit-limit-requests"] == "100"
     finally:

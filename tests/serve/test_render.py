@@ -151,3 +151,33 @@ def test_sse_event_boundaries() -> None:
     assert event_end(b"data: a\n\ndata: b") == (7, 2)
     assert event_end(b"data: a\r\n\r\ndata: b\n\n") == (7, 4)
     assert event_end(b"data: a\n") == (-1, 2)
+
+
+class TestLongTextCounting:
+    """Texts past PIECE_CHARS are counted in pieces cut before a word: the sum equals the whole-text count."""
+
+    def _text(self, seed: int) -> str:
+        import random
+
+        rng = random.Random(seed)
+        vocab = ["alpha", "Beta,", "gamma.", "\n", "  ", "12345", "naïve", "東京は", "emoji🙂", "don't", "x" * 30,
+                 "...", "\t", "a-b", "(c)"]
+        return "".join(rng.choice(vocab) + rng.choice([" ", " ", "", "\n", "  "]) for _ in range(30_000))
+
+    @pytest.mark.parametrize("spec", ["cl100k_base", "whitespace"])
+    def test_pieces_sum_to_the_whole_count(self, spec: str) -> None:
+        from ragtrim.serve.render import PIECE_CHARS, count_text
+        from ragtrim.text.tokens import get_counter
+
+        counter = get_counter(spec)
+        for seed in range(3):
+            text = self._text(seed)
+            assert len(text) > 2 * PIECE_CHARS
+            assert count_text(text, counter) == counter.count(text)
+
+    def test_a_text_without_spaces_is_cut_at_the_piece_size(self) -> None:
+        from ragtrim.serve.render import PIECE_CHARS, count_text
+        from ragtrim.text.tokens import get_counter
+
+        counter = get_counter("whitespace")
+        assert count_text("x" * (3 * PIECE_CHARS), counter) == 3  # three pieces of one "word" each

@@ -254,3 +254,43 @@ class TestLazyCounting:
             assert lazy.text == eager.text, budget
             assert [(r.chunk_id, r.reason, r.detail) for r in lazy.removals] == [
                 (r.chunk_id, r.reason, r.detail) for r in eager.removals]
+
+
+class TestEveryScriptAndShape:
+    """Issue 24 and issue 23's shape traps: compression needs units to choose among, in every script and shape."""
+
+    def test_the_answer_row_of_a_table_is_kept_on_its_own(self) -> None:
+        table = ("Plans and their monthly data limits:\n| Plan | Monthly limit | Price |\n|---|---|---|\n"
+                 "| Basic | 10 GB | 5 EUR |\n| Plus | 50 GB | 12 EUR |\n| Pro | 200 GB | 30 EUR |\n"
+                 "| Family | 400 GB | 45 EUR |")
+        other = "The shop opens at nine. Support answers by mail within a day."
+        r = run([SentenceCompressor(max_tokens=18, context_weight=0.0), TokenBudget(max_tokens=18)], [table, other],
+                query="What is the monthly limit of the Pro plan?")
+        assert r.text == "| Plan | Monthly limit | Price |\n|---|---|---|\n| Pro | 200 GB | 30 EUR |"  # still a table
+
+    def test_a_row_from_an_html_table(self) -> None:
+        from ragtrim.stages.html import HtmlCleaner
+
+        html = ("<p>Plans:</p><table><tr><th>Plan</th><th>Limit</th></tr><tr><td>Basic</td><td>10 GB</td></tr>"
+                "<tr><td>Pro</td><td>200 GB</td></tr><tr><td>Family</td><td>400 GB</td></tr></table>")
+        r = run([HtmlCleaner(), SentenceCompressor(max_tokens=5, context_weight=0.0), TokenBudget(max_tokens=5)],
+                [html], query="limit of the Pro plan")
+        assert r.text == "Plan Limit\nPro 200 GB"
+
+    def test_a_list_item_without_a_stop(self) -> None:
+        text = "Limits:\n- Basic plan 10 GB\n- Pro plan 200 GB\n- Family plan 400 GB\nPrices change yearly."
+        r = run([SentenceCompressor(max_tokens=5, context_weight=0.0)], [text], query="Pro plan")
+        assert r.text == "- Pro plan 200 GB"
+
+    def test_korean_sentences_compete(self) -> None:
+        """A Korean paragraph was one "sentence" (no ASCII capital after the stop), so compression could only keep
+        or drop it whole; now the answer sentence is kept alone."""
+        text = ("요금제는 세 가지가 있다. 기본 요금제의 월 한도는 1만 원이다. 프로 요금제의 월 한도는 5만 원이다. "
+                "가족 요금제는 한도가 없다.")
+        r = run([SentenceCompressor(max_tokens=6, context_weight=0.0)], [text], query="프로 요금제의 월 한도는?")
+        assert r.text == "프로 요금제의 월 한도는 5만 원이다."
+
+    def test_japanese_sentences_compete(self) -> None:
+        text = "東京は日本の首都である。人口は約1400万人だ。大阪は西にある。"
+        r = run([SentenceCompressor(max_tokens=1, context_weight=0.0)], [text], query="東京の人口は？")
+        assert r.text == "人口は約1400万人だ。"

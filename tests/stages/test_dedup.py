@@ -16,6 +16,7 @@ from ragtrim.dedup.shingles import (
     batch_shingle_hashes,
     jaccard,
     line_shingles,
+    line_tokens,
     normalize,
     shingle_hashes,
     template_lines,
@@ -46,8 +47,9 @@ def random_text(rng: random.Random, n_words: int) -> str:
 class TestDuplicateFilter:
     def test_defaults(self) -> None:
         s = DuplicateFilter()
-        assert s.get_params() == {"threshold": 0.8, "num_perm": 128, "shingle_words": 3, "seed": 1, "exact": True,
-                                  "near": True, "keep": "best", "template_min_chunks": 3, "template_max_words": 20}
+        assert s.get_params() == {"threshold": 0.8, "num_perm": 128, "shingle_words": 3, "shingle_chars": 6, "seed": 1,
+                                  "exact": True, "near": True, "keep": "best", "template_min_chunks": 3,
+                                  "template_max_words": 20, "keep_differing_values": True}
         assert stage_from_dict(s.to_dict()).get_params() == s.get_params()
 
     @pytest.mark.parametrize(
@@ -68,6 +70,9 @@ class TestDuplicateFilter:
             ({"template_min_chunks": 3.0}, "template_min_chunks must be an int"),
             ({"template_max_words": 0}, "template_max_words must be >= 1, got 0"),
             ({"template_max_words": None}, "template_max_words must be an int"),
+            ({"shingle_chars": 0}, "shingle_chars must be >= 1, got 0"),
+            ({"shingle_chars": 65}, "shingle_chars must be <= 64, got 65"),
+            ({"keep_differing_values": "yes"}, "keep_differing_values must be True or False"),
         ],
     )
     def test_invalid(self, kwargs: dict[str, object], message: str) -> None:
@@ -378,3 +383,206 @@ class TestCandidateCaps:
         texts = [random_text(rng, 120) for _ in range(200)]
         result = run(DuplicateFilter(), texts + texts[:20])
         assert result.trace[0].info["near_candidates_capped"] == 0
+
+
+# A Japanese page (two articles) and its English translation, each under two sites' headers and footers.
+JA_PAGE = """宇都宮市と芳賀町を結ぶ次世代型路面電車が、八月二十六日に開業した。
+新設の路面電車としては国内で七十五年ぶりとなり、開業初日から多くの市民が列をつくった。
+全長約十五キロの路線に十九の停留場があり、宇都宮駅東口から工業団地までを約四十四分で結ぶ。
+車両は三両編成の低床式で、車いすやベビーカーでも段差なく乗り降りできる。
+運賃は距離に応じて百五十円から四百円で、交通系ICカードが使える。
+市は渋滞の緩和と沿線の再開発につなげたい考えで、将来は駅の西側への延伸も検討している。
+一方で、開業直後は自動車との接触事故も起きており、運行会社は安全運転の徹底を呼びかけている。
+北海道函館市で、秋の味覚を集めた「はこだてグルメフェスタ」が週末の二日間開かれた。
+会場の赤レンガ倉庫前には道南の飲食店など六十店が並び、イカやホタテを使った料理が人気を集めた。
+名物のイカめしは昼前に売り切れる店が相次ぎ、長い行列ができた。
+今年は初めて、地元の高校生が考案した新しいスイーツの販売コーナーも設けられた。
+主催者によると、二日間の来場者は約四万五千人で、昨年を一割ほど上回った。
+実行委員長は「来年は会場を広げ、海外からの観光客にも楽しんでもらいたい」と話した。"""
+JA_SITES = (("ニュース速報 | 経済 | 地域 | スポーツ | 天気\n日本地域新聞デジタル 会員ログイン\n",
+             "\n記事の無断転載を禁じます。\nお問い合わせ | 会社案内 | 個人情報の取り扱い © 日本地域新聞社"),
+            ("まとめニュース > 国内 > 最新記事\nこの記事は約3分で読めます\n",
+             "\nこの記事が気に入ったらフォローしよう\n人気記事ランキング 1位 2位 3位\n運営者情報 免責事項 Copyright まとめニュース"))
+EN_PAGE = """A next-generation tram linking Utsunomiya and the town of Haga opened on August 26.
+It is the first newly built tram line in the country in 75 years, and crowds of residents queued on the first day.
+The line is about 15 km long with 19 stops, and runs from the east exit of Utsunomiya Station to an industrial park in about 44 minutes.
+The low-floor trains have three cars, so wheelchairs and pushchairs can board without a step.
+Fares range from 150 to 400 yen depending on distance, and transport IC cards are accepted.
+The city hopes it will ease congestion and spur redevelopment along the route, and is considering extending it west of the station.
+There have already been collisions with cars since the opening, and the operator is urging drivers to take care.
+The Hakodate Gourmet Festa, a celebration of autumn food, was held over two days at the weekend in Hakodate, Hokkaido.
+Sixty restaurants from southern Hokkaido lined up in front of the red brick warehouses, and dishes made with squid and scallops were popular.
+Stall after stall sold out of the famous stuffed squid before noon, and long queues formed.
+This year, for the first time, there was also a corner selling new sweets devised by local high school students.
+According to the organisers, about 45,000 people came over the two days, some 10 percent more than last year.
+The head of the organising committee said they hoped to enlarge the venue next year and welcome visitors from abroad too."""
+EN_SITES = (("Breaking news | Business | Regions | Sports | Weather\nJapan Regional News Digital Member login\n",
+             "\nReproduction of articles without permission is prohibited.\nContact | About us | Privacy (c) Japan Regional News"),
+            ("Roundup News > Japan > Latest\nThis article takes about 3 minutes to read\n",
+             "\nFollow us if you liked this article\nPopular articles 1st 2nd 3rd\nAbout the operator Disclaimer Copyright Roundup News"))
+ZH_PAGE = """连接福州和厦门的福厦高铁于九月二十八日正式开通运营。
+这是我国第一条跨海高铁，全长约二百七十七公里，设计时速三百五十公里。
+线路途经莆田和泉州，沿途共设八座车站，其中三座跨越海湾。
+开通后，福州至厦门最快只需五十五分钟，比过去缩短了一半以上。
+首日共开行列车六十余对，车票在开售后几分钟内就被抢购一空。
+当地政府表示，高铁将进一步带动沿线城市的旅游和产业发展。
+受台风“海燕”影响，广东省气象台今天上午发布了台风红色预警。
+预计台风将于明天傍晚在湛江到茂名一带沿海登陆，登陆时中心附近最大风力可达十四级。
+广州、深圳等地的中小学和幼儿园明天全部停课，部分航班和高铁列车已经取消。
+气象部门提醒市民尽量减少外出，远离广告牌和临时搭建物。
+渔船已全部回港避风，沿海地区共转移群众约十二万人。
+应急部门表示，将密切关注台风动向，及时发布最新信息。"""
+ZH_SITES = (("首页 | 国内 | 国际 | 财经 | 科技 | 体育\n华夏新闻网 客户端下载\n",
+             "\n责任编辑：王明\n本网站所刊登的信息未经授权不得转载 联系我们 网站地图 © 华夏新闻网"),
+            ("当前位置：首页 > 资讯 > 正文\n阅读模式 字号 大 中 小\n",
+             "\n相关阅读 热门推荐 猜你喜欢\n关于本站 | 广告服务 | 投诉建议 | 京ICP备12345678号"))
+
+
+def two_sites(page: str, sites: tuple[tuple[str, str], tuple[str, str]]) -> list[str]:
+    return [header + page + footer for header, footer in sites]
+
+
+class TestTextWithoutSpaces:
+    """Issue 24: Han/Kana lines are shingled by characters, so a page under another site's chrome is the same page in
+    Japanese and Chinese where it is in English (word shingles saw one "word" per clause)."""
+
+    def test_line_tokens(self) -> None:
+        assert line_tokens("京都の紅葉は、例年") == ("京 都 の 紅 葉 は 例 年", True)
+        # Latin words and digits inside a Japanese line stay words; a line goes by characters when most of its letters
+        # are Han/Kana; Korean keeps its words; English is unchanged.
+        assert line_tokens("東京ではragtrimを2024年に使う") == ("東 京 で は ragtrim を 2024 年 に 使 う", True)
+        assert line_tokens("축제는 지역 곳곳에서") == ("축제는 지역 곳곳에서", False)
+        assert line_tokens("mostly english with 東京") == ("mostly english with 東京", False)
+
+    def test_line_shingles_by_characters(self) -> None:
+        assert line_shingles("東京タワー\nthe old mill", 3, 4) == {
+            ("東", "京", "タ", "ワ"), ("京", "タ", "ワ", "ー"), ("the", "old", "mill")}
+
+    @pytest.mark.parametrize(("page", "sites", "detail"), [
+        (JA_PAGE, JA_SITES, "jaccard 0.81 with chunk 0"),
+        (ZH_PAGE, ZH_SITES, "jaccard 0.80 with chunk 0"),
+        (EN_PAGE, EN_SITES, "jaccard 0.86 with chunk 0"),
+    ])
+    def test_page_under_another_sites_chrome_is_a_near_duplicate(
+            self, page: str, sites: tuple[tuple[str, str], tuple[str, str]], detail: str) -> None:
+        result = run(DuplicateFilter(), two_sites(page, sites))
+        assert [(r.chunk_id, r.reason, r.detail) for r in result.removals] == [("1", "near_duplicate", detail)]
+
+    def test_word_shingles_on_japanese_missed_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        a, b = two_sites(JA_PAGE, JA_SITES)
+        assert jaccard(line_shingles(a, 3), line_shingles(b, 3)) == pytest.approx(416 / 514)
+        # Before issue 24 every line went by words: one \w+ "word" per clause, 29 shingles, most of them the sites'.
+        monkeypatch.setattr(shingles, "is_spaceless", lambda line, **_: False)
+        assert jaccard(line_shingles(a, 3), line_shingles(b, 3)) == pytest.approx(15 / 29)
+        assert run(DuplicateFilter(), [a, b]).removals == ()
+
+    def test_different_articles_under_one_site_are_kept(self) -> None:
+        header, footer = JA_SITES[0]
+        first, second = JA_PAGE.split("\n北海道")
+        result = run(DuplicateFilter(), [header + first + footer, header + "北海道" + second + footer])
+        assert result.removals == ()
+
+    def test_japanese_template_lines_are_learnt(self) -> None:
+        # Each site's lines recur in 3 distinct chunks: left out, so the two copies compare on their content alone.
+        lines = JA_PAGE.split("\n")
+        bodies = ["\n".join(lines[:5]), "\n".join(lines[5:9]), "\n".join(lines[9:])]
+        chunks = [h + body + f for h, f in JA_SITES for body in bodies]
+        result = run(DuplicateFilter(keep="first"), chunks)
+        assert [(r.chunk_id, r.kept_id, r.detail.split(", ")[0]) for r in result.removals] == [
+            ("3", "0", "jaccard 1.00 with chunk 0"), ("4", "1", "jaccard 1.00 with chunk 1"),
+            ("5", "2", "jaccard 1.00 with chunk 2")]
+        assert result.trace[0].info["template_lines"] == 9
+
+    def test_shingle_chars_is_used(self) -> None:
+        a, b = two_sites(JA_PAGE, JA_SITES)
+        assert run(DuplicateFilter(shingle_chars=3), [a, b]).removals == ()  # jaccard 0.799
+        longer = run(DuplicateFilter(shingle_chars=9), [a, b]).removals
+        assert [r.detail for r in longer] == ["jaccard 0.84 with chunk 0"]
+
+    def test_paths_agree_on_mixed_scripts(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        chunks = [*two_sites(JA_PAGE, JA_SITES), *two_sites(ZH_PAGE, ZH_SITES), *two_sites(EN_PAGE, EN_SITES)]
+        want = [(r.chunk_id, r.kept_id, r.detail) for r in run(DuplicateFilter(), chunks).removals]
+        assert len(want) == 3
+        monkeypatch.setattr(dedup_module, "PYTHON_PATH_MAX_CHARS", 0)  # the numpy inverted index
+        assert [(r.chunk_id, r.kept_id, r.detail) for r in run(DuplicateFilter(), chunks).removals] == want
+        monkeypatch.setattr(dedup_module, "PAIRWISE_MAX_CHUNKS", 1)  # MinHash LSH
+        assert [(r.chunk_id, r.kept_id, r.detail) for r in run(DuplicateFilter(), chunks).removals] == want
+
+
+# Issue 23: two ~80-word chunks that differ in the plan and its rate limit only.
+FREE_PLAN = ("The Free plan is meant for trying the API on small projects and personal tools. It allows 60 requests "
+             "per minute and 10,000 requests per month, with a maximum payload of 2 MB for each request. Responses "
+             "are cached for five minutes, and every endpoint is available, including search, embeddings and batch "
+             "jobs. Requests above the limit get HTTP status 429 with a Retry-After header, and the monthly counter "
+             "resets at midnight UTC on the first day of each month for every account.")
+PRO_PLAN = FREE_PLAN.replace("The Free plan", "The Pro plan").replace("60 requests", "600 requests")
+
+
+class TestDifferingValues:
+    """Issue 23: chunks whose numbers, dates, versions or amounts differ are never merged; the trace says why."""
+
+    def test_free_and_pro_plans_are_both_kept(self) -> None:
+        assert jaccard(line_shingles(FREE_PLAN, 3), line_shingles(PRO_PLAN, 3)) == pytest.approx(78 / 88)
+        chunks = [Chunk(FREE_PLAN, "free", score=0.9), Chunk(PRO_PLAN, "pro", score=0.4)]
+        result = run(DuplicateFilter(), chunks)
+        assert [c.id for c in result.chunks] == ["free", "pro"] and result.removals == ()
+        info = result.trace[0].info
+        assert info["value_conflicts"] == 1 and info["near_duplicates"] == 0
+        assert info["value_conflict_details"] == [
+            "chunk pro kept beside chunk free (jaccard 0.89): values differ, 600 vs 60 (after 'it allows')"]
+
+    def test_merging_anyway_says_so(self) -> None:
+        chunks = [Chunk(FREE_PLAN, "free", score=0.9), Chunk(PRO_PLAN, "pro", score=0.4)]
+        result = run(DuplicateFilter(keep_differing_values=False), chunks)
+        (r,) = result.removals
+        assert (r.chunk_id, r.kept_id) == ("pro", "free")
+        assert r.detail == "jaccard 0.89 with chunk free, merged although values differ: 600 vs 60 (after 'it allows')"
+        assert result.trace[0].info["value_conflicts"] == 0
+
+    @pytest.mark.parametrize(("field", "new", "values"), [
+        ("version", "v2.6", "2.6 vs 2.5 (after 'of ragtrim')"),
+        ("date", "4 March 2025", "4 march 2025 vs 3 march 2025 (after 'closes on')"),
+        ("price", "$59", "$59 vs $49 (after 'it costs')"),
+        ("days", "3", "3 vs 2.5 (after 'arrives in')"),
+    ])
+    def test_versions_dates_amounts(self, field: str, new: str, values: str) -> None:
+        text = ("The release of ragtrim {version} closes on {date} and it costs {price} per seat. The package arrives "
+                "in {days} days after the order, and the team answers questions about the migration, the upgrade "
+                "steps and the deprecated options in the forum every weekday morning before the office opens.")
+        old = {"version": "v2.5", "date": "3 March 2025", "price": "$49", "days": "2.5"}
+        base, changed = text.format(**old), text.format(**{**old, field: new})
+        result = run(DuplicateFilter(), [base, changed])
+        assert result.removals == ()
+        (detail,) = result.trace[0].info["value_conflict_details"]
+        assert detail.endswith(f"values differ, {values}")
+
+    def test_same_values_with_other_boilerplate_are_still_merged(self) -> None:
+        a = "Posted in Pricing\n" + PRO_PLAN + "\nShare this page"
+        b = "Docs > Plans > Pro\n" + PRO_PLAN + "\nWas this page helpful? Yes No"
+        (r,) = run(DuplicateFilter(), [a, b]).removals
+        assert (r.chunk_id, r.reason, r.detail) == ("1", "near_duplicate", "jaccard 0.92 with chunk 0")
+
+    def test_a_value_only_one_copy_has_is_no_conflict(self) -> None:
+        # A window that starts three words later: "2019" is gone from it, no value replaced it.
+        text = ("In 2019 the council approved the plan to rebuild the bridge over the river and to widen the road "
+                "through the market square so that buses and bicycles could share the new lanes safely")
+        words = text.split()
+        a, b = " ".join(words[:-3]), " ".join(words[3:])
+        (r,) = run(DuplicateFilter(), [a, b]).removals
+        assert r.reason == "near_duplicate"
+
+    def test_next_most_similar_copy_without_conflict_is_chosen(self) -> None:
+        # "pro" conflicts with the most similar kept chunk ("free") but agrees with a kept copy of itself.
+        copy = "Pricing\n" + PRO_PLAN
+        chunks = [Chunk(FREE_PLAN, "free", score=0.9), Chunk(copy, "pro-copy", score=0.8), Chunk(PRO_PLAN, "pro", score=0.4)]
+        result = run(DuplicateFilter(), chunks)
+        (r,) = result.removals
+        assert (r.chunk_id, r.kept_id) == ("pro", "pro-copy")
+        assert result.trace[0].info["value_conflicts"] == 1  # "pro-copy" itself was kept beside "free"
+
+    def test_japanese_amounts(self) -> None:
+        base = ("旅行の予算は一人あたり3万円以内で、締め切りは今週の金曜日です。ホテルは駅から歩いて五分以内の場所を希望して"
+                "います。朝食付きのプランがあれば、そちらを優先してください。")
+        result = run(DuplicateFilter(), [base, base.replace("3万円", "5万円")])
+        assert result.removals == ()
+        assert result.trace[0].info["value_conflict_details"][0].endswith("values differ, 5 vs 3 (after 'たり')")

@@ -107,3 +107,27 @@ class TestHistoryCompressor:
         before = (ctx.history, ctx.state)
         HistoryCompressor(keep_last_turns=1).run(ctx, counter=WhitespaceCounter())
         assert (ctx.history, ctx.state) == before
+
+
+class TestEmptyTurnsInTheTrace:
+    def test_every_folded_turn_without_an_item_is_in_the_trace(self) -> None:
+        r = run(HistoryCompressor(keep_last_turns=1), [], history=HISTORY)
+        info = r.trace[0].info
+        no_signal = "no fact, preference, constraint, goal, decision or question found"
+        assert info["empty_turns"] == [{"turn_id": "1", "role": "user", "reason": "small talk"},
+                                       {"turn_id": "3", "role": "assistant", "reason": no_signal}]
+        assert info["notes"] == ["1 of 4 folded turns yielded no state item (small talk): turn 1",
+                                 f"1 of 4 folded turns yielded no state item ({no_signal}): turn 3"]
+
+    def test_korean_history(self) -> None:
+        history = [{"role": "user", "content": c, "turn_id": str(i)} for i, c in enumerate(
+            ["안녕하세요!", "예산은 1인당 50만 원 이하로 잡고 있어요.", "대한항공으로 하기로 했어요.", "고마워요!"], 1)]
+        r = run(HistoryCompressor(keep_last_turns=0), [], history=history)
+        info = r.trace[0].info
+        assert info["state_items"] == 2
+        assert "- user: 예산은 1인당 50만 원 이하로 잡고 있어요" in info["state_text"]
+        assert [t["turn_id"] for t in info["empty_turns"]] == ["1", "4"]
+
+    def test_empty_history_has_the_same_keys(self) -> None:
+        info = run(HistoryCompressor(), []).trace[0].info
+        assert info["empty_turns"] == [] and info["notes"] == []

@@ -60,6 +60,18 @@ def test_the_gateway_sets_the_default_store(tmp_path: Path, monkeypatch: pytest.
     assert default_store_spec()[0] == str(tmp_path / "env.sqlite3")
 
 
+def test_a_reload_that_moves_the_store_needs_a_restart(tmp_path: Path) -> None:
+    """The store is opened once per process: a SIGHUP reload that changes it is refused, not silently ignored."""
+    pytest.importorskip("starlette")
+    from ragtrim.serve.app import restart_only_changes
+
+    old = parse_config(config(vector_store=str(tmp_path / "a.sqlite3")))
+    assert restart_only_changes(old, parse_config(config(vector_store=str(tmp_path / "a.sqlite3")))) == []
+    assert restart_only_changes(old, parse_config(config(vector_store="off"))) == ["trim.vector_store"]
+    assert restart_only_changes(old, parse_config(config(vector_store=str(tmp_path / "a.sqlite3"),
+                                                         vector_store_max_mb=8))) == ["trim.vector_store_max_mb"]
+
+
 _REPLICA = r"""
 import json, sys
 from ragtrim import trim

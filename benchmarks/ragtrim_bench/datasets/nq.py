@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -125,17 +125,19 @@ def bm25_tokens(text: str) -> list[str]:
 
 class _BM25Index:
     """Okapi BM25 (``ragtrim.scoring.bm25_okapi``) over a fixed corpus, with an inverted index so that a query
-    touches only the postings of its own terms. Tokens are ``bm25_tokens``: the distractor sets of the committed
-    results were drawn with them."""
+    touches only the postings of its own terms. Tokens are ``bm25_tokens`` unless ``tokens`` says otherwise: the
+    NQ distractor sets of the committed results were drawn with them (KorQuAD's with character bigrams)."""
 
-    def __init__(self, docs: Sequence[str], *, k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, docs: Sequence[str], *, k1: float = 1.5, b: float = 0.75,
+                 tokens: Callable[[str], list[str]] = bm25_tokens) -> None:
         self.n_docs = len(docs)
         self.k1 = k1
         self.b = b
+        self._tokens = tokens
         postings: dict[str, dict[int, int]] = {}
         self._lengths = np.zeros(self.n_docs, dtype=np.float64)
         for i, doc in enumerate(docs):
-            toks = bm25_tokens(doc)
+            toks = tokens(doc)
             self._lengths[i] = len(toks)
             for t in toks:
                 d = postings.setdefault(t, {})
@@ -147,7 +149,7 @@ class _BM25Index:
         }
 
     def scores(self, query: str) -> np.ndarray:
-        terms = [t for t in dict.fromkeys(bm25_tokens(query)) if t in self._postings]
+        terms = [t for t in dict.fromkeys(self._tokens(query)) if t in self._postings]
         if not terms:
             return np.zeros(self.n_docs, dtype=np.float64)
         tf = np.zeros((len(terms), self.n_docs), dtype=np.float64)
@@ -240,6 +242,23 @@ def build_multidoc(
             raise InputError(f"question {q.index}: only {len(chosen)} usable distractors for n_docs={n_docs}")
         docs = chosen[:slot] + [q.gold] + chosen[slot:]
         out.append(QAInstance(id=f"nq{q.index}", question=q.question, answers=q.answers, passages=tuple(docs)))
+    return out
+
+
+def retrieval_scores(instances: Sequence[QAInstance], pool: Sequence[NQQuestion]) -> list[tuple[float, ...]]:
+    """Each instance's passages scored against its question by the pool-wide BM25 that ``build_multidoc`` draws hard
+    distractors with (``pool``: the same questions it was given): what a BM25 retriever over the pool returned with
+    them, for ``scorer="given"``. Passages are matched to the pool by their normalized content."""
+    passages, normalized, _ = _pool(pool)
+    index = _BM25Index([p.content for p in passages])
+    slot = {key: i for i, key in enumerate(normalized)}
+    out: list[tuple[float, ...]] = []
+    for inst in instances:
+        scores = index.scores(inst.question)
+        try:
+            out.append(tuple(float(scores[slot[normalize_answer(p.content)]]) for p in inst.passages))
+        except KeyError:
+            raise InputError(f"instance {inst.id}: a passage is not in the pool; pass the pool it was built from") from None
     return out
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ragtrim_bench.common.stats import mean, summarize
 from ragtrim_bench.gpu.records import RequestRecord
-from ragtrim_bench.stats import mean, summarize
 
 
 def _dist(values: Sequence[float], name: str) -> dict[str, float]:

@@ -76,7 +76,7 @@ def build_arm_prompts(
     the committed H200 run; it overshoots, e.g. 4.8x for a 4x arm), or is the largest budget whose prompt fits, found
     by bisection in ``3 * max_refits`` runs (``fit="bisect"``). The arm records the budget it ended with.
     """
-    from ragtrim_bench.qa_metrics import answer_in_text
+    from ragtrim_bench.common.answers import answer_in_text
 
     out: list[ArmPrompt] = []
     for inst in instances:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrim._util.jsonl import iter_jsonl
+from ragtrim_bench.common.answers import best_subspan_em, normalize_answer
 from ragtrim_bench.gpu.backends import (
     OpenAICompletionsBackend,
     VLLMInProcessBackend,
@@ -25,11 +26,10 @@ from ragtrim_bench.gpu.backends import (
 )
 from ragtrim_bench.gpu.load import LoadSpec, run_load
 from ragtrim_bench.gpu.metrics import summarize_records, throughput_at_slo
-from ragtrim_bench.qa_metrics import best_subspan_em, normalize_answer
 
 
 def load_prompts(path: str | Path) -> list[dict[str, Any]]:
-    """The prompt rows of a JSONL file written by ``benchmarks/gpu/make_prompts.py``."""
+    """The prompt rows of a JSONL file written by ``gpu make_prompts``."""
     return [row for _, row in iter_jsonl(path, what="prompts file")]
 
 

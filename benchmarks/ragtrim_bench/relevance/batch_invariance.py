@@ -14,18 +14,16 @@ no padding; ``single``: one text per model call), on NQ dev requests (questions 
   ``clear_caches()`` and no vector store): its pipeline with the model pass grouped ``single`` (as shipped) beside
   the same pipeline grouped ``padded`` (before), interleaved, wall and CPU p50/p99 (``pipeline`` rows).
 
-Usage: python -m ragtrim_bench.relevance.batch_invariance [--requests N] [--targets N] [--trials N]
-Writes benchmarks/results/relevance/batch_invariance.json. Timings on a shared machine are provisional.
+Usage: ragtrim-bench relevance batch_invariance [--requests N] [--targets N] [--trials N] [-o PATH]
+(or python -m ragtrim_bench.relevance.batch_invariance); writes ``results/relevance/batch_invariance.json``
+(``ragtrim_bench.common.results``). Timings on a shared machine are provisional.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -34,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from ragtrim_bench.stats import percentile
+from ragtrim_bench.common.results import command_line, result_path, write_result
+from ragtrim_bench.common.stats import percentile
 
-RESULT = Path("benchmarks/results/relevance/batch_invariance.json")
 DEV_QUESTIONS = (0, 1062)
 GROUPINGS = ("padded", "exact_length", "single")
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
@@ -304,7 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=Config.trials)
     parser.add_argument("--backends", default=",".join(DEFAULT_BACKENDS))
     parser.add_argument("--no-pipeline", action="store_true", help="skip the default trim() side by side")
-    parser.add_argument("--out", type=Path, default=RESULT)
+    parser.add_argument("-o", "--output", "--out", type=Path, default=None,
+                        help="default: results/relevance/batch_invariance.json")
     args = parser.parse_args(argv)
     config = Config(requests=args.requests, targets=args.targets, trials=args.trials)
     wanted = args.backends.split(",")
@@ -320,16 +319,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(pipeline), flush=True)
     result = {
         "benchmark": "batch_invariance",
-        "command": "python -m ragtrim_bench.relevance.batch_invariance " + " ".join(argv or sys.argv[1:]),
         "config": asdict(config),
         "questions": f"{DEV_QUESTIONS[0]}-{DEV_QUESTIONS[1] - 1} (dev)",
-        "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "load_1min": os.getloadavg()[0]},
         "note": "timings on a shared 2-core machine are provisional; compare groupings only within a row",
         "rows": rows,
         "pipeline": pipeline,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write_result(args.output or result_path(__spec__.name), result, command=command_line(__spec__.name, argv),
+                       packages=["onnxruntime", "torch", "sentence-transformers"])
+    print(f"wrote {out}")
     return 0
 
 

@@ -14,8 +14,9 @@ falls on all alike), each after ``clear_caches()`` and its scorer's in-memory ca
 Before timing, each setting trims two dev requests (models load). Reports p50/p99 wall ms, p50 CPU ms (all threads of
 the process) and the share of passages the store answered.
 
-Usage: python -m ragtrim_bench.relevance.vector_store [--requests N] [--scorers auto,embedding]
-Writes benchmarks/results/relevance/vector_store.json. Timings on a shared machine are provisional.
+Usage: ragtrim-bench relevance vector_store [--requests N] [--scorers auto,embedding] [-o PATH]
+(or python -m ragtrim_bench.relevance.vector_store); writes ``results/relevance/vector_store.json``
+(``ragtrim_bench.common.results``). Timings on a shared machine are provisional.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import platform
 import sqlite3
 import subprocess
 import sys
@@ -35,9 +34,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ragtrim_bench.stats import percentile
+from ragtrim_bench.common.results import command_line, result_path, write_result
+from ragtrim_bench.common.stats import percentile
 
-RESULT = Path("benchmarks/results/relevance/vector_store.json")
 HELDOUT_OFFSET = 1062
 SEEN_SHARE = 0.8
 
@@ -188,7 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--requests", type=int, default=Config.requests)
     parser.add_argument("--scorers", default=",".join(Config.scorers))
-    parser.add_argument("--out", type=Path, default=RESULT)
+    parser.add_argument("-o", "--output", "--out", type=Path, default=None,
+                        help="default: results/relevance/vector_store.json")
     args = parser.parse_args(argv)
     config = Config(requests=args.requests, scorers=tuple(args.scorers.split(",")))
     with tempfile.TemporaryDirectory(prefix="ragtrim-vector-store-") as tmp:
@@ -197,20 +197,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     result = {
         "benchmark": "vector_store",
-        "command": "python -m ragtrim_bench.relevance.vector_store " + " ".join(sys.argv[1:] if argv is None else argv),
         "config": asdict(config),
         "questions": f"NQ golden_multidoc {HELDOUT_OFFSET}-{HELDOUT_OFFSET + config.requests - 1} (held-out)",
         "auto": choose().to_dict(),
-        "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 2)},
         "note": ("shared 2-core machine under load from other work: timings are provisional; compare settings "
                  "within this run only"),
         **measured,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write_result(args.output or result_path(__spec__.name), result, command=command_line(__spec__.name, argv),
+                       packages=["onnxruntime", "redis"])
     for key, row in measured["rows"].items():
         print(f"{key:22s} p50 {row['p50_ms']:8.1f} ms  p99 {row['p99_ms']:8.1f} ms  cpu p50 {row['p50_cpu_ms']:8.1f} ms"
               f"  store hits {row['store_hit_share']:.2f}")
+    print(f"wrote {out}")
     return 0
 
 

@@ -1,0 +1,174 @@
+"""``ragtrim serve`` in front of vLLM on the GPU host, against vLLM directly with untrimmed prompts (issue 16).
+
+Run on the GPU machine (vLLM importable, ``gpu suites --prepare-only`` done):
+
+  RAGTRIM_DATA=.gpu/data python -m ragtrim_bench.gpu.gateway_e2e --out $OUT   (session_e2e.sh runs it)
+
+``vllm serve`` (the Gemma-3-12B shape, dummy weights, CUDA graphs up to 1,024 tokens) listens on one port and
+``ragtrim serve`` (open mode, memory state, ``[trim] budget = 0.25``, limits far above the offered load) on another.
+The harness's OpenAI-compatible streaming client sends the same golden questions to both:
+  direct    vLLM, the untrimmed prompt
+  gateway   the gateway, the prompt with the passages inside ``<context>...</context>``; the gateway trims them in
+            flight and forwards the trimmed prompt to vLLM
+TTFT is measured by the client from send to the first streamed token, so the gateway arm's TTFT includes the
+gateway's own time and the trim. Single requests (one at a time), then a Poisson ladder per arm with the throughput
+within a 500 ms p95 TTFT SLO. Writes ``$OUT/gpu_gateway.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragtrim_bench.common.results import command_line, write_result
+from ragtrim_bench.gpu.backends import OpenAICompletionsBackend, engine_cli_args, start_vllm_server
+from ragtrim_bench.gpu.load import LoadSpec, run_load
+from ragtrim_bench.gpu.metrics import summarize_records, throughput_at_slo
+from ragtrim_bench.gpu.prompts import INSTRUCTION, context_block, format_prompt
+from ragtrim_bench.serve.load import free_port, stop_process
+
+GATEWAY_TOML = """
+[upstream]
+url = "http://127.0.0.1:{vllm_port}/v1"
+tokenizer = "cl100k_base"
+
+[trim]
+budget = 0.25
+
+[limits]
+max_input_tokens = 8192
+max_output_tokens = 512
+long_request_tokens = 1000000
+default_org_concurrency = 4096
+max_queued = 100000
+queue_timeout_s = 60
+"""
+
+
+EMPTY = "no tokens streamed"
+"""A reply whose first token was end-of-sequence (dummy weights do that about once in 70 requests, through the gateway
+or not): it has no first token to time, so it is counted apart (``empty_outputs``) instead of as a failure."""
+
+
+def timed(records: list[Any], duration: float, slo_ms: float | None = None) -> dict[str, Any]:
+    kept = [r for r in records if r.error != EMPTY]
+    return summarize_records(kept, duration_s=duration, ttft_slo_ms=slo_ms) | {
+        "empty_outputs": len(records) - len(kept), "errors_seen": sorted({r.error for r in kept if r.error})}
+
+
+def prompts(n: int, offset: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(id, prompt) pairs: the untrimmed prompt for vLLM directly, and the same with the passages in <context>."""
+    from ragtrim_bench.datasets.nq import golden_multidoc
+
+    inst = golden_multidoc(n, offset=offset)
+    direct = [(i.id, format_prompt(i.question, [p.content for p in i.passages])) for i in inst]
+    wrapped = []
+    for i in inst:
+        block = context_block(p.content for p in i.passages)
+        wrapped.append((i.id, f"{INSTRUCTION}\n\n{block}\n\nQuestion: {i.question}\nAnswer:"))
+    return direct, wrapped
+
+
+async def measure(args: argparse.Namespace, direct: Any, gateway: Any, result: dict[str, Any],
+                  deadline: float) -> None:
+    golden_direct, golden_wrapped = prompts(args.single + 8, 0)
+    pool_direct, pool_wrapped = prompts(args.ladder_questions, 400)
+    arms = {"direct": (direct, golden_direct, pool_direct), "gateway": (gateway, golden_wrapped, pool_wrapped)}
+    single: dict[str, Any] = {}
+    for name, (backend, rows, _) in arms.items():
+        records, duration = await run_load(backend, rows, LoadSpec(num_requests=args.single, concurrency=1,
+                                                                   max_tokens=args.max_tokens, prompt_offset=8),
+                                           arm=name)
+        single[name] = timed(records, duration)
+    single["p50_ttft_gain"] = single["direct"]["p50_ttft_ms"] / single["gateway"]["p50_ttft_ms"]
+    single["p99_ttft_gain"] = single["direct"]["p99_ttft_ms"] / single["gateway"]["p99_ttft_ms"]
+    result["single"] = single
+    ladder: dict[str, Any] = {}
+    for name, (backend, _, rows) in arms.items():
+        steps: list[dict[str, Any]] = []
+        offset = 0
+        for rate in args.rates:
+            if time.time() > deadline:
+                steps.append({"request_rate": rate, "skipped": "deadline"})
+                break
+            n = min(len(rows) - 2, max(24, int(rate * args.step_s)))
+            await direct.reset_prefix_cache()
+            records, duration = await run_load(backend, rows, LoadSpec(num_requests=n, request_rate=rate,
+                                                                       max_tokens=args.max_tokens,
+                                                                       seed=int(rate * 1000), warmup_requests=2,
+                                                                       prompt_offset=offset + 2), arm=name)
+            offset = (offset + n + 2) % len(rows)
+            s = timed(records, duration, args.slo_ms) | {"request_rate": rate}
+            steps.append(s)
+            if s["p95_ttft_ms"] > 4 * args.slo_ms or s["failed"]:
+                break
+        ladder[name] = {"steps": steps, "at_slo": throughput_at_slo([x for x in steps if "completed" in x],
+                                                                    slo_ms=args.slo_ms)}
+    base = ladder["direct"]["at_slo"]["request_throughput"]
+    ladder["throughput_gain_at_slo"] = ladder["gateway"]["at_slo"]["request_throughput"] / base if base else None
+    result["ladder"] = ladder
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/ragtrim-gpu-out"))
+    parser.add_argument("--model", default="/tmp/gemma-dummy/12b")
+    parser.add_argument("--single", type=int, default=60)
+    parser.add_argument("--ladder-questions", type=int, default=600)
+    parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")], default=[4, 8, 12, 16, 24, 32])
+    parser.add_argument("--step-s", type=float, default=6.0)
+    parser.add_argument("--slo-ms", type=float, default=500.0)
+    parser.add_argument("--max-tokens", type=int, default=8)
+    parser.add_argument("--budget-s", type=float, default=540.0)
+    args = parser.parse_args(argv)
+    deadline = time.time() + args.budget_s - 40
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    engine = {"dtype": "bfloat16", "max_model_len": 4096, "gpu_memory_utilization": 0.85, "seed": 0,
+              "max_num_batched_tokens": 8192, "load_format": "dummy",
+              "compilation_config": {"max_cudagraph_capture_size": 1024}}
+    result: dict[str, Any] = {"benchmark": "gpu_gateway", "engine": engine, "errors": []}
+    vllm_port, gw_port = free_port(), free_port()
+    os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # POST /reset_prefix_cache between ladder steps
+    server = start_vllm_server(model=args.model, port=vllm_port, extra_args=engine_cli_args(engine),
+                               log_path=str(out / "vllm_server.log"))
+    config = Path(tempfile.mkdtemp()) / "gateway.toml"
+    config.write_text(GATEWAY_TOML.format(vllm_port=vllm_port))
+    gateway_log = open(out / "gateway.log", "wb")  # noqa: SIM115 - kept open for the child's lifetime
+    gateway = subprocess.Popen([sys.executable, "-m", "ragtrim", "serve", "--config", str(config), "--port",
+                                str(gw_port)], stdout=gateway_log, stderr=subprocess.STDOUT)
+    direct_backend = OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{vllm_port}", model=args.model)
+    gateway_backend = OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{gw_port}", model=args.model)
+    started = time.perf_counter()
+    try:
+        asyncio.run(direct_backend.ready(400))
+        asyncio.run(gateway_backend.ready(60))
+        result["servers_ready_s"] = time.perf_counter() - started
+        asyncio.run(measure(args, direct_backend, gateway_backend, result, deadline))
+    except Exception as exc:  # noqa: BLE001 - recorded: the file must still hold what finished
+        result["errors"].append(f"{type(exc).__name__}: {exc}")
+    finally:
+        for proc in (gateway, server):
+            stop_process(proc, timeout_s=30)
+        gateway_log.close()
+    write_result(out / "gpu_gateway.json", result, command=command_line(__spec__.name, argv),
+                 packages=["vllm", "starlette", "uvicorn", "aiohttp"])
+    single = result.get("single", {})
+    print(json.dumps({"errors": result["errors"], "single": {k: v if not isinstance(v, dict) else
+                      {m: v[m] for m in ("p50_ttft_ms", "p99_ttft_ms", "mean_prompt_tokens")} for k, v in single.items()},
+                      "at_slo": {k: v.get("at_slo") if isinstance(v, dict) else v
+                                 for k, v in result.get("ladder", {}).items()}}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

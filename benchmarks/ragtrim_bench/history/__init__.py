@@ -1,0 +1,1 @@
+"""Conversation-history compression on LoCoMo: tokens, answer and evidence recall, time (``locomo``)."""

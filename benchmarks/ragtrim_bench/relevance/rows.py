@@ -1,0 +1,120 @@
+"""The rows of the quality matrix: a row is a name and a callable ``(chunks, query, budget) -> text``.
+
+``chunks`` are ``trim()``'s dict input (``{"text", "id"}``, plus ``"score"``, the retriever's, for a row with
+``uses_retrieval_score``). Built in: ``default`` (``trim()`` with no scorer argument), one row per named scorer
+(``ragtrim.scoring.registry.SCORER_NAMES``), ``given`` and the plain baseline. A tuning experiment adds a candidate
+with ``register_row(Row(...))`` in code, or names ``module:attribute`` (a Row, or a function returning one) in
+``--rows``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ragtrim.errors import ConfigError
+
+Chunks = Sequence[Mapping[str, Any]]
+RowTrim = Callable[[Chunks, str, int], str]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One recipe under test. ``uses_retrieval_score``: it ranks by the chunks' ``score`` (the retriever's), so it
+    runs only on columns that have one. ``clear``: empties the caches of what the row built itself (a scorer object
+    of its own: ``clear_caches()`` reaches only the named scorers), called before each timed call, so its cost is
+    cold too (``scorer_clearer`` makes one)."""
+
+    name: str
+    trim: RowTrim
+    description: str = ""
+    uses_retrieval_score: bool = False
+    clear: Callable[[], None] | None = None
+
+
+def scorer_clearer(*scorers: Any) -> Callable[[], None]:
+    """A ``Row.clear`` that empties these scorers' caches, with their parts (a hybrid's scorers, a cascade's
+    stages), as ``ragtrim.caches.clear_caches`` does for the named ones."""
+    from ragtrim.caches import _clear_scorer  # the one walk over a scorer's parts; not public API
+
+    def clear() -> None:
+        for scorer in scorers:
+            _clear_scorer(scorer)
+
+    return clear
+
+
+def _trim_with(scorer: str | None) -> RowTrim:
+    def run(chunks: Chunks, query: str, budget: int) -> str:
+        from ragtrim import trim
+
+        if scorer is None:  # the default exactly as a user calls it: no scorer argument
+            return trim(chunks, query=query, budget=budget).text
+        return trim(chunks, query=query, budget=budget, scorer=scorer).text  # type: ignore[arg-type]
+
+    return run
+
+
+def _plain_bm25(chunks: Chunks, query: str, budget: int) -> str:
+    from ragtrim import get_counter
+    from ragtrim_bench.relevance.baseline import plain_fill
+
+    return plain_fill([str(c["text"]) for c in chunks], query, budget, get_counter(None))
+
+
+def builtin_rows() -> dict[str, Row]:
+    """``default``, every named scorer, ``given`` and ``plain-bm25``, in report order."""
+    from ragtrim.scoring.registry import SCORER_NAMES
+
+    rows = [Row("default", _trim_with(None), 'trim() with no scorer argument (scorer="auto")')]
+    rows += [Row(name, _trim_with(name), f'trim(scorer="{name}")') for name in SCORER_NAMES]
+    rows.append(Row("given", _trim_with("given"), 'trim(scorer="given"): the retriever\'s score of each chunk',
+                    uses_retrieval_score=True))
+    rows.append(Row("plain-bm25", _plain_bm25, "plain baseline, no ragtrim stage: an independent BM25 (words; "
+                    "character bigrams for Hangul/CJK) ranks whole passages, filled in rank order while they fit"))
+    return {r.name: r for r in rows}
+
+
+_EXTRA: dict[str, Row] = {}
+
+
+def register_row(row: Row) -> Row:
+    """Make ``row`` nameable in ``--rows`` (a candidate recipe of a tuning experiment); returns it."""
+    if not isinstance(row, Row):
+        raise ConfigError(f"register_row takes a Row, got {type(row).__name__}")
+    _EXTRA[row.name] = row
+    return row
+
+
+def available_rows() -> dict[str, Row]:
+    return {**builtin_rows(), **_EXTRA}
+
+
+def resolve_rows(names: Sequence[str]) -> list[Row]:
+    """Rows by name (``available_rows``) or ``module:attribute`` (a Row, or a function of no arguments returning
+    one); ConfigError naming the choices otherwise."""
+    table = available_rows()
+    out: list[Row] = []
+    for name in names:
+        if name in table:
+            out.append(table[name])
+            continue
+        if ":" not in name:
+            raise ConfigError(f"unknown row {name!r}; choose from {list(table)} or name module:attribute")
+        module, _, attr = name.partition(":")
+        try:
+            found = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"row {name!r} not found: {exc}") from None
+        row = found if isinstance(found, Row) else found() if callable(found) else None
+        if not isinstance(row, Row):
+            raise ConfigError(f"row {name!r} must be a Row or a function returning one, got {type(row).__name__}")
+        out.append(row)
+    if len({r.name for r in out}) != len(out):
+        raise ConfigError(f"row names must be unique, got {[r.name for r in out]}")
+    return out
+
+
+DEFAULT_ROWS: tuple[str, ...] = tuple(builtin_rows())
