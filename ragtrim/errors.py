@@ -11,6 +11,8 @@ Catch ``RagtrimError`` to handle them all. The tree::
     ├── MissingDependencyError (also ImportError) an optional extra is not installed
     ├── StageError                              a stage raised; names the stage, keeps the cause
     ├── ContractError                           a stage broke the pipeline contract (wrong type, untraced loss)
+    ├── VectorStoreError                        ``ragtrim index`` could not read or write the vector store (a trim
+    │                                           never raises it: it falls back to the model)
     └── ServeError                              the gateway (``ragtrim serve``); each is answered as an HTTP error
         ├── GatewayError         (serve.responses)   an error response: status, OpenAI error type and code
         ├── RequestError         (serve.render)      a request the gateway cannot forward as sent
@@ -68,6 +70,11 @@ class ContractError(RagtrimError):
     def __init__(self, stage: str, message: str) -> None:
         self.stage = stage
         super().__init__(f"stage {stage!r} broke the pipeline contract: {message}")
+
+
+class VectorStoreError(RagtrimError):
+    """Filling the passage-vector store ahead of time (``ragtrim index``) failed: no store, or it cannot be read or
+    written. Trimming never raises it: a trim that cannot use its store asks the model instead."""
 
 
 class ServeError(RagtrimError):

@@ -51,6 +51,7 @@ class Pipeline:
         self.counter = get_counter(tokenizer)
         self.prefetch = prefetch
         self._warm = False
+        self._warm_all = False
         self._warm_lock = threading.Lock()
 
     # -- config -------------------------------------------------------------------------------------------------
@@ -92,15 +93,24 @@ class Pipeline:
 
     # -- running ------------------------------------------------------------------------------------------------
     def warm_up(self) -> None:
-        """Load every stage's heavy resources, once: ``run`` calls it, and concurrent first runs (a LangChain
-        retriever under a thread pool) wait for one load instead of loading the models twice."""
-        if self._warm:
+        """Load every stage's heavy resources now, models included (a server calls it before taking requests).
+        Without it, ``run`` loads what a request needs when it first needs it: a trim with nothing to rank (no
+        query, one chunk) loads no model."""
+        self._warm_up(everything=True)
+
+    def _warm_up(self, *, everything: bool) -> None:
+        """Warm the stages once: those with ``warm_up_on_first_run`` before the first run (concurrent first runs,
+        e.g. a LangChain retriever under a thread pool, wait for one load instead of loading twice), all of them
+        for ``warm_up()``."""
+        if self._warm_all or (self._warm and not everything):
             return
         with self._warm_lock:
-            if not self._warm:
-                for stage in self.stages:
+            for stage in self.stages:
+                if (everything and not self._warm_all and not stage.warm_up_on_first_run) or (
+                        not self._warm and stage.warm_up_on_first_run):
                     stage.warm_up()
-                self._warm = True
+            self._warm = True
+            self._warm_all = self._warm_all or everything
 
     def run(
         self,
@@ -125,7 +135,7 @@ class Pipeline:
                 state=state,
             )
         _check_unique_ids(context.chunks)
-        self.warm_up()
+        self._warm_up(everything=False)
         counter = self.counter
         # Prefetch before counting the input: a model pass started now overlaps the counting too.
         if self.prefetch and context.chunks and context.query.strip():

@@ -1,5 +1,7 @@
 """The fakes ragtrim ships, so that users' tests and ours need no mocks: ``FixedScorer`` (scores you choose),
-``ScriptedSummarizer`` (history items you script) and a fake OpenAI-compatible model server whose time to first token
+``FakeEmbedder`` (a model scorer without a model: vectors from each text's hash, optionally kept in a vector store,
+optionally moved by the other texts of a call, as a batched int8 model's are), ``ScriptedSummarizer`` (history items
+you script) and a fake OpenAI-compatible model server whose time to first token
 grows with the prompt (``create_fake_app``, ``ragtrim serve-fake-upstream``). The whitespace token counter, the other
 fake, is a named counter: ``get_counter("whitespace")`` (``ragtrim.text.tokens.WhitespaceCounter``).
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -23,12 +26,24 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, MappingOf, Options
+import numpy as np
+
+from ragtrim._util.validate import (
+    Boolean,
+    Constraints,
+    InstanceOf,
+    Interval,
+    ListOf,
+    MappingOf,
+    Options,
+    Text,
+)
 from ragtrim.components import Component, component, register
 from ragtrim.errors import ConfigError
 from ragtrim.history.state import STATE_KINDS, StateItem
 from ragtrim.models import Message
 from ragtrim.scoring.base import check_score_inputs
+from ragtrim.scoring.embedding import CachedEmbedder
 from ragtrim.text.scripts import SCRIPTS
 
 if TYPE_CHECKING:
@@ -70,6 +85,61 @@ class FixedScorer(Component):
         if isinstance(self.scores, Mapping):
             return [float(self.scores.get(t, self.default)) for t in texts]
         return [float(self.scores[i]) if i < len(self.scores) else self.default for i in range(len(texts))]
+
+
+@component
+class FakeEmbedder(CachedEmbedder):
+    """A fake model scorer: a text's vector is a pseudo-random unit vector of ``dim`` numbers seeded by the text's
+    SHA-256, so it is the same in every process, under any hash seed.
+
+    ``recipe``: its vectors go to the vector store (``vector_store``) under this recipe (two fakes with different
+    recipes are two models); ``None`` keeps them out. ``batch_dependent``: a vector also moves with the other texts
+    of the ``_encode`` call (by ``batch_weight`` times their mean), as an int8 model's did with activations
+    quantized per call, to test that no result depends on which texts were embedded together. ``calls`` records the
+    texts of every ``_encode`` call and the thread that made it; ``fail`` makes ``_encode`` raise.
+    """
+
+    _parameter_constraints: ClassVar[dict[str, Constraints]] = {
+        "dim": [Interval(int, 1, None)],
+        "recipe": [Text("a recipe name"), None],
+        "batch_dependent": [Boolean()],
+        "batch_weight": [Interval(float, 0.0, None)],
+        "fail": [Boolean()],
+    }
+
+    dim: int = 16
+    recipe: str | None = None
+    batch_dependent: bool = False
+    batch_weight: float = 0.5
+    fail: bool = False
+    calls: list[tuple[str, tuple[str, ...]]] = field(default_factory=list, init=False)
+
+    @property
+    def name(self) -> str:
+        return f"fake-embedding:{self.recipe or 'unstored'}"
+
+    def _recipe(self) -> str | None:
+        return self.recipe
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append((threading.current_thread().name, tuple(texts)))
+        if self.fail:
+            raise RuntimeError("fake model failure")
+        base = np.vstack([_seeded_unit(t, self.dim) for t in texts]) if texts else np.zeros((0, self.dim))
+        if self.batch_dependent and len(texts) > 0:
+            base = base + self.batch_weight * base.mean(axis=0, keepdims=True)
+        norms = np.linalg.norm(base, axis=1, keepdims=True)
+        return (base / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+    def encoded_texts(self) -> list[str]:
+        """Every text ``_encode`` was given, in order."""
+        return [t for _, texts in self.calls for t in texts]
+
+
+def _seeded_unit(text: str, dim: int) -> np.ndarray:
+    seed = int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "little")
+    v = np.random.default_rng(seed).standard_normal(dim)
+    return np.asarray(v / np.linalg.norm(v), dtype=np.float64)
 
 
 @register("summarizer", "scripted")

@@ -10,6 +10,9 @@ import pytest
 from ragtrim_bench.datasets import data_dir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Tests never write to the user's vector store (~/.cache/ragtrim/vectors.sqlite3); those of the store give their own
+# file or URL.
+os.environ.setdefault("RAGTRIM_VECTOR_STORE", "off")
 
 
 @pytest.fixture

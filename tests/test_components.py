@@ -112,8 +112,9 @@ class TestPipelinesRoundTrip:
             "type": "hybrid", "method": "rrf", "weights": None, "rrf_k": 30, "script_gate": True, "sure_weights": None,
             "sure_gap": [0.5, 0.9],
             "scorers": [{"type": "bm25", "k1": 1.5, "b": 0.75, "stopwords": True, "analyzer": "script"},
-                        {"type": "embedding", "cache_size": 16384, "scripts": None, "model": "all-MiniLM-L6-v2",
-                         "batch_size": 64, "device": "cpu", "max_seq_length": 128, "threads": None}],
+                        {"type": "embedding", "cache_size": 16384, "vector_store": "default", "scripts": None,
+                         "model": "all-MiniLM-L6-v2", "batch_size": 64, "device": "cpu", "max_seq_length": 128,
+                         "threads": None}],
         }
         again = Pipeline.from_dict(json.loads(json.dumps(config)))
         assert again.to_dict() == config

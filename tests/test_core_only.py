@@ -48,7 +48,7 @@ def test_missing_extra_names_the_extra() -> None:
         sys.meta_path.insert(0, Block())
         import ragtrim
         try:
-            ragtrim.trim(["a b c."], query="a", budget=5, scorer="embedding")
+            ragtrim.trim(["a b c.", "d e f."], query="a", budget=5, scorer="embedding")  # two chunks: a ranking
         except ragtrim.MissingDependencyError as exc:
             print("ok", exc)
         """

@@ -34,7 +34,10 @@ QUERY = "who built the eiffel tower"
 
 
 class CountingEmbedder(CachedEmbedder):
-    """A deterministic bag-of-letters embedder that records which thread encoded which texts."""
+    """A deterministic bag-of-letters embedder that records which thread encoded which texts (each row depends on
+    its own text only, so it may take them all in one call)."""
+
+    batch_invariant = True
 
     def __init__(self, *, fail: bool = False) -> None:
         super().__init__(cache_size=1024)

@@ -7,3 +7,9 @@ ragtrim_bench.<topic>.<name>``. Not part of the ``ragtrim`` wheel; ``pip install
 ``make``) installs it. It uses a few of ragtrim's private helpers (``ragtrim._util``: tables, percentiles), as
 ``ragtrim bench`` does. Measurement, statistics and reporting are kept apart.
 """
+
+import os
+
+# Every benchmark measures cold unless it says otherwise: no passage vector may come from the persistent store an
+# earlier run filled (~/.cache/ragtrim/vectors.sqlite3). The vector store benchmark names its own stores.
+os.environ.setdefault("RAGTRIM_VECTOR_STORE", "off")

@@ -1,8 +1,10 @@
-"""ragtrim's one background thread: model passes that overlap the pipeline's CPU work (``Pipeline(prefetch=True)``).
+"""ragtrim's background threads: model passes that overlap the pipeline's CPU work (``Pipeline(prefetch=True)``),
+and the vector store's writes (``ragtrim.vectors.store``). Both are re-created in a forked child.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -12,6 +14,7 @@ T = TypeVar("T")
 
 _STATE_LOCK = threading.Lock()
 _BACKGROUND: ThreadPoolExecutor | None = None
+_IO: ThreadPoolExecutor | None = None
 
 
 def background() -> ThreadPoolExecutor:
@@ -21,6 +24,17 @@ def background() -> ThreadPoolExecutor:
         if _BACKGROUND is None:
             _BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragtrim-prefetch")
         return _BACKGROUND
+
+
+def submit_io(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """Run ``fn(*args)`` on ragtrim's I/O thread (made on first use): writes that must not hold up a request nor
+    queue behind, or ahead of, a model pass on the prefetch thread."""
+    global _IO
+    with _STATE_LOCK:
+        if _IO is None:
+            _IO = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragtrim-io")
+        executor = _IO
+    return executor.submit(fn, *args)
 
 
 _IN_FLIGHT = [0]  # background tasks submitted and not yet done
@@ -58,3 +72,21 @@ def background_busy() -> bool:
     """True while a model pass runs on the background thread: the caller's thread then has time to spare, and a
     stage's prefetch may fill caches that ``run`` would otherwise fill only for what it needs (sentence counts)."""
     return _IN_FLIGHT[0] > 0
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the thread that forked: the parent's executors would queue work that no thread
+    ever runs (gunicorn's preload, multiprocessing's fork start method and Celery's prefork pool fork after the
+    parent trimmed), and a lock another thread held at the fork stays held. Start from nothing; the executors are
+    made again on first use. The parent's futures never complete here: their owners forget them (see
+    ``CachedEmbedder``)."""
+    global _STATE_LOCK, _BACKGROUND, _IO, _IN_FLIGHT_LOCK
+    _STATE_LOCK = threading.Lock()
+    _IN_FLIGHT_LOCK = threading.Lock()
+    _BACKGROUND = None
+    _IO = None
+    _IN_FLIGHT[0] = 0
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -5,28 +5,34 @@ scorer. The ONNX Runtime and direct-torch backends build on ``CachedEmbedder``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import platform
 import threading
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 
 from ragtrim._util.background import submit_background
 from ragtrim._util.lru import lru_get, lru_put
-from ragtrim._util.validate import Constraints, Interval, ListOf, Options, Text
+from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, Options, Text
 from ragtrim.components import Component, component, register
-from ragtrim.errors import ConfigError, InputError, MissingDependencyError
+from ragtrim.errors import ConfigError, InputError, MissingDependencyError, VectorStoreError
 from ragtrim.scoring.base import Scorer, check_score_inputs
 from ragtrim.scoring.device import default_threads, resolve_device
+from ragtrim.scoring.fingerprint import model_fingerprint
 from ragtrim.scoring.registry import named_scorer
 from ragtrim.scoring.scripts import LATIN
 from ragtrim.text.scripts import SCRIPTS
+from ragtrim.vectors.store import SharedStore, VectorStore, open_store, pack, vector_key
 
 logger = logging.getLogger("ragtrim")
 T = TypeVar("T")
@@ -93,32 +99,66 @@ def quietly(load: Callable[[], T]) -> T:
             hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
+class _Pending(NamedTuple):
+    """The prefetch in flight: its future, the texts it embeds, and the process that started it (a forked child
+    must not wait for a parent's future: no thread of the child will ever complete it)."""
+
+    future: Future[None]
+    texts: frozenset[str]
+    pid: int
+
+
+_EMBEDDERS: weakref.WeakSet[CachedEmbedder] = weakref.WeakSet()
+
+
 @component
 class CachedEmbedder(Component):
-    """Unit-normalized text embeddings cached per text in an LRU of ``cache_size`` entries; subclasses implement
-    ``_encode``.
+    """Unit-normalized text embeddings, cached per text in memory (an LRU of ``cache_size`` entries) and, for the
+    built-in backends, in a persistent vector store shared by processes (``vector_store``): memory, then the store,
+    then the model. Subclasses implement ``_encode``.
 
-    All uncached texts of a call, the query included, are encoded in one ``_encode`` call.
+    A text's vector never depends on the other texts of the call: unless a subclass declares ``batch_invariant``
+    (its ``_encode`` guarantees it), each text is encoded in its own call. Otherwise the cached vector of a text
+    would depend on the batch it was first embedded in, and a request's result on what was trimmed before it.
+
+    ``vector_store``: ``"default"`` (see ``ragtrim.vectors.store``: SQLite in ragtrim's cache folder unless
+    ``$RAGTRIM_VECTOR_STORE`` or the gateway's config says otherwise), ``None`` or ``"off"``, a file path, a
+    ``redis://`` URL, or a ``VectorStore`` object. Only a subclass whose ``_recipe`` names everything that changes a
+    vector uses it; queries are never stored, passages are. A store that fails is logged, counted and left alone
+    for a while (``ragtrim.vectors.store.SharedStore``): it never fails a trim.
     """
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
         "cache_size": [Interval(int, 0, None)],
+        "vector_store": [Text("'default', 'off', a file path or a redis:// URL"),
+                         InstanceOf(VectorStore, "a VectorStore"), None],
         "scripts": [ListOf(Options(SCRIPTS), f"a list of script names ({', '.join(SCRIPTS)})"), None],
     }
 
     cache_size: int = 16384
+    vector_store: str | VectorStore | None = "default"
     scripts: Sequence[str] | None = None
     """The scripts the model reads (``ragtrim.text.scripts.SCRIPTS``); None: the bundled all-MiniLM-L6-v2 reads
     ``["latin"]``, a model named by path every script. The fused scorers give the model no vote on a query or
     passage it cannot read (``ragtrim.scoring.scripts``)."""
     _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
-    _pending: tuple[Future[None], frozenset[str]] | None = field(default=None, init=False)  # the prefetch in flight
+    _pending: _Pending | None = field(default=None, init=False)  # the prefetch in flight
     _warm: bool = field(default=False, init=False)
+    _store: tuple[SharedStore, str] | None | bool = field(default=False, init=False)  # False: not resolved yet
+
+    batch_invariant: ClassVar[bool] = False
+    """True when ``_encode`` (and ``_prepare``'s model pass) give a text bitwise the same vector whatever other
+    texts share the call; otherwise ``CachedEmbedder`` calls them one text at a time."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.scripts = tuple(self.scripts) if self.scripts is not None else None
+        _EMBEDDERS.add(self)
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
 
     def scripts_read(self) -> frozenset[str] | None:
         """The scripts this model reads: ``scripts`` if given, else Latin for the bundled MiniLM, else all (None)."""
@@ -129,13 +169,25 @@ class CachedEmbedder(Component):
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
 
+    def _recipe(self) -> str | None:
+        """Everything besides the text that changes this embedder's vectors (model fingerprint, backend and
+        precision, runtime version, word pieces read, pooling, batching), or None when it cannot say: then nothing
+        is read from or written to a vector store. Called after the model is loaded."""
+        return None
+
+    def _encode_rows(self, texts: Sequence[str]) -> np.ndarray:
+        """``_encode`` such that each row depends on its own text only (see ``batch_invariant``)."""
+        if self.batch_invariant or len(texts) <= 1:
+            return self._encode(texts)
+        return np.vstack([np.asarray(self._encode([t]), dtype=np.float32) for t in texts])
+
     warms_up: ClassVar[bool] = False
     """A model scorer sets this: ``warm_up`` then loads the model and runs it once on a short text (its first call
     allocates)."""
 
     def warm_up(self) -> None:
-        """Once per scorer: a pipeline warms its stages on its first run, and ``trim()`` builds a new pipeline per
-        call, so a second warm-up must cost nothing (it ran a 1-text model pass on every call)."""
+        """Once per scorer: a pipeline warms its stages when they first have work, and ``trim()`` builds a new
+        pipeline per call, so a second warm-up must cost nothing (it ran a 1-text model pass on every call)."""
         if not self.warms_up or self._warm:
             return
         self._encode(["warm up"])
@@ -146,44 +198,122 @@ class CachedEmbedder(Component):
         returns (run by ``prefetch`` on the background thread). What the returned call does must release the GIL
         (a native model pass, ``tokenizers``' ``encode_batch``): a background thread that held it would stall the
         caller's CPU work by the interpreter's switch interval each time. The default does everything in the model
-        pass."""
-        return lambda: self._encode(texts)
+        pass. Like ``_encode``, the pass must give each text the vector ``_encode_rows`` gives it."""
+        return lambda: self._encode_rows(texts)
 
+    # -- the persistent store -----------------------------------------------------------------------------------
+    def _persistence(self) -> tuple[SharedStore, str] | None:
+        """The store and this embedder's recipe, resolved on first use (a store that cannot be opened, or an
+        embedder without a recipe, means none)."""
+        resolved = self._store
+        if resolved is False:
+            resolved = None
+            try:
+                recipe = self._recipe() if self.vector_store is not None else None
+                shared = open_store(self.vector_store) if recipe is not None else None
+                if shared is not None and recipe is not None:
+                    resolved = (shared, recipe)
+            except Exception as exc:  # noqa: BLE001  # no store is a slower trim, never a failed one
+                logger.warning("vector store %r not used: %s: %s", self.vector_store, type(exc).__name__, exc)
+            self._store = resolved
+        return resolved if isinstance(resolved, tuple) else None
+
+    def _from_store(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        persist = self._persistence() if texts else None
+        if persist is None:
+            return {}
+        shared, recipe = persist
+        keys = {t: vector_key(recipe, t) for t in texts}
+        found = shared.lookup(list(keys.values()))
+        if not found:
+            return {}
+        hits = {t: found[k] for t, k in keys.items() if k in found}
+        if len({v.shape for v in hits.values()}) != 1:  # a recipe collision would be a bug; never mix widths
+            logger.warning("vector store %s returned vectors of different widths; ignored", shared.store.location)
+            return {}
+        return hits
+
+    def _to_store(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        persist = self._persistence() if items else None
+        if persist is not None:
+            shared, recipe = persist
+            shared.save((vector_key(recipe, t), v) for t, v in items)
+
+    def index(self, texts: Sequence[str]) -> tuple[int, int]:
+        """Put the vectors of those ``texts`` the vector store lacks into it now (``ragtrim index``): returns
+        ``(stored, already there)``. Unlike a trim, this fails loudly: VectorStoreError when there is no store (or
+        this embedder has no recipe) or the store cannot be read or written."""
+        persist = self._persistence()
+        if persist is None:
+            raise VectorStoreError(f"{self.name} has no vector store to fill (vector_store={self.vector_store!r}; a "
+                                   "store needs a built-in model backend on the CPU and a store that opens)")
+        shared, recipe = persist
+        keys = {t: vector_key(recipe, t) for t in dict.fromkeys(texts)}
+        try:
+            present = shared.store.get(list(keys.values()))
+        except Exception as exc:
+            raise VectorStoreError(f"vector store {shared.store.location}: {type(exc).__name__}: {exc}") from exc
+        missing = [t for t, k in keys.items() if k not in present]
+        if not missing:
+            return 0, len(keys)
+        vectors = self._encode_rows(missing)
+        try:
+            stored = shared.store.put([(keys[t], pack(v)) for t, v in zip(missing, vectors)])
+        except Exception as exc:
+            raise VectorStoreError(f"vector store {shared.store.location}: {type(exc).__name__}: {exc}") from exc
+        return stored, len(keys) - len(missing)
+
+    # -- embedding ----------------------------------------------------------------------------------------------
     def prefetch(self, query: str, texts: Sequence[str]) -> None:
         """Start embedding ``query`` and ``texts`` on ragtrim's background thread, so that a later ``score`` of them
         finds them cached while the caller did other work meanwhile (``Pipeline.run`` overlaps the model pass with
-        its CPU stages this way). The model runs in native code that releases the GIL. At most one prefetch is in
-        flight per scorer (a concurrent request's prefetch is skipped, and it encodes in its own thread as usual);
-        ``embed`` waits for it only when it asks for a text the prefetch holds. A failed prefetch is logged at
-        debug level and forgotten: ``score`` then encodes as usual and raises whatever the model raises."""
+        its CPU stages this way). Texts in the vector store are read now and need no model pass. The model runs in
+        native code that releases the GIL. At most one prefetch is in flight per scorer (a concurrent request's
+        prefetch is skipped, and it encodes in its own thread as usual); ``embed`` waits for it only when it asks
+        for a text the prefetch holds. A failed prefetch is logged at debug level and forgotten: ``score`` then
+        encodes as usual and raises whatever the model raises."""
         pending = self._pending
-        if self.cache_size == 0 or (pending is not None and not pending[0].done()):
+        if self.cache_size == 0 or (pending is not None and pending.pid == os.getpid() and not pending.future.done()):
             return
         with self._lock:
             missing = list(dict.fromkeys(t for t in (query, *texts) if t not in self._cache))
+        stored = self._from_store([t for t in missing if t != query])
+        if stored:
+            with self._lock:
+                lru_put(self._cache, stored.items(), self.cache_size)
+            missing = [t for t in missing if t not in stored]
         if missing:
-            self._pending = (submit_background(self._fill, missing, self._prepare(missing)), frozenset(missing))
+            persist = frozenset(t for t in missing if t != query)
+            future = submit_background(self._fill, missing, self._prepare(missing), persist)
+            self._pending = _Pending(future, frozenset(missing), os.getpid())
 
-    def _fill(self, texts: list[str], model_pass: Callable[[], np.ndarray]) -> None:
-        vectors = model_pass()
+    def _fill(self, texts: list[str], model_pass: Callable[[], np.ndarray], persist: frozenset[str]) -> None:
+        vectors = [np.asarray(v, dtype=np.float32) for v in model_pass()]
         with self._lock:
-            lru_put(self._cache, ((t, np.asarray(v, dtype=np.float32)) for t, v in zip(texts, vectors)),
-                    self.cache_size)
+            lru_put(self._cache, zip(texts, vectors), self.cache_size)
+        self._to_store([(t, v) for t, v in zip(texts, vectors) if t in persist])
 
     def _drain(self, texts: Sequence[str] = ()) -> None:
         """Wait for the prefetch in flight if it holds any of ``texts`` (or, without texts, in any case)."""
         pending = self._pending
-        if pending is None or (texts and pending[1].isdisjoint(texts)):
+        if pending is None or (texts and pending.texts.isdisjoint(texts)):
             return
         if self._pending is pending:
             self._pending = None
+        if pending.pid != os.getpid():  # started by the parent before a fork: nothing here will finish it
+            return
         try:
-            pending[0].result()
+            pending.future.result()
         except Exception as exc:  # noqa: BLE001  # score() encodes again and raises it in the caller's thread
             logger.debug("embedding prefetch failed: %s: %s", type(exc).__name__, exc)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-normalized embeddings, one row per text (cached per text)."""
+        """Unit-normalized embeddings, one row per text (cached per text; texts are looked up in, and written
+        to, the vector store)."""
+        return self._embed(texts, transient=frozenset())
+
+    def _embed(self, texts: Sequence[str], *, transient: frozenset[str]) -> np.ndarray:
+        """``embed``, with ``transient`` texts (a query) kept out of the vector store."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         self._drain(texts)
@@ -191,15 +321,20 @@ class CachedEmbedder(Component):
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         fresh: dict[str, np.ndarray] = {}
         if missing:
-            vectors = self._encode(missing)
-            fresh = {t: np.asarray(v, dtype=np.float32) for t, v in zip(missing, vectors)}
+            fresh = self._from_store([t for t in missing if t not in transient])
+            rest = [t for t in missing if t not in fresh]
+            if rest:
+                computed = {t: np.asarray(v, dtype=np.float32) for t, v in zip(rest, self._encode_rows(rest))}
+                fresh.update(computed)
+                self._to_store([(t, v) for t, v in computed.items() if t not in transient])
         with self._lock:
             hits = lru_get(self._cache, (t for t in texts if t not in fresh))
             lru_put(self._cache, fresh.items(), self.cache_size)
         return np.vstack([fresh[t] if t in fresh else hits[t] for t in texts])
 
     def prime(self, texts: Sequence[str], vectors: Any) -> None:
-        """Seed the cache with embeddings computed elsewhere (e.g. by the retriever's vector store, same model).
+        """Seed the in-memory cache with embeddings computed elsewhere (e.g. by the retriever's vector store, same
+        model); they are never written to the persistent store, which holds only vectors this embedder computed.
 
         A CPU encode of 20 new passages plus their sentences takes seconds on two cores; with the passages primed,
         a request costs only the query (and any new sentences).
@@ -218,8 +353,8 @@ class CachedEmbedder(Component):
             return list(self._cache.items())
 
     def clear_cache(self) -> None:
-        """Forget every cached embedding (the model stays loaded); a prefetch in flight is waited for first, so that
-        it cannot refill the cache afterwards."""
+        """Forget every cached embedding in memory (the model stays loaded, the persistent store keeps its
+        vectors); a prefetch in flight is waited for first, so that it cannot refill the cache afterwards."""
         self._drain()
         with self._lock:
             self._cache.clear()
@@ -228,8 +363,63 @@ class CachedEmbedder(Component):
         check_score_inputs(query, texts)
         if not texts:
             return []
-        matrix = self.embed([query, *texts])
+        matrix = self._embed([query, *texts], transient=frozenset((query,)) - frozenset(texts))
         return [float(x) for x in matrix[1:] @ matrix[0]]
+
+
+def _after_fork_in_child() -> None:
+    """A lock held by another thread at the fork stays held in the child, and a prefetch in flight never ends
+    there: every embedder starts the child with fresh ones (its caches and loaded models stay). After torch ran
+    with several threads, the child runs it with one (``cpu_threads``), so recipes are worked out again."""
+    global _LOAD_LOCK, _TORCH_LOCK
+    _LOAD_LOCK = threading.Lock()
+    _TORCH_LOCK = threading.RLock()
+    if _TORCH_RAN[0]:
+        _TORCH_FORKED[0] = True
+        import torch
+
+        torch.set_num_threads(1)
+    for embedder in list(_EMBEDDERS):
+        embedder._lock = threading.Lock()
+        embedder._pending = None
+        embedder._store = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+_TORCH_LOCK = threading.RLock()
+_TORCH_RAN = [False]  # this process ran torch CPU work with more than one thread
+_TORCH_FORKED = [False]  # this process was forked after that
+
+
+@contextlib.contextmanager
+def cpu_threads(threads: int | None) -> Iterator[None]:
+    """Run torch CPU work with ``threads`` intra-op threads (``None``: the process's setting), one such block at a
+    time in the process: torch's thread count is process-wide, and a vector depends on it (two requests that set
+    and restored it concurrently embedded with each other's count). In a child forked after torch ran with more than
+    one thread, always one: the parent's OpenMP threads do not exist there, and a parallel op waits for them forever.
+    """
+    import torch
+
+    with _TORCH_LOCK:
+        before = torch.get_num_threads()
+        wanted = 1 if _TORCH_FORKED[0] else (threads if threads is not None else before)
+        if wanted != before:
+            torch.set_num_threads(wanted)
+        if wanted > 1:
+            _TORCH_RAN[0] = True
+        try:
+            yield
+        finally:
+            if wanted != before and not _TORCH_FORKED[0]:
+                torch.set_num_threads(before)
+
+
+def _torch_threads(threads: int | None) -> int:
+    """The intra-op threads ``cpu_threads(threads)`` runs with."""
+    return 1 if _TORCH_FORKED[0] else (threads if threads is not None else default_threads())
 
 
 @register("scorer", "embedding")
@@ -240,7 +430,12 @@ class EmbeddingScorer(CachedEmbedder):
     The model loads on first use (or ``warm_up``). ``device="auto"`` puts it on CUDA when a device is usable (the
     fast path on a GPU host), else the CPU. ``threads`` sets torch's CPU threads around each encode (``None``: one
     per two cores, see ``ragtrim.scoring.device.default_threads``; torch's own default of one per core is slower than
-    one thread on a busy host). Embeddings are cached per text in an LRU of ``cache_size`` entries.
+    one thread on a busy host; one in a forked child, see ``cpu_threads``). On the CPU, texts of the same number of
+    word pieces are encoded together, without padding: a padded batch made a text's vector depend on its
+    neighbours, and torch's CPU kernels give a row the same bits whatever the number of rows
+    (benchmarks/results/relevance/batch_invariance.json, which one text per call matches at several times the cost);
+    on CUDA (not measured) each text alone. ``batch_size`` is kept for configs and unused. Embeddings are cached per
+    text in an LRU of ``cache_size`` entries and, on the CPU, in the vector store.
     """
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
@@ -257,6 +452,7 @@ class EmbeddingScorer(CachedEmbedder):
     max_seq_length: int | None = 256
     threads: int | None = None
     warms_up: ClassVar[bool] = True
+    batch_invariant: ClassVar[bool] = True  # same-length groups on the CPU, one text per encode on CUDA
 
     @property
     def name(self) -> str:
@@ -264,25 +460,54 @@ class EmbeddingScorer(CachedEmbedder):
 
     def _model(self) -> Any:
         with _LOAD_LOCK:
-            m = _load_sentence_transformer(resolve_model(self.model), resolve_device(self.device))
-        if self.max_seq_length is not None:
-            m.max_seq_length = self.max_seq_length
-        return m
+            return _load_sentence_transformer(resolve_model(self.model), resolve_device(self.device))
+
+    def _recipe(self) -> str | None:
+        """On the CPU: the model folder's fingerprint (weights, tokenizer, pooling config), sentence-transformers'
+        and torch's versions, the thread count (vectors depend on it), the word pieces read, same-length batches,
+        the CPU architecture. None on CUDA (not measured there)."""
+        device = resolve_device(self.device)
+        if device != "cpu":
+            return None
+        import sentence_transformers
+        import torch
+
+        pieces = self.max_seq_length if self.max_seq_length is not None else "model"
+        return (f"sentence-transformers-fp32/{model_fingerprint(resolve_model(self.model))}/"
+                f"st-{sentence_transformers.__version__}/torch-{torch.__version__}/"
+                f"threads-{_torch_threads(self.threads)}/pieces-{pieces}/normalized/same-length/{platform.machine()}")
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         model = self._model()
-        if str(model.device).startswith("cuda"):
-            return np.asarray(model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
-                                           normalize_embeddings=True, show_progress_bar=False))
-        import torch
+        cuda = str(model.device).startswith("cuda")
+        # The model object is shared by every scorer of the same path and device: its max_seq_length is set and
+        # used under one lock, which also holds torch's thread count steady (cpu_threads).
+        with contextlib.nullcontext() if cuda else cpu_threads(_torch_threads(self.threads)), _TORCH_LOCK:
+            before = model.max_seq_length
+            if self.max_seq_length is not None:
+                model.max_seq_length = self.max_seq_length
+            try:
+                out = np.zeros((len(texts), 0), dtype=np.float32)
+                for group in _same_length_groups(model, texts) if not cuda else [[i] for i in range(len(texts))]:
+                    vectors = np.asarray(model.encode([texts[i] for i in group], batch_size=len(group),
+                                                      convert_to_numpy=True, normalize_embeddings=True,
+                                                      show_progress_bar=False), dtype=np.float32)
+                    if out.shape[1] == 0:
+                        out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+                    out[group] = vectors
+                return out
+            finally:
+                model.max_seq_length = before
 
-        before = torch.get_num_threads()
-        torch.set_num_threads(self.threads if self.threads is not None else default_threads())
-        try:
-            return np.asarray(model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
-                                           normalize_embeddings=True, show_progress_bar=False))
-        finally:
-            torch.set_num_threads(before)
+
+def _same_length_groups(model: Any, texts: Sequence[str]) -> list[list[int]]:
+    """Positions of ``texts`` grouped by their number of word pieces as ``model`` reads them (truncated to its
+    ``max_seq_length``): a group is one batch without padding."""
+    ids = model.tokenizer(list(texts), truncation=True, max_length=model.max_seq_length)["input_ids"]
+    groups: dict[int, list[int]] = {}
+    for i, row in enumerate(ids):
+        groups.setdefault(len(row), []).append(i)
+    return list(groups.values())
 
 
 @named_scorer("embedding")

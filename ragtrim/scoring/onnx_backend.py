@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib
 import json
 import logging
 import os
+import platform
 import tempfile
 import threading
 import unicodedata
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
 from ragtrim.scoring.device import default_threads
 from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
+from ragtrim.scoring.fingerprint import content_fingerprint, file_fingerprint
 
 logger = logging.getLogger("ragtrim")
 
@@ -38,24 +39,8 @@ EXPORT_VERSION = 1
 
 
 def _fingerprint(model_dir: Path) -> str:
-    """Identifies the source model by content, not by path or mtime (so a copied model keeps its export): each
-    file's name and size, small files whole, and the first and last MiB of large ones (a fine-tuned copy of the
-    same architecture differs there)."""
-    h = hashlib.sha256(f"v{EXPORT_VERSION}".encode())
-    for f in sorted(model_dir.rglob("*")):
-        if not f.is_file():
-            continue
-        size = f.stat().st_size
-        h.update(f"{f.relative_to(model_dir).as_posix()}:{size}".encode())
-        with f.open("rb") as fh:
-            h.update(fh.read(_MIB))
-            if size > 2 * _MIB:
-                fh.seek(-_MIB, os.SEEK_END)
-                h.update(fh.read(_MIB))
-    return h.hexdigest()[:16]
-
-
-_MIB = 1 << 20
+    """The source model's content fingerprint, salted with ``EXPORT_VERSION`` (the export folder's name)."""
+    return content_fingerprint(model_dir, f"v{EXPORT_VERSION}")
 
 
 def export_dir(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
@@ -283,15 +268,31 @@ def encode_prefixes(tokenizer: Any, texts: Sequence[str], max_tokens: int) -> li
     return encodings
 
 
-def padded_batches(tokenizer: Any, texts: Sequence[str], max_tokens: int,
-                   batch_size: int) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
-    """The texts' word pieces (at most ``max_tokens`` each, see ``encode_prefixes``) in length-sorted batches of
-    ``batch_size``: ``(positions in texts, input ids, attention mask)``, int64 and right-padded to the batch's
-    longest text, so padding costs little."""
+BatchGrouping = Literal["padded", "exact_length", "single"]
+"""How ``padded_batches`` groups texts into model calls: ``padded`` (length-sorted batches of ``batch_size``,
+right-padded to the longest), ``exact_length`` (texts of the same number of pieces together, no padding) or
+``single`` (one text per call). Only ``single`` makes a text's vector independent of the other texts of the call on
+every CPU backend measured (int8 ONNX quantizes activations with one scale per call;
+benchmarks/results/relevance/batch_invariance.json)."""
+
+
+def padded_batches(tokenizer: Any, texts: Sequence[str], max_tokens: int, batch_size: int,
+                   grouping: BatchGrouping = "padded") -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+    """The texts' word pieces (at most ``max_tokens`` each, see ``encode_prefixes``) in batches grouped by
+    ``grouping`` (at most ``batch_size`` texts each): ``(positions in texts, input ids, attention mask)``, int64 and
+    right-padded to the batch's longest text."""
     encodings = encode_prefixes(tokenizer, texts, max_tokens)
     order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-    for start in range(0, len(order), batch_size):
-        batch = order[start:start + batch_size]
+    if grouping == "single":
+        groups = [[i] for i in order]
+    elif grouping == "exact_length":
+        by_length: dict[int, list[int]] = {}
+        for i in order:
+            by_length.setdefault(len(encodings[i].ids), []).append(i)
+        groups = [g[s:s + batch_size] for g in by_length.values() for s in range(0, len(g), batch_size)]
+    else:
+        groups = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+    for batch in groups:
         width = max(len(encodings[i].ids) for i in batch)
         ids = np.zeros((len(batch), width), dtype=np.int64)
         mask = np.zeros((len(batch), width), dtype=np.int64)
@@ -308,9 +309,11 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     """Cosine similarity of MiniLM embeddings computed by ONNX Runtime (int8 weights by default), without torch.
 
     The export is made once into ``cache_dir()`` (``ragtrim prepare`` does it ahead of time; otherwise the first
-    use does, which needs the ``embeddings`` extra). Texts are cut to ``max_seq_length`` word pieces and encoded
-    in length-sorted batches of ``batch_size``, so padding costs little. Embeddings are cached per text like
-    ``EmbeddingScorer``'s.
+    use does, which needs the ``embeddings`` extra). Texts are cut to ``max_seq_length`` word pieces, tokenized in
+    one batch and run through the model one text per call: int8 weights come with activations quantized on the fly
+    with one scale per call, so in a shared batch a text's vector depended on its neighbours
+    (benchmarks/results/relevance/batch_invariance.json). ``batch_size`` is kept for configs and unused. Embeddings
+    are cached per text like ``EmbeddingScorer``'s, and kept in the vector store.
     """
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
@@ -327,10 +330,24 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     threads: int | None = None
     batch_size: int = 32
     warms_up: ClassVar[bool] = True
+    batch_invariant: ClassVar[bool] = True  # one text per session call (``_model_pass``)
 
     @property
     def name(self) -> str:
         return f"onnx{'-int8' if self.quantized else ''}:{Path(self.model).name}@{self.max_seq_length}"
+
+    def _recipe(self) -> str:
+        """The exported file's fingerprint (it holds the weights, quantized or not, and the pooling and
+        normalization in the graph), ONNX Runtime's and tokenizers' versions, the word pieces read, one text per
+        call, the CPU architecture. Not the thread count: one-text vectors are the same at 1 and 2 threads
+        (benchmarks/results/relevance/batch_invariance.json)."""
+        ort = _import("onnxruntime")
+        tokenizers = _import("tokenizers")
+        self._parts()  # the export exists (it is made on first use)
+        path = onnx_file(self.model, quantized=self.quantized)
+        return (f"onnxruntime-{'int8' if self.quantized else 'fp32'}/{file_fingerprint(str(path))}/"
+                f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}/"
+                f"mean-l2/single/{platform.machine()}")
 
     def _parts(self) -> tuple[Any, Any]:
         path = onnx_file(self.model, quantized=self.quantized)
@@ -353,7 +370,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
 
         def run() -> np.ndarray:
             out = np.zeros((len(texts), 0), dtype=np.float32)
-            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, self.batch_size):
+            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, 1, "single"):
                 vectors = session.run(None, {"input_ids": ids, "attention_mask": mask,
                                              "token_type_ids": np.zeros_like(ids)})[0]
                 if out.shape[1] == 0:
@@ -362,3 +379,15 @@ class OnnxEmbeddingScorer(CachedEmbedder):
             return out
 
         return run
+
+
+def _after_fork_in_child() -> None:
+    """A lock another thread held at the fork (a session loading) stays held in the child: start with new ones.
+    Loaded sessions stay: ONNX Runtime's CPU sessions run in a forked child (tests/test_fork.py)."""
+    global _LOAD_LOCK, _EXPORT_LOCK
+    _LOAD_LOCK = threading.Lock()
+    _EXPORT_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

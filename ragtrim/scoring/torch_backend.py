@@ -10,7 +10,9 @@ precision (on CUDA) under ``torch.inference_mode`` with mean pooling and L2 norm
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,7 +24,13 @@ from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
 from ragtrim.scoring.device import resolve_device
-from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
+from ragtrim.scoring.embedding import (
+    DEFAULT_EMBEDDING_MODEL,
+    CachedEmbedder,
+    cpu_threads,
+    quietly,
+    resolve_model,
+)
 from ragtrim.scoring.onnx_backend import load_tokenizer, padded_batches
 
 logger = logging.getLogger("ragtrim")
@@ -61,7 +69,7 @@ def _pooled(encoder: Any, ids: Any, mask: Any) -> Any:
 def _eager(encoder: Any, device: str, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     import torch
 
-    with torch.inference_mode():
+    with torch.inference_mode(), (contextlib.nullcontext() if device.startswith("cuda") else cpu_threads(None)):
         both = torch.from_numpy(np.stack([ids, mask])).to(device, non_blocking=True)
         return np.asarray(_pooled(encoder, both[0], both[1]).cpu().numpy())
 
@@ -83,7 +91,9 @@ class _Graphs:
 
     def __call__(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
         rows, width = ids.shape
-        bucket = next((b for b in _BUCKETS if b >= rows), None)
+        # Always the largest bucket: one input shape means the same kernels for every call, so a row's result
+        # cannot depend on how many other rows share the call (smaller buckets made it depend on the batch).
+        bucket = _BUCKETS[-1] if rows <= _BUCKETS[-1] else None
         if bucket is None or width > self.width or bucket in self._failed:
             return None
         import torch
@@ -125,6 +135,16 @@ class _Graphs:
         return True
 
 
+def _fixed_shape(ids: np.ndarray, mask: np.ndarray, rows: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``ids`` and ``mask`` padded to ``rows`` x ``width`` (extra rows get one unmasked first piece, as in the
+    captured graphs, so that no row is all padding)."""
+    out = np.zeros((2, rows, width), dtype=np.int64)
+    out[1, :, 0] = 1
+    out[0, : ids.shape[0], : ids.shape[1]] = ids
+    out[1, : ids.shape[0], : ids.shape[1]] = mask
+    return out[0], out[1]
+
+
 _GRAPHS: dict[tuple[int, str, int], _Graphs] = {}
 
 
@@ -145,10 +165,18 @@ class TorchEmbeddingScorer(CachedEmbedder):
     pieces. Embeddings are cached per text like the other embedding scorers'. Its vectors match
     ``EmbeddingScorer``'s for the same model and length up to the precision used (fp16 on CUDA).
 
-    On CUDA, ``cuda_graphs`` (default) replays a captured CUDA graph per batch size bucket (8, 16, 32, 64 rows of
-    ``max_seq_length`` pieces): the eager forward pass launches about a hundred kernels from Python, which costs
-    more than the GPU work of a 20-passage request and holds the GIL while it does. A shape that cannot be
-    captured falls back to the eager pass (logged once).
+    On CUDA, ``cuda_graphs`` (default) replays a captured CUDA graph of 64 rows of ``max_seq_length`` pieces: the
+    eager forward pass launches about a hundred kernels from Python, which costs more than the GPU work of a
+    20-passage request and holds the GIL while it does. Every call has that one shape (fewer rows are padded), so
+    that a text's vector does not depend on the other texts of its batch; the eager pass, where a graph cannot be
+    captured (logged once), pads to the same shape. On the CPU texts of the same number of pieces run together,
+    without padding (torch's CPU kernels give a row the same bits whatever the number of rows;
+    benchmarks/results/relevance/batch_invariance.json), with the process's torch thread count (one in a forked
+    child, see ``cpu_threads``).
+
+    Not kept in the vector store (no ``_recipe``): on the CPU the thread count, which changes vectors, is the host
+    application's; on CUDA the fixed shape is batch-invariant by construction, but that is yet to be measured on a
+    GPU (``python -m ragtrim_bench.relevance.batch_invariance --backends torch-cuda@64``).
     """
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
@@ -165,6 +193,7 @@ class TorchEmbeddingScorer(CachedEmbedder):
     batch_size: int = 64
     cuda_graphs: bool = True
     warms_up: ClassVar[bool] = True
+    batch_invariant: ClassVar[bool] = True  # one shape per call on CUDA, same-length batches on the CPU
 
     @property
     def name(self) -> str:
@@ -187,15 +216,31 @@ class TorchEmbeddingScorer(CachedEmbedder):
         graphs = _graphs(encoder, device, self.max_seq_length) if self.cuda_graphs and device.startswith("cuda") else None
         texts = list(texts)
 
+        cuda = device.startswith("cuda")
+        rows = min(self.batch_size, _BUCKETS[-1])
+
         def run() -> np.ndarray:
             out = np.zeros((len(texts), 0), dtype=np.float32)
-            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, self.batch_size):
+            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, rows,
+                                                   "padded" if cuda else "exact_length"):
                 vectors = graphs(ids, mask) if graphs is not None else None
                 if vectors is None:
-                    vectors = _eager(encoder, device, ids, mask)
+                    vectors = _eager(encoder, device, *_fixed_shape(ids, mask, rows, self.max_seq_length)) if cuda \
+                        else _eager(encoder, device, ids, mask)
+                    vectors = vectors[: len(batch)]
                 if out.shape[1] == 0:
                     out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
                 out[batch] = vectors
             return out
 
         return run
+
+
+def _after_fork_in_child() -> None:
+    """A lock another thread held at the fork (a model loading) stays held in the child: start with a new one."""
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -57,6 +57,7 @@ from ragtrim.serve.responses import (
 )
 from ragtrim.serve.upstream import Upstream, UpstreamError, UpstreamResponse
 from ragtrim.text.tokens import TokenCounter, get_counter
+from ragtrim.vectors.store import configure_default_store
 
 logger = logging.getLogger(__package__)  # the package logger, which `ragtrim serve` sends to stderr
 
@@ -64,7 +65,7 @@ Prepare = Callable[[Any, GatewayConfig, TokenCounter], Prepared]
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 # Config keys a reload cannot change in a running process (a new client, store, tokenizer or log file).
 _RESTART_ONLY = ("upstream", "log", "limits.state", "limits.window_s", "limits.state_timeout_s",
-                 "limits.state_breaker_s")
+                 "limits.state_breaker_s", "trim.vector_store", "trim.vector_store_max_mb")
 
 
 def json_too_deep(obj: Any, limit: int) -> bool:
@@ -138,6 +139,9 @@ class Gateway:
         self.identities = self._identities(config)
         self.admission = Admission(config, self.store, self.metrics)
         self._readiness: tuple[float, int, dict[str, Any]] | None = None
+        max_mb = config.trim.vector_store_max_mb
+        configure_default_store(config.trim.vector_store,
+                                max_bytes=int(max_mb * 2**20) if max_mb is not None else None)
 
     @staticmethod
     def _identities(config: GatewayConfig) -> dict[str, Identity]:
@@ -198,7 +202,7 @@ class Gateway:
     def reload(self) -> bool:
         """Re-read the config file (SIGHUP): keys, orgs, limits and trim take effect for new requests; requests in
         flight finish under the slots they hold. A config that does not load, or that changes what needs a restart
-        (``upstream``, ``log``, the state store), is refused and the old one kept."""
+        (``upstream``, ``log``, the state store, the vector store), is refused and the old one kept."""
         if self.config_path is None:
             logger.error("ragtrim serve: config reload refused: the gateway was not started from a config file")
             return False

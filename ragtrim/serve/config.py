@@ -33,12 +33,16 @@ class UpstreamConfig:
 @dataclass(frozen=True, slots=True)
 class TrimConfig:
     """``budget``: None (documents rendered, not trimmed), a share in (0, 1] of the documents' tokens (float) or a
-    token count (int >= 1)."""
+    token count (int >= 1). ``vector_store``: where model scorers keep passage vectors (``"default"``: SQLite in
+    ragtrim's cache folder, unless ``$RAGTRIM_VECTOR_STORE`` says otherwise; ``"off"``; a file path; a
+    ``redis://`` URL, which replicas share), at most ``vector_store_max_mb`` MiB (None: 256)."""
 
     budget: float | int | None = None
     history_turns: int = 0
     scorer: ScorerName = "bm25"
     context_tag: str = "context"
+    vector_store: str = "default"
+    vector_store_max_mb: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,8 +182,14 @@ def _trim(t: Mapping[str, Any]) -> TrimConfig:
     tag = _str("trim.context_tag", t.get("context_tag", "context"))
     if not tag or not tag.replace("-", "").replace("_", "").isalnum():
         raise ConfigError(f"trim.context_tag must be a plain tag name such as 'context', got {tag!r}")
+    store = _str("trim.vector_store", t.get("vector_store", "default"))
+    if not store.strip():
+        raise ConfigError('trim.vector_store must be "default", "off", a file path or a redis:// URL, got ""')
+    max_mb = t.get("vector_store_max_mb")
+    if max_mb is not None:
+        max_mb = _pos_float("trim.vector_store_max_mb", max_mb)
     return TrimConfig(budget=budget, history_turns=_int("trim.history_turns", t.get("history_turns", 0), minimum=0),
-                      scorer=scorer, context_tag=tag)
+                      scorer=scorer, context_tag=tag, vector_store=store, vector_store_max_mb=max_mb)
 
 
 def _limits(t: Mapping[str, Any]) -> LimitsConfig:

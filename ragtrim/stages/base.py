@@ -27,13 +27,18 @@ class Stage(Component, ABC):
     parameters back from attributes of the same names)."""
 
     name: ClassVar[str] = "stage"
+    warm_up_on_first_run: ClassVar[bool] = True
+    """False for a stage that loads its heavy resources itself, on the first request that needs them (the relevance
+    stage: only when there is something to rank), so that ``Pipeline.run`` does not call ``warm_up`` for it;
+    ``Pipeline.warm_up()`` still does."""
 
     @abstractmethod
     def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
         """Return a new context plus a record for every chunk dropped or shortened."""
 
     def warm_up(self) -> None:
-        """Load heavy resources (models, indexes). Called once by the pipeline before the first run."""
+        """Load heavy resources (models, indexes). Called once by the pipeline before its first run (unless
+        ``warm_up_on_first_run`` is False) and by ``Pipeline.warm_up()``."""
 
     def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
         """Optional: start work that ``run`` will need, on the request as it arrives, before any stage runs.

@@ -193,6 +193,8 @@ class SentenceCompressor(Stage):
                 f"target_ratio={self.target_ratio})"
             )
 
+    warm_up_on_first_run: ClassVar[bool] = False  # ``run`` warms the scorer when it has sentences to rank
+
     def warm_up(self) -> None:
         warm_up_scorers([get_scorer(self.scorer)])
 
@@ -273,6 +275,7 @@ class SentenceCompressor(Stage):
         sentences = self._split(chunks, counter)
         if not sentences:
             return StageOutput(context, info={"compressed": 0})
+        warm_up_scorers([get_scorer(self.scorer)])
         prio = self.priorities(context.query, chunks, sentences).tolist()
         order = sorted(range(len(sentences)), key=lambda i: (-prio[i], i))
         target = self._target(chunks, counter)

@@ -77,8 +77,10 @@ class RelevanceFilter(Stage):
         relative_threshold, gap_threshold: the adaptive rules' fractions, in [0, 1].
         keep_scores: write the score into ``Chunk.score`` (off: only filter, keep the caller's scores).
 
-    Pinned chunks are always kept and do not count toward ``top_k``. With an empty query, chunks pass unscored
-    and unfiltered: there is nothing to rank them by. Removals: ``below_top_k`` (cut by the cap) or
+    Pinned chunks are always kept and do not count toward ``top_k``. With an empty query, or fewer than two chunks,
+    chunks pass unscored and unfiltered: there is nothing to rank (a lone chunk is kept whatever its score), and no
+    model is loaded for it (``warm_up_on_first_run`` is off: the scorer warms up when a request first has something
+    to rank). Removals: ``below_top_k`` (cut by the cap) or
     ``low_relevance`` (cut by an adaptive rule), with detail like ``"score 0.12 rank 14 of 20"``.
     """
 
@@ -113,6 +115,8 @@ class RelevanceFilter(Stage):
             out[AUTO_KEY] = choose().to_dict()
         return out
 
+    warm_up_on_first_run: ClassVar[bool] = False
+
     def warm_up(self) -> None:
         scorer = self._scorer()
         if scorer is not None:
@@ -120,17 +124,23 @@ class RelevanceFilter(Stage):
 
     def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
         """Start the scorer's model pass (if it has one, see ``CachedEmbedder.prefetch``) on the chunks as they
-        arrive; texts with a ``<`` (maybe HTML, which the HTML stage would change) are left out."""
-        scorer = self._scorer()
+        arrive, when at least two different texts may need ranking; texts with a ``<`` (maybe HTML, which the HTML
+        stage would change) are left out."""
+        if len({c.text for c in context.chunks}) < 2 or not context.query.strip():
+            return
         texts = [c.text for c in context.chunks if "<" not in c.text]
-        if texts and scorer is not None:
+        scorer = self._scorer() if texts else None
+        if scorer is not None:
+            warm_up_scorers([scorer])
             prefetch_scores([scorer], context.query, texts)
 
     def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
         chunks = context.chunks
-        if not chunks or not context.query.strip():
+        if len(chunks) < 2 or not context.query.strip():
             return StageOutput(context, info={"scored": False})
         scorer = self._scorer()
+        if scorer is not None:
+            warm_up_scorers([scorer])
         scores = (_given_scores(chunks) if scorer is None
                   else [float(x) for x in scorer.score(context.query, [c.text for c in chunks])])
         scored = tuple(c.with_score(s) if self.keep_scores else c for c, s in zip(chunks, scores))

@@ -93,7 +93,7 @@ def test_trim_sets_no_environment_and_prints_nothing() -> None:
     """The first trim() loads MiniLM: it must not set HF_HUB_OFFLINE or print a progress bar in the host."""
     code = ("import os, ragtrim; before = dict(os.environ); "
             "r = ragtrim.trim(['The tower is 330 metres tall.', 'Paris is in France.'], query='How tall?', budget=20); "
-            "from ragtrim.scoring import EmbeddingScorer; EmbeddingScorer().score('q', ['t']); "
+            "from ragtrim.scoring.embedding import EmbeddingScorer; EmbeddingScorer().score('q', ['t']); "
             "assert dict(os.environ) == before, set(os.environ) ^ set(before); print(r.tokens_after)")
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,

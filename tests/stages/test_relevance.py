@@ -58,7 +58,25 @@ class TestRelevanceFilter:
         assert run(RelevanceFilter(), []).chunks == ()
 
     def test_single_chunk(self) -> None:
-        r = run(RelevanceFilter(top_k=1), ["the cat sat"], query="cat")
+        # Nothing to rank: the chunk is kept as it came (the caller's score, or none), and no scorer runs.
+        calls: list[str] = []
+
+        class Recording(FixedScorer):
+            def score(self, query: str, texts: object) -> list[float]:  # type: ignore[override]
+                calls.append(query)
+                return [1.0]
+
+            def warm_up(self) -> None:
+                calls.append("warm_up")
+
+        r = run(RelevanceFilter(scorer=Recording(scores=[1.0]), top_k=1), ["the cat sat"], query="cat")
+        assert [(c.text, c.score) for c in r.chunks] == [("the cat sat", None)] and calls == []
+        assert r.trace[0].info == {"scored": False}
+        given = run(RelevanceFilter(scorer="given"), [{"text": "the cat sat", "score": 0.4}], query="cat")
+        assert given.chunks[0].score == 0.4
+
+    def test_two_chunks_are_ranked(self) -> None:
+        r = run(RelevanceFilter(top_k=1), ["the cat sat", "a dog ran"], query="cat")
         assert [c.text for c in r.chunks] == ["the cat sat"]
         assert r.chunks[0].score is not None and r.chunks[0].score > 0
 

@@ -1,0 +1,58 @@
+"""``ragtrim index CORPUS``: its arguments (registered by ``add_cli``, light to import) and the run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def add_cli(sub: Any) -> None:
+    """Add ``index`` to the ``ragtrim`` command's subparsers."""
+    from ragtrim.scoring.registry import SCORER_NAMES
+
+    p = sub.add_parser(
+        "index", help="fill the passage-vector store ahead of time, so that trims of these passages need no model "
+                      "pass (docs/relevance.md)",
+        description="Embed every passage of CORPUS with the model(s) of the scorer that will read them (default: "
+                    "the auto scorer, as trim() uses) and store the vectors the store lacks. CORPUS: .jsonl files "
+                    "(one passage a line: a string or an object with a text field), other files (one passage "
+                    "each) or folders of them. Passages must be the chunk texts your retriever returns.")
+    p.add_argument("corpus", nargs="+", help="JSONL or text files, or folders")
+    p.add_argument("--scorer", default="auto", choices=["auto", *SCORER_NAMES],
+                   help="the scorer whose vectors to store (default: auto, what trim() uses on this host)")
+    p.add_argument("--store", default=None,
+                   help="a file path or redis:// URL (default: $RAGTRIM_VECTOR_STORE, else "
+                        "~/.cache/ragtrim/vectors.sqlite3)")
+    p.add_argument("--max-mb", type=float, default=None, help="the store's bound in MiB (default 256)")
+    p.add_argument("--text-field", default=None, help="the JSONL key holding the text (default: text, "
+                                                       "page_content, content, contents or passage)")
+    p.add_argument("--title-field", default=None, help='a JSONL key whose value goes first: "title\\ntext"')
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--no-html-cleanup", action="store_true",
+                   help="store markup as given (default: under the HTML stage's cleaned text, which trims embed)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_index)
+
+
+def run_index(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ragtrim.errors import ConfigError
+    from ragtrim.vectors.index import index_passages, read_corpus
+    from ragtrim.vectors.store import configure_default_store, default_store_spec, open_store
+
+    if args.max_mb is not None and not args.max_mb > 0:
+        raise ConfigError(f"--max-mb must be > 0, got {args.max_mb}")
+    if args.store is not None or args.max_mb is not None:
+        spec = args.store if args.store is not None else default_store_spec()[0]
+        configure_default_store(spec, max_bytes=int(args.max_mb * 2**20) if args.max_mb is not None else None)
+    shared = open_store("default")
+    location = shared.store.location if shared is not None else "off"
+    passages = read_corpus(args.corpus, text_field=args.text_field, title_field=args.title_field)
+    with tqdm(desc="ragtrim index", unit=" passages", disable=args.quiet, file=sys.stderr) as bar:
+        report = index_passages(passages, scorer=args.scorer, batch_size=args.batch_size,
+                                clean_html=not args.no_html_cleanup, progress=bar.update)
+    print(json.dumps({"store": location, **report.to_dict()}))
+    return 0

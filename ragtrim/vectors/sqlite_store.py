@@ -1,0 +1,228 @@
+"""The default passage-vector store: one SQLite file shared by every process of the machine.
+
+WAL journal (readers never wait for a writer), a busy timeout, ``INSERT OR IGNORE`` (two processes that embed the
+same text write the same bytes; the first one stays), and a byte bound: after a write, while the database's pages
+in use exceed ``max_bytes``, the least recently used entries go down to 90% of it and the freed pages return to the
+file system (incremental vacuum, then a checkpoint), so the file stays under the bound; the WAL beside it is kept
+under 4 MiB after each checkpoint. A read marks its rows as used at most once a minute, on ragtrim's I/O thread.
+
+Connections are opened per process and never carried across a fork: a child opens its own, and leaves the
+parent's untouched (closing them in the child could end the parent's WAL).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+
+from ragtrim.errors import ConfigError
+
+SCHEMA_VERSION = 1
+TOUCH_INTERVAL_MS = 60_000
+"""A read refreshes a row's last use (milliseconds) only when it is older than this: most reads then write
+nothing."""
+READ_BUSY_TIMEOUT_MS = 50
+"""How long a lookup (on the request path) waits for a lock before it gives up and the model answers."""
+WRITE_BUSY_TIMEOUT_MS = 5000
+"""How long a batch of writes (on the I/O thread) waits for another process's write to finish."""
+_MAX_PARAMS = 500
+_WAL_LIMIT_BYTES = 4 * 2**20
+_KEPT_AFTER_EVICTION = 0.9
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors (key BLOB NOT NULL UNIQUE, value BLOB NOT NULL, used INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used);
+"""
+
+_ABANDONED: list[sqlite3.Connection] = []
+"""Connections a forked child inherited: kept referenced forever, because closing one (even by garbage collection)
+could checkpoint and remove the WAL that the parent is still using."""
+
+
+class SqliteVectorStore:
+    """Vectors in the SQLite file ``path`` (made with its folder on first use), at most ``max_bytes`` of pages in
+    use. Safe for any number of threads and processes."""
+
+    def __init__(self, path: str | os.PathLike[str], *, max_bytes: int) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 64 * 1024:
+            raise ConfigError(f"max_bytes must be an int >= 65536 (64 KiB), got {max_bytes!r}")
+        self.path = Path(path)
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._reader: sqlite3.Connection | None = None
+        self._writer: sqlite3.Connection | None = None
+        self._write_lock = threading.Lock()
+        _STORES.add(self)
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    # -- connections --------------------------------------------------------------------------------------------
+    def _connection(self, role: str) -> sqlite3.Connection:
+        """This process's reader (lookups, on the request path: it never creates anything and waits at most
+        ``READ_BUSY_TIMEOUT_MS``) or writer (on the I/O thread: it makes the tables on first use)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                _ABANDONED.extend(c for c in (self._reader, self._writer) if c is not None)
+                self._reader = self._writer = None
+                self._pid = os.getpid()
+            if role == "reader":
+                if self._reader is None:
+                    self._reader = self._connect(READ_BUSY_TIMEOUT_MS)
+                return self._reader
+            if self._writer is None:
+                writer = self._connect(WRITE_BUSY_TIMEOUT_MS)
+                try:
+                    _create(writer)
+                except BaseException:
+                    writer.close()
+                    raise
+                self._writer = writer
+            return self._writer
+
+    def _connect(self, busy_ms: int) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+            conn.execute("PRAGMA synchronous = NORMAL")  # a cache: a power cut may lose the last writes, never the file
+            conn.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT_BYTES}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                for conn in (self._reader, self._writer):
+                    if conn is not None:
+                        conn.close()
+            self._reader = self._writer = None
+
+    # -- the protocol -------------------------------------------------------------------------------------------
+    def get(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        if not self.path.exists():  # nothing written yet (and a lookup never creates the file)
+            return {}
+        reader = self._connection("reader")
+        found: dict[bytes, bytes] = {}
+        with self._lock:  # one statement at a time on the shared read connection
+            try:
+                for start in range(0, len(keys), _MAX_PARAMS):
+                    part = keys[start:start + _MAX_PARAMS]
+                    marks = ",".join("?" * len(part))
+                    query = f"SELECT key, CAST(value AS BLOB) FROM vectors WHERE key IN ({marks})"
+                    for key, value in reader.execute(query, part):
+                        found[bytes(key)] = bytes(value)
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):  # a file whose first write is still being made
+                    return {}
+                raise
+        return found
+
+    def put(self, items: Sequence[tuple[bytes, bytes]]) -> int:
+        writer = self._connection("writer")
+        now = int(time.time() * 1000)
+        with self._write_lock:
+            writer.execute("BEGIN IMMEDIATE")
+            try:
+                before = writer.total_changes
+                writer.executemany("INSERT OR IGNORE INTO vectors (key, value, used) VALUES (?, ?, ?)",
+                                   [(k, v, now) for k, v in items])
+                added = writer.total_changes - before
+                writer.execute("COMMIT")
+            except BaseException:
+                writer.execute("ROLLBACK")
+                raise
+            if added:
+                self._evict(writer)
+        return added
+
+    def touch(self, keys: Sequence[bytes]) -> None:
+        writer = self._connection("writer")
+        now = int(time.time() * 1000)
+        with self._write_lock:
+            writer.execute("BEGIN IMMEDIATE")
+            try:
+                writer.executemany("UPDATE vectors SET used = ? WHERE key = ? AND used < ?",
+                                   [(now, k, now - TOUCH_INTERVAL_MS) for k in keys])
+                writer.execute("COMMIT")
+            except BaseException:
+                writer.execute("ROLLBACK")
+                raise
+
+    # -- the byte bound -----------------------------------------------------------------------------------------
+    def used_bytes(self) -> int:
+        """Bytes of the database's pages in use (the file minus its free pages; the WAL not counted)."""
+        writer = self._connection("writer")
+        with self._write_lock:
+            return _used_bytes(writer)
+
+    def _evict(self, writer: sqlite3.Connection) -> None:
+        """Drop the least recently used rows until the pages in use are at most 90% of ``max_bytes`` (one
+        eviction makes room for many writes), then give the free pages back."""
+        used = _used_bytes(writer)
+        if used <= self.max_bytes:
+            return
+        while used > self.max_bytes * _KEPT_AFTER_EVICTION:
+            rows = writer.execute("SELECT count(*) FROM vectors").fetchone()[0]
+            if rows == 0:
+                break
+            excess = 1 - self.max_bytes * _KEPT_AFTER_EVICTION / used
+            drop = max(1, min(rows, int(rows * excess) + 1))
+            writer.execute("BEGIN IMMEDIATE")
+            try:
+                writer.execute("DELETE FROM vectors WHERE rowid IN (SELECT rowid FROM vectors ORDER BY used, rowid "
+                               "LIMIT ?)", (drop,))
+                writer.execute("COMMIT")
+            except BaseException:
+                writer.execute("ROLLBACK")
+                raise
+            writer.executescript("PRAGMA incremental_vacuum;")  # runs to the end (one step frees one page)
+            used = _used_bytes(writer)
+        writer.execute("PRAGMA wal_checkpoint(PASSIVE)")  # the file shrinks at a checkpoint (WAL mode)
+
+
+_STORES: weakref.WeakSet[SqliteVectorStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """Locks another thread held at the fork (the I/O thread writing) stay held in the child: new ones. The
+    connections are left to ``_connection``, which sees the new process id and opens the child's own."""
+    for store in list(_STORES):
+        store._lock = threading.Lock()
+        store._write_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _used_bytes(conn: sqlite3.Connection) -> int:
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    return int((pages - free) * size)
+
+
+def _create(conn: sqlite3.Connection) -> None:
+    """Make the tables once (incremental auto-vacuum must be set before the first table), or check the schema of
+    a file another version made."""
+    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.executescript(_SCHEMA)
+    conn.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+    found = conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()[0]
+    if found != str(SCHEMA_VERSION):
+        raise ConfigError(f"vector store schema {found} is not {SCHEMA_VERSION} (written by another ragtrim version); "
+                          "point RAGTRIM_VECTOR_STORE at another file, or delete this one")

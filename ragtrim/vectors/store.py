@@ -1,0 +1,336 @@
+"""What every passage-vector store shares: the ``VectorStore`` protocol, the key of a vector, its stored bytes,
+and ``SharedStore``, through which a process uses a store (lookups that never raise, writes batched on ragtrim's
+I/O thread, a breaker that stops asking a broken store for a while, counters).
+
+A key is the SHA-256 of the embedder's *recipe* (everything besides the text that changes a vector: the model's
+content fingerprint, the backend and its precision, the runtime's version, the word pieces read, pooling and
+normalization, how texts are batched, ``FORMAT_VERSION``) and of the text, so a vector of another model, version or
+prefix length is never found. A value is the vector as little-endian float32, exactly, after a CRC-32 of it: a
+damaged value is a miss, never a wrong vector.
+
+Which store a scorer uses (``vector_store="default"``): ``configure_default_store`` (the gateway's config), else
+``$RAGTRIM_VECTOR_STORE`` (``off``, a file path, or a ``redis://`` URL), else SQLite in
+``ragtrim._util.paths.cache_dir()/vectors.sqlite3``, at most ``$RAGTRIM_VECTOR_STORE_MAX_MB`` (default 256) MiB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+import threading
+import time
+import weakref
+import zlib
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ragtrim._util.background import submit_io
+from ragtrim._util.paths import cache_dir
+from ragtrim.errors import ConfigError
+
+logger = logging.getLogger("ragtrim")
+
+FORMAT_VERSION = 1
+"""Of the key recipe and the stored bytes; bumped when either changes, so old entries are never read."""
+STORE_ENV = "RAGTRIM_VECTOR_STORE"
+MAX_MB_ENV = "RAGTRIM_VECTOR_STORE_MAX_MB"
+DEFAULT_MAX_BYTES = 256 * 2**20
+"""About 170,000 MiniLM vectors (384 float32 and their keys, with SQLite's own overhead)."""
+DEFAULT_FILE = "vectors.sqlite3"
+OFF = ("off", "none", "false", "0", "")
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Raw storage of vectors by key. Implementations may raise on any failure (``SharedStore`` catches, counts and
+    logs); they must be safe to call from several threads and, with their own connections, several processes."""
+
+    @property
+    def location(self) -> str:
+        """Where the store is, for logs (no password)."""
+        ...
+
+    def get(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """The stored values of those ``keys`` that are present."""
+        ...
+
+    def put(self, items: Sequence[tuple[bytes, bytes]]) -> int:
+        """Store ``(key, value)`` pairs, keeping an existing value of a key (``INSERT OR IGNORE``); evict the least
+        recently used entries beyond the store's byte bound. Returns how many were new."""
+        ...
+
+    def touch(self, keys: Sequence[bytes]) -> None:
+        """Mark ``keys`` as just used (they were read), for the LRU eviction."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def vector_key(recipe: str, text: str) -> bytes:
+    """The store key of ``text`` embedded by ``recipe`` (32 bytes)."""
+    h = hashlib.sha256(f"ragtrim-vectors/{FORMAT_VERSION}\x00{len(recipe)}:{recipe}".encode())
+    h.update(text.encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
+_CRC = struct.Struct("<I")
+
+
+def pack(vector: np.ndarray) -> bytes:
+    """A vector as stored: CRC-32 of the data, then the data as little-endian float32 (exact)."""
+    data = np.ascontiguousarray(vector, dtype="<f4").tobytes()
+    return _CRC.pack(zlib.crc32(data)) + data
+
+
+def unpack(raw: bytes) -> np.ndarray | None:
+    """The stored vector, or None when the value is damaged (wrong length or checksum)."""
+    if len(raw) <= _CRC.size or (len(raw) - _CRC.size) % 4:
+        return None
+    data = raw[_CRC.size:]
+    if _CRC.unpack_from(raw)[0] != zlib.crc32(data):
+        return None
+    return np.frombuffer(data, dtype="<f4").astype(np.float32)
+
+
+@dataclass
+class StoreStats:
+    """What a process did with one store. ``errors``: failed lookups and writes (each logged, none raised);
+    ``skipped``: lookups and writes not tried while the breaker was open; ``damaged``: values that failed the
+    checksum (treated as misses); ``dropped``: writes given up because the queue was full."""
+
+    lookups: int = 0
+    hits: int = 0
+    misses: int = 0
+    writes: int = 0
+    errors: int = 0
+    skipped: int = 0
+    damaged: int = 0
+    dropped: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class SharedStore:
+    """A ``VectorStore`` as this process uses it. ``lookup`` and ``save`` never raise: a failure is logged (a
+    warning when the store first fails, then debug), counted, and the store is left alone for ``retry_after_s``,
+    so a broken, locked or unreachable store costs a request at most one failed call, after which trims go to the
+    model as if there were no store. Writes queue here and go out in batches on ragtrim's I/O thread."""
+
+    def __init__(self, store: VectorStore, *, retry_after_s: float = 30.0, max_queue: int = 10_000) -> None:
+        self.store = store
+        self.retry_after_s = retry_after_s
+        self.max_queue = max_queue
+        self.stats = StoreStats()
+        self._reset_state()
+        _LIVE.add(self)
+
+    def _reset_state(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: dict[bytes, bytes] = {}
+        self._touched: set[bytes] = set()
+        self._scheduled: Future[None] | None = None
+        self._broken_until = 0.0
+        self._failing = False
+
+    # -- the breaker --------------------------------------------------------------------------------------------
+    def available(self) -> bool:
+        return time.monotonic() >= self._broken_until
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        self.stats.errors += 1
+        self._broken_until = time.monotonic() + self.retry_after_s
+        if not self._failing:
+            self._failing = True
+            logger.warning("vector store %s: %s failed (%s: %s); trims go to the model, and the store is tried again "
+                           "in %.0f s", self.store.location, what, type(exc).__name__, exc, self.retry_after_s)
+        else:
+            logger.debug("vector store %s: %s failed again (%s: %s)", self.store.location, what,
+                         type(exc).__name__, exc)
+
+    def _worked(self) -> None:
+        if self._failing:
+            self._failing = False
+            logger.warning("vector store %s answers again", self.store.location)
+
+    # -- reads --------------------------------------------------------------------------------------------------
+    def lookup(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """The stored vectors of those ``keys`` that are present and intact (never raises)."""
+        if not keys:
+            return {}
+        self.stats.lookups += 1
+        if not self.available():
+            self.stats.skipped += 1
+            return {}
+        try:
+            raw = self.store.get(keys)
+        except Exception as exc:  # noqa: BLE001  # any failure of any store: the model answers instead
+            self._failed("a lookup", exc)
+            return {}
+        self._worked()
+        found: dict[bytes, np.ndarray] = {}
+        for key, value in raw.items():
+            vector = unpack(value)
+            if vector is None:
+                self.stats.damaged += 1
+            else:
+                found[key] = vector
+        self.stats.hits += len(found)
+        self.stats.misses += len(keys) - len(found)
+        if found:
+            with self._lock:
+                self._touched.update(found)
+            self._schedule()
+        return found
+
+    # -- writes -------------------------------------------------------------------------------------------------
+    def save(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
+        """Queue vectors for the store; they are written in one batch on the I/O thread (never raises)."""
+        with self._lock:
+            for key, vector in items:
+                if len(self._queue) >= self.max_queue:
+                    self.stats.dropped += 1
+                    continue
+                self._queue[key] = pack(vector)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        with self._lock:
+            if self._scheduled is not None or not (self._queue or self._touched):
+                return
+            self._scheduled = submit_io(self._write)
+
+    def _write(self) -> None:
+        """On the I/O thread: write what is queued, and what was queued meanwhile, until nothing is left (only then
+        is ``_scheduled`` cleared, so ``flush`` waits for writes in progress too)."""
+        while True:
+            with self._lock:
+                items, self._queue = list(self._queue.items()), {}
+                touched, self._touched = list(self._touched), set()
+                if not items and not touched:
+                    self._scheduled = None
+                    return
+            if not self.available():
+                self.stats.skipped += 1
+                continue
+            try:
+                if items:
+                    self.stats.writes += self.store.put(items)
+                if touched:
+                    self.store.touch(touched)
+            except Exception as exc:  # noqa: BLE001  # the vectors stay in memory; the store misses them
+                self._failed("a write", exc)
+                continue
+            self._worked()
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until everything queued so far is written (``ragtrim index`` and tests call it)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                pending = self._scheduled
+                if pending is None and (self._queue or self._touched):
+                    pending = self._scheduled = submit_io(self._write)
+            if pending is None:
+                return
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            pending.result(timeout=left)
+
+
+_LIVE: weakref.WeakSet[SharedStore] = weakref.WeakSet()
+_OPEN: dict[tuple[str, int], SharedStore] = {}
+_OBJECTS: dict[int, SharedStore] = {}
+_OPEN_LOCK = threading.Lock()
+_DEFAULT: tuple[str, int | None] | None = None
+
+
+def configure_default_store(spec: str | None, *, max_bytes: int | None = None) -> None:
+    """Set the store that ``vector_store="default"`` means in this process (the gateway's ``[trim]`` config):
+    ``None`` or ``"off"`` for none, a file path, or a ``redis://`` URL; ``"default"`` leaves the choice to
+    ``$RAGTRIM_VECTOR_STORE`` (then the file in ``cache_dir()``). ``max_bytes`` bounds it (None: the default)."""
+    global _DEFAULT
+    _DEFAULT = ("off" if spec is None else spec, max_bytes)
+
+
+def default_store_spec() -> tuple[str, int]:
+    """``(spec, max_bytes)`` of the default store: ``configure_default_store``, else the environment, else SQLite
+    in ``cache_dir()``."""
+    spec, max_bytes = _DEFAULT if _DEFAULT is not None else ("default", None)
+    if spec.strip().lower() == "default":
+        spec = os.environ.get(STORE_ENV, "default")
+    if max_bytes is None:
+        raw = os.environ.get(MAX_MB_ENV, "")
+        try:
+            max_bytes = int(float(raw) * 2**20) if raw else DEFAULT_MAX_BYTES
+        except ValueError:
+            raise ConfigError(f"${MAX_MB_ENV} must be a number of MiB, got {raw!r}") from None
+    if spec.strip().lower() == "default":
+        spec = str(cache_dir() / DEFAULT_FILE)
+    return spec, max_bytes
+
+
+def open_store(spec: str | VectorStore | None, *, max_bytes: int | None = None) -> SharedStore | None:
+    """The process's ``SharedStore`` for ``spec`` (one per location, shared by every scorer), or None for no store.
+
+    ``spec``: ``"default"`` (see ``default_store_spec``), ``None``/``"off"``, a file path (SQLite), a
+    ``redis://``, ``rediss://`` or ``unix://`` URL, or a ``VectorStore`` object. Opening connects to nothing: each
+    store connects on first use."""
+    if spec is None:
+        return None
+    if not isinstance(spec, str):
+        with _OPEN_LOCK:
+            shared = _OBJECTS.get(id(spec))
+            if shared is None or shared.store is not spec:
+                shared = _OBJECTS[id(spec)] = SharedStore(spec)
+            return shared
+    if spec.strip().lower() == "default":
+        spec, default_bytes = default_store_spec()
+        max_bytes = default_bytes if max_bytes is None else max_bytes
+    if spec.strip().lower() in OFF:
+        return None
+    max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+    with _OPEN_LOCK:
+        shared = _OPEN.get((spec, max_bytes))
+        if shared is None:
+            shared = _OPEN[(spec, max_bytes)] = SharedStore(_build(spec, max_bytes))
+        return shared
+
+
+def _build(spec: str, max_bytes: int) -> VectorStore:
+    if spec.startswith(("redis://", "rediss://", "unix://")):
+        from ragtrim.vectors.redis_store import RedisVectorStore
+
+        return RedisVectorStore(spec, max_bytes=max_bytes)
+    from ragtrim.vectors.sqlite_store import SqliteVectorStore
+
+    return SqliteVectorStore(Path(spec.removeprefix("sqlite:")).expanduser(), max_bytes=max_bytes)
+
+
+def store_stats() -> dict[str, dict[str, int]]:
+    """Every store this process opened, by location, with its counters (``StoreStats``)."""
+    return {s.store.location: s.stats.as_dict() for s in list(_LIVE)}
+
+
+def flush_stores(timeout_s: float | None = None) -> None:
+    """Wait until every store's queued writes are written."""
+    for shared in list(_LIVE):
+        shared.flush(timeout_s)
+
+
+def _after_fork_in_child() -> None:
+    # The parent's queued writes are the parent's to make; its I/O thread is gone (ragtrim._util.background).
+    global _OPEN_LOCK
+    _OPEN_LOCK = threading.Lock()
+    for shared in list(_LIVE):
+        shared._reset_state()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

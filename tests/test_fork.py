@@ -1,0 +1,175 @@
+"""Fork safety (issue 25, item 12): after the parent has trimmed, a forked child trims too, instead of waiting
+forever on the parent's background thread (gunicorn's preload, multiprocessing's fork start method and Celery's
+prefork pool all fork a process that has trimmed). Every child has a deadline, so a regression fails, never hangs."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [
+    pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform"),
+    pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning"),  # Python 3.12+ warns of fork with threads
+]
+
+ROOT = Path(__file__).resolve().parents[1]
+PASSAGES = [f"Passage {i} tells of towers, rivers and bridges number {i}. It has a second sentence {i}."
+            for i in range(12)]
+
+
+def _pipeline(embedder: Any) -> Any:
+    from ragtrim.api import default_stages
+    from ragtrim.pipeline import Pipeline
+    from ragtrim.stages.relevance import RelevanceFilter
+
+    stages = [RelevanceFilter(scorer=embedder, top_k=None) if isinstance(s, RelevanceFilter) else s
+              for s in default_stages(budget=40, scorer="bm25")]
+    return Pipeline(stages, tokenizer="whitespace")
+
+
+_SHARED: dict[str, Any] = {}
+
+
+def _child(queue: Any, query: str, passages: list[str]) -> None:
+    queue.put(_SHARED["pipeline"].run(passages, query=query).text)
+
+
+def _run_forked(query: str, passages: list[str], timeout_s: float = 60) -> str:
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(queue, query, passages))
+    proc.start()
+    proc.join(timeout_s)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+        pytest.fail(f"the forked child was still trimming after {timeout_s} s (it waits on the parent's thread)")
+    assert proc.exitcode == 0
+    return str(queue.get(timeout=5))
+
+
+class TestForkStartMethod:
+    def test_a_child_forked_after_a_trim_trims(self) -> None:
+        from ragtrim.testing import FakeEmbedder
+
+        embedder = FakeEmbedder(vector_store=None)
+        _SHARED["pipeline"] = _pipeline(embedder)
+        _SHARED["pipeline"].run(PASSAGES[:6], query="towers")  # the parent trims: the background thread exists
+        assert any(t.startswith("ragtrim-prefetch") for t, _ in embedder.calls)
+        child = _run_forked("rivers", PASSAGES[6:])
+        assert child == _pipeline(FakeEmbedder(vector_store=None)).run(PASSAGES[6:], query="rivers").text
+
+    def test_a_child_forked_during_a_prefetch_does_not_wait_for_it(self) -> None:
+        from ragtrim.testing import FakeEmbedder
+
+        gate, entered = threading.Event(), threading.Event()
+        parent = os.getpid()
+
+        class Stuck(FakeEmbedder):
+            def _encode(self, texts: Any) -> Any:
+                if os.getpid() == parent and threading.current_thread().name.startswith("ragtrim-prefetch"):
+                    entered.set()
+                    gate.wait(30)  # the parent's prefetch, held while the child is forked and trims
+                return super()._encode(texts)
+
+        embedder = Stuck(vector_store=None)
+        _SHARED["pipeline"] = _pipeline(embedder)
+        embedder.prefetch("bridges", PASSAGES)
+        assert entered.wait(10)
+        try:
+            child = _run_forked("bridges", PASSAGES)  # the same texts the parent's prefetch holds
+        finally:
+            gate.set()
+        assert child == _pipeline(FakeEmbedder(vector_store=None)).run(PASSAGES, query="bridges").text
+
+
+PRELOAD = r"""
+import json, os, signal, sys, time
+from tests.test_fork import _pipeline, PASSAGES
+kind, store = sys.argv[1], sys.argv[2]
+if kind == "fake":
+    from ragtrim.testing import FakeEmbedder
+    scorer = FakeEmbedder(recipe="fake-v1", vector_store=store)
+elif kind == "auto":
+    from ragtrim.scoring.auto import fast_scorer
+    scorer = fast_scorer()
+else:
+    from ragtrim.scoring.embedding import EmbeddingScorer
+    scorer = EmbeddingScorer(threads=2, vector_store=store)
+pipeline = _pipeline(scorer)
+parent = pipeline.run(PASSAGES[:6], query="towers").text      # like gunicorn --preload: the app ran once
+children = []
+for n in range(3):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(60)                                         # a hung child dies instead of lingering
+        os.close(r)
+        text = pipeline.run(PASSAGES[3 + n:9 + n], query="rivers").text
+        os.write(w, json.dumps(text).encode())
+        os._exit(0)
+    os.close(w)
+    children.append((pid, r))
+out = []
+for pid, r in children:
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    _, status = os.waitpid(pid, 0)
+    out.append({"status": os.waitstatus_to_exitcode(status), "text": json.loads(data) if data else None})
+expected = [pipeline.run(PASSAGES[3 + n:9 + n], query="rivers").text for n in range(3)]
+print(json.dumps({"parent": parent, "children": out, "expected": expected}))
+"""
+
+
+def preloading_parent(kind: str, store: str = "off", timeout_s: float = 240) -> dict[str, Any]:
+    """Run PRELOAD: a parent that trims, then forks three children that each trim (as gunicorn --preload)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", PRELOAD, kind, store], cwd=ROOT, capture_output=True, check=False,
+                              timeout=timeout_s, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"a preloading parent's children did not finish within {timeout_s} s")
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+class TestPreloadingParent:
+    def test_children_trim_like_the_parent(self, tmp_path: Path) -> None:
+        result = preloading_parent("fake", str(tmp_path / "v.sqlite3"))
+        assert [c["status"] for c in result["children"]] == [0, 0, 0]
+        assert [c["text"] for c in result["children"]] == result["expected"]
+
+    def test_children_share_the_store(self, tmp_path: Path) -> None:
+        from ragtrim.testing import FakeEmbedder
+        from ragtrim.vectors.store import open_store
+
+        path = str(tmp_path / "v.sqlite3")
+        preloading_parent("fake", path)
+        probe = FakeEmbedder(recipe="fake-v1", vector_store=path)
+        probe.embed(PASSAGES[3:11])  # what the parent and the children embedded
+        assert probe.encoded_texts() == []
+        assert open_store(path).stats.hits == 8  # type: ignore[union-attr]
+
+
+@pytest.mark.model
+class TestPreloadingParentWithMiniLM:
+    def test_onnx_sessions_work_in_children(self) -> None:
+        result = preloading_parent("auto")
+        assert [c["status"] for c in result["children"]] == [0, 0, 0]
+        assert [c["text"] for c in result["children"]] == result["expected"]
+
+    def test_torch_after_two_threads_works_in_children(self, tmp_path: Path) -> None:
+        # The parent ran torch with two OpenMP threads; they do not exist in a child, where a parallel op would
+        # wait for them forever: the children embed with one thread (and their own store recipe).
+        result = preloading_parent("torch", str(tmp_path / "v.sqlite3"))
+        assert [c["status"] for c in result["children"]] == [0, 0, 0]
+        assert all(c["text"] for c in result["children"])

@@ -1,0 +1,142 @@
+"""Filling the store ahead of time: ``index_passages``, ``read_corpus`` and ``ragtrim index``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragtrim.cli import main
+from ragtrim.errors import InputError, VectorStoreError
+from ragtrim.scoring.bm25 import BM25Scorer
+from ragtrim.scoring.cascade import CascadeScorer
+from ragtrim.scoring.hybrid import HybridScorer
+from ragtrim.testing import FakeEmbedder
+from ragtrim.vectors.index import embedders_of, index_passages, read_corpus
+from ragtrim.vectors.store import open_store
+
+PASSAGES = [f"Passage {i}: the tower by the river number {i}." for i in range(10)]
+
+
+def fast_like(embedder: FakeEmbedder) -> CascadeScorer:
+    return CascadeScorer(first="bm25", second=HybridScorer(scorers=(BM25Scorer(), embedder), method="mix",
+                                                            weights=(0.4, 0.6)), candidates=32)
+
+
+class TestIndexPassages:
+    def test_fills_the_store_for_later_trims(self, tmp_path: Path) -> None:
+        path = str(tmp_path / "v.sqlite3")
+        embedder = FakeEmbedder(recipe="fake-v1", vector_store=path)
+        seen: list[int] = []
+        report = index_passages(PASSAGES, scorer=fast_like(embedder), batch_size=4, progress=seen.append)
+        assert (report.passages, report.stored, report.already) == (10, 10, 0)
+        assert report.embedders == ("fake-embedding:fake-v1",) and seen == [4, 4, 2]
+        again = index_passages(PASSAGES[:5] + ["a new one"], scorer=fast_like(embedder))
+        assert (again.stored, again.already) == (1, 5)
+        later = FakeEmbedder(recipe="fake-v1", vector_store=path)
+        scores = later.score("tower", PASSAGES)
+        assert later.encoded_texts() == ["tower"]  # only the query needed the model
+        assert scores == FakeEmbedder(recipe="fake-v1", vector_store=None).score("tower", PASSAGES)
+
+    def test_store_argument_and_html(self, tmp_path: Path) -> None:
+        path = str(tmp_path / "other.sqlite3")
+        html = "<html><body><nav>Home | About</nav><article><p>" + "The tower stands by the river. " * 8 + \
+            "</p></article></body></html>"
+        index_passages([html], scorer=fast_like(FakeEmbedder(recipe="fake-v1", vector_store=None)), store=path)
+        from ragtrim.stages.html import HtmlCleaner
+
+        cleaned = HtmlCleaner().clean(html).text
+        assert cleaned != html
+        probe = FakeEmbedder(recipe="fake-v1", vector_store=path)
+        probe.embed([cleaned])
+        assert probe.encoded_texts() == []  # stored under the text a trim embeds
+
+    def test_a_scorer_without_a_model_or_store_is_refused(self, tmp_path: Path) -> None:
+        with pytest.raises(VectorStoreError, match="uses no embedding model"):
+            index_passages(PASSAGES, scorer="bm25")
+        with pytest.raises(VectorStoreError, match="has no vector store to fill"):
+            index_passages(PASSAGES, scorer=FakeEmbedder(recipe=None, vector_store=str(tmp_path / "v.sqlite3")))
+        with pytest.raises(VectorStoreError, match="has no vector store to fill"):
+            index_passages(PASSAGES, scorer=FakeEmbedder(recipe="fake-v1", vector_store=None))
+        with pytest.raises(InputError, match="batch_size must be an int >= 1, got 0"):
+            index_passages(PASSAGES, scorer=FakeEmbedder(recipe="fake-v1"), batch_size=0)
+
+    def test_a_broken_store_fails_the_index_loudly(self, tmp_path: Path) -> None:
+        path = tmp_path / "v.sqlite3"
+        path.write_bytes(b"not a database" * 100)
+        with pytest.raises(VectorStoreError, match="file is not a database"):
+            index_passages(PASSAGES, scorer=FakeEmbedder(recipe="fake-v1", vector_store=str(path)))
+
+    def test_embedders_of_composites(self) -> None:
+        e = FakeEmbedder(recipe="x")
+        assert embedders_of(fast_like(e)) == [e]
+        assert embedders_of(HybridScorer(scorers=(e, e), method="mix")) == [e]
+        assert embedders_of("bm25") == []
+
+
+class TestReadCorpus:
+    def test_jsonl_text_files_and_folders(self, tmp_path: Path) -> None:
+        (tmp_path / "c").mkdir()
+        (tmp_path / "c" / "a.jsonl").write_text(
+            '{"text": "one"}\n"two"\n\n{"page_content": "three"}\n{"title": "T", "text": "four"}\n')
+        (tmp_path / "c" / "b.txt").write_text("a whole file\nis one passage\n")
+        (tmp_path / "c" / "empty.txt").write_text("  \n")
+        assert list(read_corpus([tmp_path / "c"])) == ["one", "two", "three", "four", "a whole file\nis one passage\n"]
+        assert list(read_corpus([tmp_path / "c" / "a.jsonl"], title_field="title"))[-1] == "T\nfour"
+        (tmp_path / "d.jsonl").write_text('{"body": "x", "text": "y"}\n')
+        assert list(read_corpus([tmp_path / "d.jsonl"], text_field="body")) == ["x"]
+
+    @pytest.mark.parametrize(("content", "message"), [
+        ("{not json\n", "d.jsonl:1: not JSON"),
+        ('[1, 2]\n', "d.jsonl:1: a line must be a string or an object, got list"),
+        ('{"title": "x"}\n', "d.jsonl:1: no text field"),
+        ('{"text": 5}\n', "d.jsonl:1: no text field"),
+    ])
+    def test_bad_lines_name_file_and_line(self, tmp_path: Path, content: str, message: str) -> None:
+        (tmp_path / "d.jsonl").write_text(content)
+        with pytest.raises(InputError, match=message):
+            list(read_corpus([tmp_path / "d.jsonl"]))
+
+    def test_missing_and_binary_files(self, tmp_path: Path) -> None:
+        with pytest.raises(InputError, match="does not exist"):
+            list(read_corpus([tmp_path / "nope.jsonl"]))
+        (tmp_path / "b.bin").write_bytes(b"\xff\xfe\x00")
+        with pytest.raises(InputError, match="not UTF-8"):
+            list(read_corpus([tmp_path / "b.bin"]))
+
+
+class TestIndexCommand:
+    def test_usage_errors_exit_2(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["index", str(tmp_path / "missing.jsonl"), "--store", str(tmp_path / "v.sqlite3")]) == 2
+        assert "does not exist" in capsys.readouterr().err
+        assert main(["index", str(tmp_path), "--max-mb", "0"]) == 2
+
+    def test_bm25_has_nothing_to_index(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        corpus = tmp_path / "c.jsonl"
+        corpus.write_text("\n".join(json.dumps({"text": p}) for p in PASSAGES))
+        assert main(["index", str(corpus), "--scorer", "bm25", "--quiet",
+                     "--store", str(tmp_path / "v.sqlite3")]) == 1
+        assert "uses no embedding model" in capsys.readouterr().err
+
+
+@pytest.mark.model
+def test_index_command_fills_the_store_for_the_auto_scorer(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragtrim.scoring.auto import choose
+
+    if choose().scorer != "fast":
+        pytest.skip(f"auto is {choose().scorer} here")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(json.dumps({"text": p}) for p in PASSAGES))
+    store = str(tmp_path / "v.sqlite3")
+    assert main(["index", str(corpus), "--store", store, "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["store"] == store and out["passages"] == 10 and out["stored"] == 10
+    from ragtrim.scoring.auto import prefix_minilm
+
+    reader = prefix_minilm(choose().backend, threads=choose().threads)
+    shared = open_store(store)
+    reader.vector_store = store  # the same recipe as the shared auto scorer, reading this store
+    reader.embed(PASSAGES)
+    assert shared is not None and shared.stats.hits == 10
