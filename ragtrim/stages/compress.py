@@ -16,7 +16,7 @@ import numpy as np
 
 from ragtrim._util.background import background_busy
 from ragtrim._util.lru import bounded_cache, weigh_text_and_items
-from ragtrim._util.validate import Constraints, Interval, Text
+from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
@@ -132,6 +132,31 @@ def clear_sentence_cache() -> None:
     _cached_parts.cache_clear()
 
 
+_CLAUSE_END = re.compile(r"[,;:](?=\s)|\s[\u2013\u2014-]\s|[\uff0c\u3001\uff1b\uff1a]")
+"""Where a clause ends inside a sentence: a comma, semicolon or colon before a space, a spaced dash, or the CJK
+comma, enumeration comma, semicolon and colon (which need no space)."""
+
+
+def clause_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of the clauses of one sentence (each ends after its mark; the whitespace between is left out)."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in _CLAUSE_END.finditer(text):
+        end = m.start() if m.group()[0].isspace() else m.end()
+        if text[start:end].strip():
+            spans.append((start, end))
+        start = m.end()
+    if text[start:].strip():
+        spans.append((start, len(text)))
+    out: list[tuple[int, int]] = []
+    for a, b in spans:  # trim the whitespace at both ends of every clause
+        piece = text[a:b]
+        a2 = a + len(piece) - len(piece.lstrip())
+        b2 = b - (len(piece) - len(piece.rstrip()))
+        out.append((a2, b2))
+    return out
+
+
 @register_stage
 @component
 class SentenceCompressor(Stage):
@@ -155,8 +180,12 @@ class SentenceCompressor(Stage):
         answer_hint_weight: bonus for sentences with a date ("when" questions) or a number ("how many").
         separator: joins non-adjacent kept sentences (a blank separator becomes a line break before a kept unit
             that starts a line, such as a table row or a list item).
+        truncate: with a target, when the best sentence alone is longer than the room left, cut it to the run of
+            its clauses (at commas, semicolons, colons, spaced dashes, CJK commas) that ``scorer`` rates best and
+            that fits, rather than lose it while shorter, weaker sentences are kept.
 
-    Trace: a shortened chunk gets a ``compressed``/``shortened`` record ("kept 2 of 7 sentences"); with a target,
+    Trace: a shortened chunk gets a ``compressed``/``shortened`` record ("kept 2 of 7 sentences"), or a
+    ``truncated``/``shortened`` one when its best sentence was cut to clauses (the record says which); with a target,
     a chunk none of whose sentences made it is dropped with ``over_budget``; a chunk that compression made
     identical to an earlier one (same normalized text) is dropped with ``duplicate_after_compression``. Pinned
     chunks are left alone, and an empty query leaves everything unchanged (nothing to be query-aware about).
@@ -174,6 +203,7 @@ class SentenceCompressor(Stage):
         "chunk_weight": [Interval(float, 0.0, 1.0)],
         "answer_hint_weight": [Interval(float, 0.0, None)],
         "separator": [Text("a str", allow_empty=True)],
+        "truncate": [Boolean()],
     }
 
     scorer: Scorer | str = "bm25"
@@ -185,6 +215,7 @@ class SentenceCompressor(Stage):
     chunk_weight: float = 0.7
     answer_hint_weight: float = 0.3
     separator: str = " "
+    truncate: bool = True
 
     def _check_params(self) -> None:
         if self.max_tokens is not None and self.target_ratio is not None:
@@ -280,6 +311,7 @@ class SentenceCompressor(Stage):
         order = sorted(range(len(sentences)), key=lambda i: (-prio[i], i))
         target = self._target(chunks, counter)
         chosen: set[int] = set()
+        truncated: dict[int, str] = {}  # chunk index -> what was cut from its best sentence
         if target is None:
             taken: dict[int, int] = {}
             for i in order:
@@ -290,6 +322,13 @@ class SentenceCompressor(Stage):
         else:
             pinned_tokens = sum(chunk_tokens(c, counter) for c in chunks if c.pinned)
             room = target - pinned_tokens
+            best = order[0]
+            if room > 0 and self.truncate and counter.count(sentences[best].text) > room:
+                cut = self._truncated(context.query, sentences[best], chunks[sentences[best].chunk].text, room,
+                                      counter)
+                if cut is not None:
+                    sentences[best] = cut[0]
+                    truncated[sentences[best].chunk] = cut[1]
             for i in order:  # a sentence is counted only when its lower bound leaves it a chance of fitting
                 if count_at_least(counter, sentences[i].text) <= room:
                     n = counter.count(sentences[i].text)
@@ -298,7 +337,73 @@ class SentenceCompressor(Stage):
                         room -= n
         new_texts = (self._rebuild(chunks, sentences, chosen) if target is None
                      else self._fit(chunks, sentences, chosen, order, target, pinned_tokens, counter))
-        return self._output(context, sentences, chosen, order, new_texts, target)
+        return self._output(context, sentences, chosen, order, new_texts, target,
+                            {ci: d for ci, d in truncated.items() if any(sentences[i].chunk == ci for i in chosen)})
+
+    def _truncated(self, query: str, sentence: _Sentence, chunk_text: str, room: int,
+                   counter: TokenCounter) -> tuple[_Sentence, str] | None:
+        """The best sentence cut to the run of its clauses that answers best and fits ``room`` tokens: the clause
+        ``scorer`` rates highest, then its neighbours (the better first) while they fit. None when it has one clause,
+        or no clause fits."""
+        offset = chunk_text.find(sentence.text, sentence.start)
+        if offset < 0:
+            return None
+        spans = clause_spans(sentence.text)
+        if len(spans) < 2:  # one clause: the best window of its words
+            return self._word_window(query, sentence, offset, (0, len(sentence.text)), room, counter, "its")
+        texts = [sentence.text[a:b] for a, b in spans]
+        scores = self._piece_scores(query, texts)
+        top = max(range(len(spans)), key=lambda k: (scores[k], -k))
+        if counter.count(texts[top]) > room:
+            return self._word_window(query, sentence, offset, spans[top], room, counter,
+                                     f"clause {top + 1} of {len(spans)} of its")
+        lo = hi = top
+        while True:
+            options = [k for k in (lo - 1, hi + 1) if 0 <= k < len(spans)]
+            grown = None
+            for k in sorted(options, key=lambda k: (-scores[k], k)):
+                a, b = spans[min(lo, k)][0], spans[max(hi, k)][1]
+                if counter.count(sentence.text[a:b]) <= room:
+                    grown = k
+                    break
+            if grown is None:
+                break
+            lo, hi = min(lo, grown), max(hi, grown)
+        a, b = spans[lo][0], spans[hi][1]
+        cut = _Sentence(sentence.chunk, sentence.pos, offset + a, offset + b, sentence.text[a:b])
+        return cut, f"cut its best sentence to clauses {lo + 1}-{hi + 1} of {len(spans)} to fit {room} tokens"
+
+    def _piece_scores(self, query: str, pieces: list[str]) -> list[float]:
+        """Parts of one sentence rated as sentences are (min-max scaled ``scorer`` score plus the answer hint)."""
+        own = min_max(np.asarray(get_scorer(self.scorer).score(query, pieces), dtype=np.float64))
+        if self.answer_hint_weight > 0:
+            kind = answer_kind(query)
+            own = own + self.answer_hint_weight * np.array([holds_kind(kind, p) for p in pieces])
+        return [float(x) for x in own]
+
+    def _word_window(self, query: str, sentence: _Sentence, offset: int, span: tuple[int, int], room: int,
+                     counter: TokenCounter, what: str) -> tuple[_Sentence, str] | None:
+        """The run of whole words of ``sentence.text[span]`` that fits ``room`` and that ``scorer`` rates best
+        among the longest that fit; None when no word fits or the text has no spaces (one word)."""
+        words = [(m.start() + span[0], m.end() + span[0]) for m in re.finditer(r"\S+", sentence.text[span[0]:span[1]])]
+        if len(words) < 2:
+            return None
+        text = sentence.text
+        width = len(words) - 1
+        while width > 0 and all(counter.count(text[words[i][0]:words[i + width - 1][1]]) > room
+                                for i in range(len(words) - width + 1)):
+            width -= 1
+        if width == 0:
+            return None
+        starts = [i for i in range(len(words) - width + 1)
+                  if counter.count(text[words[i][0]:words[i + width - 1][1]]) <= room]
+        windows = [text[words[i][0]:words[i + width - 1][1]] for i in starts]
+        scores = self._piece_scores(query, windows)
+        k = max(range(len(starts)), key=lambda j: (scores[j], -j))
+        a, b = words[starts[k]][0], words[starts[k] + width - 1][1]
+        cut = _Sentence(sentence.chunk, sentence.pos, offset + a, offset + b, text[a:b])
+        return cut, (f"cut {what} best sentence to words {starts[k] + 1}-{starts[k] + width} of {len(words)} to fit "
+                     f"{room} tokens")
 
     def _rebuild(self, chunks: tuple[Chunk, ...], sentences: list[_Sentence], chosen: set[int]) -> dict[int, str]:
         """Each non-pinned chunk's new text from its chosen sentences (adjacent ones keep their original glue)."""
@@ -382,7 +487,7 @@ class SentenceCompressor(Stage):
         return best
 
     def _output(self, context: TrimContext, sentences: list[_Sentence], chosen: set[int], order: list[int],
-                new_texts: dict[int, str], target: int | None) -> StageOutput:
+                new_texts: dict[int, str], target: int | None, truncated: dict[int, str]) -> StageOutput:
         chunks = context.chunks
         total_per_chunk: dict[int, int] = {}
         kept_per_chunk: dict[int, int] = {}
@@ -408,6 +513,11 @@ class SentenceCompressor(Stage):
                     f"(best sentence rank {best_rank[ci]} of {len(sentences)})",
                 ))
                 continue
+            if ci in truncated:
+                out.append(c.with_text(new_texts[ci]))
+                removals.append(Removal(c.id, self.name, "truncated", 0,
+                                        f"kept {kept} of {total} sentences; {truncated[ci]}", action="shortened"))
+                continue
             if kept == total:
                 out.append(c)
                 continue
@@ -416,7 +526,7 @@ class SentenceCompressor(Stage):
                                     action="shortened"))
         out = self._drop_repeats(out, removals, {r.chunk_id for r in removals if r.action == "shortened"})
         info: dict[str, Any] = {"sentences_in": len(sentences), "sentences_kept": len(chosen),
-                                "target_tokens": target}
+                                "target_tokens": target, "truncated": len(truncated)}
         return StageOutput(context.with_chunks(tuple(out)), tuple(removals), info=info)
 
     def _drop_repeats(self, out: list[Chunk], removals: list[Removal], shortened: set[str]) -> list[Chunk]:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragtrim import get_counter, trim
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, TrimContext, TrimResult
 from ragtrim.pipeline import Pipeline
 from ragtrim.stages.base import stage_from_dict
 from ragtrim.stages.budget import TokenBudget
-from ragtrim.stages.compress import SentenceCompressor, answer_hint, answer_kind, holds_kind
+from ragtrim.stages.compress import SentenceCompressor, answer_hint, answer_kind, clause_spans, holds_kind
 from ragtrim.testing import FixedScorer
+from ragtrim.text.sentences import sentence_spans
 from ragtrim.text.tokens import WhitespaceCounter
 
 
@@ -32,7 +36,7 @@ class TestSentenceCompressor:
         assert s.get_params() == {
             "scorer": "bm25", "max_tokens": None, "target_ratio": None, "sentences_per_chunk": 2,
             "context_sentences": 1, "context_weight": 0.5, "chunk_weight": 0.7, "answer_hint_weight": 0.3,
-            "separator": " ",
+            "separator": " ", "truncate": True,
         }
         assert isinstance(stage_from_dict({"type": "compress", "max_tokens": 50}), SentenceCompressor)
 
@@ -143,12 +147,27 @@ class TestSentenceCompressor:
            st.integers(min_value=0, max_value=20))
     def test_kept_sentences_stay_in_original_order(self, sentences: list[str], budget: int) -> None:
         text = " ".join(f"{s[:-1]} n{i}." for i, s in enumerate(sentences))
-        r = run([SentenceCompressor(max_tokens=budget)], [text], query="beta gamma units")
+        r = run([SentenceCompressor(max_tokens=budget, truncate=False)], [text], query="beta gamma units")
         assert r.tokens_after <= budget
         if r.chunks:
             kept = r.chunks[0].text.split(". ")
             numbers = [int(k.rsplit("n", 1)[1].rstrip(".")) for k in kept]
             assert numbers == sorted(numbers)
+
+    @settings(max_examples=50, deadline=None)
+    @given(st.lists(st.sampled_from(["Alpha one, two and three.", "Beta two; three, four.", "Gamma four.",
+                                     "Delta five six seven eight nine ten.", "Eps 1.5 units, more or less."]),
+                    min_size=1, max_size=6),
+           st.integers(min_value=0, max_value=12))
+    def test_a_cut_sentence_is_verbatim_and_fits(self, sentences: list[str], budget: int) -> None:
+        text = " ".join(sentences)
+        r = run([SentenceCompressor(max_tokens=budget)], [text], query="beta gamma units delta")
+        assert r.tokens_after <= budget
+        for chunk in r.chunks:  # every kept sentence, cut or whole, is copied verbatim
+            for a, b in sentence_spans(chunk.text):
+                assert chunk.text[a:b].strip() in text
+        cut = [x for x in r.removals if x.reason == "truncated"]
+        assert len(cut) <= 1 and all(x.action == "shortened" for x in cut)
 
 
 def test_answer_hint() -> None:
@@ -294,3 +313,55 @@ class TestEveryScriptAndShape:
         text = "東京は日本の首都である。人口は約1400万人だ。大阪は西にある。"
         r = run([SentenceCompressor(max_tokens=1, context_weight=0.0)], [text], query="東京の人口は？")
         assert r.text == "人口は約1400万人だ。"
+
+
+class TestLongSentence:
+    """A best sentence longer than the budget is cut to the clause (or words) that answer, recorded as truncated."""
+
+    LONG = ("The committee, which met in Geneva after two years of talks that had stalled over funding, finally agreed "
+            "that the rollback window closes at 18:00 UTC on Friday, and it also set new reporting rules for every "
+            "member state.")
+    CHUNKS: ClassVar[list[str]] = [LONG, "Weather: sunny.", "Lunch is served in the main hall."]
+    QUERY = "When does the rollback window close?"
+
+    def test_clause_spans(self) -> None:
+        spans = clause_spans(self.LONG)
+        assert [self.LONG[a:b] for a, b in spans][2] == ("finally agreed that the rollback window closes at 18:00 UTC "
+                                                        "on Friday,")
+        assert len(spans) == 4
+        text = "one — two; three: four, 5,000 items"
+        assert [text[a:b] for a, b in clause_spans(text)] == ["one", "two;", "three:", "four,", "5,000 items"]
+        korean = "서울은 한국의 수도이며，인구는 약 천만 명이다、그리고 강이 흐른다"
+        assert [korean[a:b] for a, b in clause_spans(korean)] == ["서울은 한국의 수도이며，", "인구는 약 천만 명이다、",
+                                                                 "그리고 강이 흐른다"]
+        assert clause_spans("no marks at all") == [(0, 15)]
+
+    @pytest.mark.parametrize("budget", [15, 25])
+    def test_the_answering_clause_is_kept(self, budget: int) -> None:
+        result = trim(self.CHUNKS, query=self.QUERY, budget=budget, scorer="bm25")
+        assert "18:00 UTC" in result.text and get_counter(None).count(result.text) <= budget
+        assert result.text.startswith("finally agreed that the rollback window closes at 18:00 UTC on")
+        cut = [r for r in result.removals if r.reason == "truncated"]
+        assert len(cut) == 1 and cut[0].action == "shortened" and cut[0].chunk_id == "0"
+        assert "best sentence" in cut[0].detail
+        info = next(s.info for s in result.trace if s.stage == "compress")
+        assert info["truncated"] == 1
+
+    def test_off_keeps_the_old_behaviour(self) -> None:
+        stage = SentenceCompressor(max_tokens=25, truncate=False)
+        out = stage.run(TrimContext(query=self.QUERY, chunks=tuple(Chunk(t, id=str(i)) for i, t in
+                                                                       enumerate(self.CHUNKS))),
+                        counter=get_counter(None))
+        assert all("rollback" not in c.text for c in out.context.chunks)
+        assert not any(r.reason == "truncated" for r in out.removals)
+
+    def test_a_sentence_that_fits_is_not_cut(self) -> None:
+        result = trim(self.CHUNKS, query=self.QUERY, budget=60, scorer="bm25")
+        assert self.LONG in result.text
+        assert not any(r.reason == "truncated" for r in result.removals)
+
+    def test_unspaced_text_with_one_clause_passes_through(self) -> None:
+        text = "東京は日本の首都であり人口は約千四百万人で世界有数の大都市として知られている"
+        result = trim([text, "短い。"], query="東京の人口は", budget=5, scorer="bm25")
+        assert get_counter(None).count(result.text) <= 5
+        assert not any(r.reason == "truncated" for r in result.removals)
