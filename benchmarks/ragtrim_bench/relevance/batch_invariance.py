@@ -10,7 +10,7 @@ no padding; ``single``: one text per model call), on NQ dev requests (questions 
 - threads: the ``single`` vectors at 1 and at 2 intra-op threads, bitwise (``texts_thread_dependent``);
 - cost: the model pass (tokenizer included) of each request's 21 texts, every grouping on the same request in turn
   (interleaved, so machine noise falls on all alike), p50/p99 in ms;
-- and what it costs the default ``trim()`` (the fast path on int8 ONNX, budget a quarter of the tokens, cold:
+- and what it costs the default ``trim()`` (the ``balanced`` recipe on int8 ONNX, budget a quarter of the tokens, cold:
   ``clear_caches()`` and no vector store): its pipeline with the model pass grouped ``single`` (as shipped) beside
   the same pipeline grouped ``padded`` (before), interleaved, wall and CPU p50/p99 (``pipeline`` rows).
 
@@ -165,16 +165,25 @@ BACKENDS = (
     Backend("torch-fp32@256", GROUPINGS, _torch(256)),
     Backend("sentence-transformers@10", GROUPINGS, _sentence_transformers(10)),
     Backend("sentence-transformers@256", GROUPINGS, _sentence_transformers(256)),
+    Backend("onnx-int8@128", GROUPINGS, _onnx(True, 128)),  # the default recipe's pieces (scoring.auto.balanced)
     Backend("torch-cuda@64", ("fixed",), _torch_cuda(64)),  # run only where CUDA is (--backends torch-cuda@64)
+    Backend("torch-cuda@128", ("fixed",), _torch_cuda(128)),
 )
-DEFAULT_BACKENDS = tuple(b.name for b in BACKENDS if b.name != "torch-cuda@64")
+DEFAULT_BACKENDS = tuple(b.name for b in BACKENDS if not b.name.startswith(("torch-cuda", "onnx-int8@128")))
 
 
 def _fast_pipeline(grouping: str, budget: int) -> Any:
-    """The default trim() pipeline with the fast path's int8 MiniLM running its model pass grouped ``grouping``."""
+    """The default trim() pipeline (the ``balanced`` recipe) with its int8 MiniLM running its model pass grouped
+    ``grouping``."""
     from ragtrim.api import default_stages
     from ragtrim.pipeline import Pipeline
-    from ragtrim.scoring.auto import FAST_CANDIDATES, recipe
+    from ragtrim.scoring.auto import (
+        BALANCED_BM25_WEIGHT,
+        BALANCED_PREFIX_TOKENS,
+        BALANCED_SURE_BM25_WEIGHT,
+        FAST_CANDIDATES,
+        SURE_GAP,
+    )
     from ragtrim.scoring.bm25 import BM25Scorer
     from ragtrim.scoring.cascade import CascadeScorer
     from ragtrim.scoring.hybrid import HybridScorer
@@ -182,9 +191,10 @@ def _fast_pipeline(grouping: str, budget: int) -> Any:
 
     key = (grouping, budget)
     if key not in _PIPELINE_SCORERS:
-        pieces, weight = recipe("onnxruntime-int8-cpu")
-        minilm = _grouped_onnx(grouping)(max_seq_length=pieces, vector_store=None)
-        mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix", weights=(weight, 1 - weight))
+        minilm = _grouped_onnx(grouping)(max_seq_length=BALANCED_PREFIX_TOKENS, vector_store=None)
+        w, sure = BALANCED_BM25_WEIGHT, BALANCED_SURE_BM25_WEIGHT
+        mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix", weights=(w, 1 - w),
+                             sure_weights=(sure, 1 - sure), sure_gap=SURE_GAP)
         _PIPELINE_SCORERS[key] = CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
     scorer = _PIPELINE_SCORERS[key]
     stages = [RelevanceFilter(scorer=scorer, top_k=None) if isinstance(s, RelevanceFilter) else s
