@@ -1,8 +1,10 @@
 """Fuzz ``trim()`` and ``Pipeline``: generated inputs, counting what must never happen.
 
 Each input mixes HTML, arbitrary Unicode, empty and large chunks, duplicates, str/dict/bytes/Chunk/document-like
-items (with lying token counts and string ``pinned`` values), budgets including 0 and 1, and scorers that need no
-model (BM25, fixed scores), through ``trim()`` or a custom pipeline (several budget policies and orders, three
+items (with lying token counts and string ``pinned`` values), long sentences of clauses (the compressor cuts one
+longer than the budget), budgets including 0 and 1, and scorers that need no model (BM25, fixed scores, the default
+recipe's BM25 fusion with ``sure_weights`` over a fake embedder whose vectors go through a SQLite vector store),
+through ``trim()`` or a custom pipeline (several budget policies and orders, three
 counters). Counted: budget violations (``count(result.text)`` plus per-chunk overhead over the budget), exceptions
 that are not ragtrim errors (a ``StageError`` wrapping a stage's raw exception counts as one), chunks missing from both the output and the removal records, and runs that differ
 when repeated. Typed refusals (``BudgetError`` for pinned chunks over budget, ``InputError`` for duplicate ids)
@@ -27,6 +29,7 @@ from ragtrim.errors import ContractError, RagtrimError, StageError
 from ragtrim.inputs import coerce_chunks
 from ragtrim.models import Chunk
 from ragtrim.pipeline import Pipeline
+from ragtrim.scoring.hybrid import HybridScorer
 from ragtrim.stages.base import Stage
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.compress import SentenceCompressor
@@ -34,7 +37,7 @@ from ragtrim.stages.dedup import DuplicateFilter
 from ragtrim.stages.html import HtmlCleaner
 from ragtrim.stages.order import Reorder
 from ragtrim.stages.relevance import RelevanceFilter
-from ragtrim.testing import FixedScorer
+from ragtrim.testing import FakeEmbedder, FixedScorer
 from ragtrim.text.tokens import get_counter
 from ragtrim_bench.common.results import command_line, result_path, write_result
 
@@ -66,6 +69,17 @@ def _sentence(rng: random.Random) -> str:
     return words[0].capitalize() + " " + " ".join(words[1:]) + rng.choice([".", ".", "!", "?", "", "...", "."]) + " "
 
 
+def _clauses(rng: random.Random) -> str:
+    """One long sentence of clauses joined by commas, semicolons, dashes or CJK commas (never a sentence stop)."""
+    marks = [", ", "; ", ": ", " - ", " \u2014 ", "\uff0c", "\u3001"]
+    clauses = [" ".join(rng.choice(_WORDS + ["서울", "요금제의", "東京タワー"]) for _ in range(rng.randint(1, 12)))
+               for _ in range(rng.randint(1, 9))]
+    out = clauses[0]
+    for c in clauses[1:]:
+        out += rng.choice(marks) + c
+    return out + rng.choice([".", "", "。"]) + " "
+
+
 def _unicode(rng: random.Random, n: int) -> str:
     out = []
     for _ in range(n):
@@ -92,7 +106,9 @@ def _text(rng: random.Random, cfg: FuzzConfig, earlier: list[str]) -> str:
     parts = []
     for _ in range(rng.randint(1, 12)):
         r = rng.random()
-        if r < 0.5:
+        if r < 0.08:  # a long sentence of clauses, the compressor's truncation path (issue 23)
+            parts.append(_clauses(rng))
+        elif r < 0.5:
             parts.append(_sentence(rng))
         elif r < 0.7:
             parts.append(rng.choice(_HTML))
@@ -139,6 +155,18 @@ def _budget(rng: random.Random) -> int | None:
     return rng.choice([None, 0, 1, 2, 5, 16, rng.randint(0, 80), rng.randint(0, 600)])
 
 
+_STORE: list[str] = []
+
+
+def _store_path() -> str:
+    """One SQLite vector store for the whole run, in a temporary folder."""
+    if not _STORE:
+        import tempfile
+
+        _STORE.append(str(Path(tempfile.mkdtemp(prefix="ragtrim-fuzz-")) / "vectors.sqlite3"))
+    return _STORE[0]
+
+
 def _pipeline(rng: random.Random, budget: int, tokenizer: str) -> tuple[Pipeline, int]:
     overhead = rng.choice([0, 0, 1, 3])
     stages: list[Stage] = []
@@ -147,10 +175,15 @@ def _pipeline(rng: random.Random, budget: int, tokenizer: str) -> tuple[Pipeline
     if rng.random() < 0.7:
         stages.append(DuplicateFilter())
     if rng.random() < 0.7:
-        scorer: Any = rng.choice(["bm25", FixedScorer(scores=[rng.uniform(0, 1) for _ in range(12)])])
+        fixed = FixedScorer(scores=[rng.uniform(0, 1) for _ in range(12)])
+        # the default recipe's fusion (BM25 deciding when it is sure) over a fake model whose vectors go through a
+        # persistent store (issue 23), with a fake that needs no model download
+        fused = HybridScorer(scorers=("bm25", FakeEmbedder(recipe="fuzz", vector_store=_store_path())), method="mix",
+                             weights=(0.1, 0.9), sure_weights=(0.8, 0.2))
+        scorer: Any = rng.choice(["bm25", fixed, fused])
         stages.append(RelevanceFilter(scorer=scorer, top_k=rng.choice([None, 1, 3, 8])))
     if rng.random() < 0.5:
-        stages.append(SentenceCompressor(scorer="bm25", max_tokens=max(1, budget)))
+        stages.append(SentenceCompressor(scorer="bm25", max_tokens=max(1, budget), truncate=rng.random() < 0.8))
     stages.append(TokenBudget(max_tokens=budget, policy=rng.choice(["score", "position"]),
                               truncate=rng.random() < 0.7, min_truncated_tokens=rng.choice([1, 4, 16]),
                               per_chunk_overhead_tokens=overhead))
