@@ -39,8 +39,9 @@ def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") 
     token budget, when ``budget`` is given] -> best chunks first.
 
     Chosen by the QA savings benchmark (docs/qa-benchmark.md) and the net-latency benchmark (docs/latency.md):
-    passages ranked by ``scorer`` (``auto``: the ``fast`` path, BM25 mixed with MiniLM over each passage's lead,
-    when MiniLM can run, else BM25), sentences selected across passages by BM25 against one global budget, then
+    passages ranked by ``scorer`` (``auto``: ``balanced``, BM25 mixed with MiniLM over each passage's first 128 word
+    pieces, when MiniLM can run, else BM25; chosen on every column of the quality matrix, docs/relevance.md),
+    sentences selected across passages by BM25 against one global budget, then
     the budget enforced. BM25-only ranking loses 4-8 points of answer recall against hard distractors, so it is
     the fallback when the embeddings extra is absent, not the default.
     """

@@ -63,15 +63,17 @@ class Setting:
     """One scorer with one store: the pipeline trim() builds, with the scorer object pointed at ``store_path``."""
 
     def __init__(self, scorer_name: str, store_path: Path) -> None:
-        from ragtrim.scoring.auto import choose, fast_scorer
+        from ragtrim.scoring.auto import balanced_scorer, choose, fast_scorer
         from ragtrim.scoring.embedding import EmbeddingScorer
         from ragtrim.vectors.index import embedders_of
 
         self.store_path = store_path
-        if scorer_name == "auto":
+        builders = {"balanced": balanced_scorer, "fast": fast_scorer}
+        if scorer_name in ("auto", "balanced", "fast"):
             chosen = choose()
-            # what get_scorer("fast") builds; bm25 (no model) has no vectors to store
-            self.scorer: Any = fast_scorer(chosen.backend) if chosen.scorer == "fast" else None
+            # what get_scorer(name) builds, as an object of its own; bm25 (no model) has no vectors to store
+            name = chosen.scorer if scorer_name == "auto" else scorer_name
+            self.scorer: Any = builders[name](chosen.backend) if name in builders and chosen.backend != "bm25" else None
         else:
             self.scorer = EmbeddingScorer(device="auto")
         if self.scorer is None:
