@@ -157,12 +157,12 @@ def minilm_texts(order: list[int], *, threads: int = 1, fresh_per_request: bool 
 
     from ragtrim.api import default_stages
     from ragtrim.pipeline import Pipeline
-    from ragtrim.scoring.auto import choose, fast_scorer
+    from ragtrim.scoring.auto import balanced_scorer, choose
     from ragtrim.stages.relevance import RelevanceFilter
     from ragtrim.vectors.index import embedders_of
 
     def build() -> Pipeline:
-        scorer = fast_scorer(choose().backend, threads=choose().threads)
+        scorer = balanced_scorer(choose().backend, threads=choose().threads)
         for e in embedders_of(scorer):
             e.vector_store = store  # before first use: nothing is resolved yet
         stages = [RelevanceFilter(scorer=scorer, top_k=None) if isinstance(s, RelevanceFilter) else s
@@ -190,7 +190,7 @@ class TestCallHistoryWithMiniLM:
         from ragtrim.scoring.auto import choose
         from ragtrim.vectors.store import flush_stores
 
-        if choose().scorer != "fast":
+        if choose().scorer == "bm25":
             pytest.skip(f"auto is {choose().scorer} here")
         order = list(range(64))
         alone = minilm_texts(order, fresh_per_request=True)
@@ -209,7 +209,7 @@ class TestCallHistoryWithMiniLM:
 
         from ragtrim.scoring.auto import choose
 
-        if choose().scorer != "fast":
+        if choose().scorer == "bm25":
             pytest.skip(f"auto is {choose().scorer} here")
         script = ("import json, random\nfrom tests.test_determinism import minilm_texts\n"
                   "order = list(range(64)); random.Random(5).shuffle(order)\n"

@@ -69,6 +69,31 @@ class TestChoose:
         assert fast.choose() is first
 
 
+class TestBalancedScorer:
+    """The default recipe: the same on every backend (only where MiniLM runs differs)."""
+
+    @pytest.mark.parametrize("backend", ["torch-cpu", "onnxruntime-int8-cpu", "torch-cuda"])
+    def test_composition(self, backend: fast.Backend) -> None:
+        scorer = fast.balanced_scorer(backend)
+        assert isinstance(scorer, CascadeScorer) and scorer.candidates == fast.FAST_CANDIDATES
+        mixed = scorer.second
+        assert isinstance(mixed, HybridScorer) and mixed.method == "mix"
+        assert mixed.weights == (0.1, 0.9) and mixed.sure_weights == (0.8, pytest.approx(0.2))
+        assert tuple(mixed.sure_gap) == fast.SURE_GAP == (0.5, 0.9)
+        bm25, minilm = mixed.scorers
+        assert isinstance(bm25, BM25Scorer)
+        assert getattr(minilm, "max_seq_length", None) == fast.BALANCED_PREFIX_TOKENS == 128
+
+    def test_bm25_backend_is_plain_bm25(self) -> None:
+        assert isinstance(fast.balanced_scorer("bm25"), BM25Scorer)
+
+    def test_the_named_scorer_is_the_auto_choice(self, host: dict[str, bool]) -> None:
+        assert fast.choose().scorer == "balanced"
+        from ragtrim.scoring.registry import SCORER_NAMES
+
+        assert "balanced" in SCORER_NAMES and "fast" in SCORER_NAMES
+
+
 class TestFastScorer:
     def test_composition(self) -> None:
         scorer = fast.fast_scorer("torch-cpu")
