@@ -72,6 +72,10 @@ def answer_hint(query: str, sentence: str) -> float:
     return holds_kind(answer_kind(query), sentence)
 
 
+_WINDOW_CANDIDATES = 64
+"""Starts of a word window the compressor rates when it cuts a sentence longer than the budget."""
+_MAX_CLAUSES = 256
+"""A sentence of more clauses than this is cut by words (growing a run clause by clause is quadratic)."""
 _FIT_STEP_WORK = 4
 """``_fit`` drops sentences one at a time while the sentences it has rebuilt stay below this many times the
 request's sentences (plus ``_FIT_MIN_WORK``); past that it searches for the number to drop (see ``_fit``)."""
@@ -349,6 +353,8 @@ class SentenceCompressor(Stage):
         if offset < 0:
             return None
         spans = clause_spans(sentence.text)
+        if len(spans) > _MAX_CLAUSES:  # a hostile run of commas: words, not clauses
+            spans = [(0, len(sentence.text))]
         if len(spans) < 2:  # one clause: the best window of its words
             return self._word_window(query, sentence, offset, (0, len(sentence.text)), room, counter, "its")
         texts = [sentence.text[a:b] for a, b in spans]
@@ -383,27 +389,30 @@ class SentenceCompressor(Stage):
 
     def _word_window(self, query: str, sentence: _Sentence, offset: int, span: tuple[int, int], room: int,
                      counter: TokenCounter, what: str) -> tuple[_Sentence, str] | None:
-        """The run of whole words of ``sentence.text[span]`` that fits ``room`` and that ``scorer`` rates best
-        among the longest that fit; None when no word fits or the text has no spaces (one word)."""
-        words = [(m.start() + span[0], m.end() + span[0]) for m in re.finditer(r"\S+", sentence.text[span[0]:span[1]])]
+        """A run of whole words of ``sentence.text[span]`` that fits ``room``: as many words as the span's tokens
+        per word allow, placed where ``scorer`` rates it best among at most ``_WINDOW_CANDIDATES`` evenly spaced
+        starts, then shortened from the end until it fits. None when no word fits or the text has no spaces.
+        Linear in the span's length (a 20,000-word sentence is not tried at every width and start)."""
+        text = sentence.text
+        words = [(m.start() + span[0], m.end() + span[0]) for m in re.finditer(r"\S+", text[span[0]:span[1]])]
         if len(words) < 2:
             return None
-        text = sentence.text
-        width = len(words) - 1
-        while width > 0 and all(counter.count(text[words[i][0]:words[i + width - 1][1]]) > room
-                                for i in range(len(words) - width + 1)):
-            width -= 1
-        if width == 0:
-            return None
-        starts = [i for i in range(len(words) - width + 1)
-                  if counter.count(text[words[i][0]:words[i + width - 1][1]]) <= room]
+        per_word = max(counter.count(text[span[0]:span[1]]), 1) / len(words)
+        width = max(1, min(len(words) - 1, int(room / per_word)))
+        last_start = len(words) - width
+        step = max(1, -(-(last_start + 1) // _WINDOW_CANDIDATES))
+        starts = list(range(0, last_start + 1, step))
         windows = [text[words[i][0]:words[i + width - 1][1]] for i in starts]
         scores = self._piece_scores(query, windows)
         k = max(range(len(starts)), key=lambda j: (scores[j], -j))
-        a, b = words[starts[k]][0], words[starts[k] + width - 1][1]
+        first, end = starts[k], starts[k] + width - 1
+        while end >= first and counter.count(text[words[first][0]:words[end][1]]) > room:
+            end -= 1
+        if end < first:
+            return None
+        a, b = words[first][0], words[end][1]
         cut = _Sentence(sentence.chunk, sentence.pos, offset + a, offset + b, text[a:b])
-        return cut, (f"cut {what} best sentence to words {starts[k] + 1}-{starts[k] + width} of {len(words)} to fit "
-                     f"{room} tokens")
+        return cut, (f"cut {what} best sentence to words {first + 1}-{end + 1} of {len(words)} to fit {room} tokens")
 
     def _rebuild(self, chunks: tuple[Chunk, ...], sentences: list[_Sentence], chosen: set[int]) -> dict[int, str]:
         """Each non-pinned chunk's new text from its chosen sentences (adjacent ones keep their original glue)."""
