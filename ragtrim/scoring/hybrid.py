@@ -3,6 +3,7 @@ normalized scores, each model voting only on the texts it can read; ``hybrid`` i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import field
 from typing import ClassVar, Literal, get_args
@@ -24,7 +25,12 @@ def min_max(scores: np.ndarray) -> np.ndarray:
     if scores.size == 0:
         return scores
     lo, hi = float(scores.min()), float(scores.max())
-    return (scores - lo) / (hi - lo) if hi > lo else np.zeros_like(scores)
+    if not hi > lo:
+        return np.zeros_like(scores)
+    if math.isfinite(hi - lo):
+        return (scores - lo) / (hi - lo)
+    half: np.ndarray = scores / 2  # the span overflows a double (scores near +-1e308): scale first
+    return (half - lo / 2) / (hi / 2 - lo / 2)
 
 
 def rrf_contribution(scores: np.ndarray, k: int) -> np.ndarray:
