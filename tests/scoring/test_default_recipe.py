@@ -10,8 +10,8 @@ from ragtrim.scoring.auto import choose
 pytestmark = pytest.mark.model
 
 ROLLBACK = ["Weather: sunny.",
-            "Dr. Kim met the team at 3 p.m. on Monday to review the rollout plan. The rollback window closes at 18:00 "
-            "UTC on Friday. Lunch is served in the main hall."]
+            ("Dr. Kim met the team at 3 p.m. on Monday to review the rollout plan. The rollback window closes at 18:00 "
+            "UTC on Friday. Lunch is served in the main hall.")]
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -122,18 +121,6 @@ class RedisServer:
         with socket.create_connection(("127.0.0.1", self.port), timeout=1) as c:
             c.sendall(b"FLUSHALL\r\n")
             c.recv(16)
-
-
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)")
-    server = RedisServer(binary)
-    server.start()
-    yield server
-    server.stop()
-    shutil.rmtree(server.dir, ignore_errors=True)
 
 
 def wait_idle(gate: Any, timeout_s: float = 3.0) -> Any:

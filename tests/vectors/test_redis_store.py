@@ -3,11 +3,9 @@ eviction, two processes writing at once, and Redis down (a lookup fails fast, th
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -20,17 +18,6 @@ from tests.serve.conftest import RedisServer, free_port
 
 MIB = 2**20
 
-
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)")
-    server = RedisServer(binary)
-    server.start()
-    yield server
-    server.stop()
-    shutil.rmtree(server.dir, ignore_errors=True)
 
 
 @pytest.fixture
