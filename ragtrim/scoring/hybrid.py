@@ -21,9 +21,15 @@ FusionMethod = Literal["rrf", "mix"]
 
 
 def min_max(scores: np.ndarray) -> np.ndarray:
-    """Scale to [0, 1]; all-equal scores map to 0 (they tell nothing apart)."""
+    """Scale to [0, 1]; all-equal scores map to 0 (they tell nothing apart); +inf maps to 1, -inf and NaN to 0."""
     if scores.size == 0:
         return scores
+    finite = np.isfinite(scores)
+    if not finite.all():  # +inf ranks first, -inf and NaN last; the finite ones are scaled between
+        out: np.ndarray = np.where(scores == np.inf, 1.0, 0.0)
+        if finite.any():
+            out[finite] = min_max(scores[finite])
+        return out
     lo, hi = float(scores.min()), float(scores.max())
     if not hi > lo:
         return np.zeros_like(scores)

@@ -18,6 +18,7 @@ class TestFusion:
         assert min_max(np.array([2.0, 2.0])).tolist() == [0.0, 0.0]
         with np.errstate(all="raise"):  # a span wider than a double holds is scaled, not overflowed
             assert min_max(np.array([-1e308, 0.0, 1e308])).tolist() == [0.0, 0.5, 1.0]
+            assert min_max(np.array([np.inf, 2.0, 4.0, -np.inf, np.nan])).tolist() == [1.0, 0.0, 1.0, 0.0, 0.0]
 
     def test_rrf_ties_share_the_better_rank(self) -> None:
         out = rrf_contribution(np.array([5.0, 5.0, 1.0]), 60)
