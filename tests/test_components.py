@@ -140,7 +140,8 @@ class TestConfigsWrittenBeforeTheRegistry:
     """``tests/fixtures/pipeline_configs/v0.1.json`` holds ``Pipeline.to_dict()`` output of the version before this
     scheme; such configs must still load."""
 
-    ADDED_SINCE: ClassVar[dict[str, dict[str, Any]]] = {"dedup": {"shingle_chars": 6, "keep_differing_values": True}}
+    ADDED_SINCE: ClassVar[dict[str, dict[str, Any]]] = {"dedup": {"shingle_chars": 6, "keep_differing_values": True},
+                                                         "compress": {"truncate": True}}
     """Parameters added after v0.1 (issues 23 and 24): an old config gets them at their defaults."""
 
     @pytest.mark.parametrize("key", ["default_budget_500_with_history", "hybrid_gap_whitespace"])
