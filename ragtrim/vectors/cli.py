@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -39,12 +40,15 @@ def add_cli(sub: Any) -> None:
 def run_index(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ragtrim.errors import ConfigError
+    from ragtrim.errors import ConfigError, InputError
     from ragtrim.vectors.index import index_passages, read_corpus
     from ragtrim.vectors.store import configure_default_store, default_store_spec, open_store
 
     if args.max_mb is not None and not args.max_mb > 0:
         raise ConfigError(f"--max-mb must be > 0, got {args.max_mb}")
+    for raw in args.corpus:  # a usage error before anything is resolved or opened (the files are read lazily)
+        if not Path(raw).exists():
+            raise InputError(f"corpus file {raw!r} does not exist")
     if args.store is not None or args.max_mb is not None:
         spec = args.store if args.store is not None else default_store_spec()[0]
         configure_default_store(spec, max_bytes=int(args.max_mb * 2**20) if args.max_mb is not None else None)

@@ -93,8 +93,9 @@ def index_passages(passages: Iterable[str], *, scorer: Scorer | str = "auto",
     embedders = embedders_of(resolved)
     if not embedders:
         raise VectorStoreError(f"scorer {resolved.name!r} uses no embedding model: there are no vectors to store")
-    if store is not None:
-        embedders = [_with_store(e, store) for e in embedders]
+    # Copies that resolve their store now: a shared scorer may have resolved "default" before the caller (or
+    # ``ragtrim index --store``) configured it.
+    embedders = [_with_store(e, store if store is not None else e.vector_store) for e in embedders]
     cleaner = _html_cleaner() if clean_html else None
     started = time.perf_counter()
     count = stored = already = 0

@@ -133,9 +133,9 @@ def test_index_command_fills_the_store_for_the_auto_scorer(tmp_path: Path, capsy
     assert main(["index", str(corpus), "--store", store, "--quiet"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["store"] == store and out["passages"] == 10 and out["stored"] == 10
-    from ragtrim.scoring.auto import prefix_minilm
+    from ragtrim.scoring.auto import BALANCED_PREFIX_TOKENS, prefix_minilm
 
-    reader = prefix_minilm(choose().backend, threads=choose().threads)
+    reader = prefix_minilm(choose().backend, threads=choose().threads, pieces=BALANCED_PREFIX_TOKENS)
     shared = open_store(store)
     reader.vector_store = store  # the same recipe as the shared auto scorer, reading this store
     reader.embed(PASSAGES)
