@@ -4,7 +4,7 @@ gemma3``, then loaded by ``get_counter("gemma3")``, so a budget can mean Gemma t
 
 The rebuild is a SentencePiece BPE as a ``tokenizers.Tokenizer``: the vocabulary with its scores, merges ranked by
 the merged piece's score, spaces as ``▁``, byte fallback, control pieces special and user-defined pieces matched
-whole (the same reconstruction as the GPU benchmarks' ``ragtrim_bench.model_prep``). Preparing costs about 7 s
+whole (the same reconstruction as the GPU benchmarks' ``ragtrim_bench.models.gemma``). Preparing costs about 7 s
 once; loading the 33 MB tokenizer.json about 2 s per process (the counter is shared per process).
 """
 

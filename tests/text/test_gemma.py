@@ -192,9 +192,9 @@ class TestRealGemma:
 
     @pytest.mark.model
     def test_same_ids_as_the_gpu_benchmarks_rebuild(self, real_gemma: Any, shared_data: Path) -> None:
-        """The library's rebuild equals ``ragtrim_bench.model_prep``'s (read with the ``gguf`` package) on KorQuAD
+        """The library's rebuild equals ``ragtrim_bench.models.gemma``'s (read with the ``gguf`` package) on KorQuAD
         paragraphs and NQ passages."""
-        from ragtrim_bench import model_prep
+        from ragtrim_bench.models import gemma as model_prep
 
         ref = model_prep.build_tokenizer(model_prep.find_gguf())
         data = json.loads((shared_data / "korquad-v1-dev" / "KorQuAD_v1.0_dev.shared.json").read_text())
