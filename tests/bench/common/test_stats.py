@@ -31,18 +31,6 @@ class TestPercentile:
         assert s["p50_latency_ms"] == 2.0 and s["max_latency_ms"] == 3.0 and s["mean_latency_ms"] == 2.0
 
 
-def test_jain_index() -> None:
-    import math
-
-    from ragtrim_bench.serve.load import jain_index
-
-    assert jain_index([5, 5, 5, 5]) == 1.0
-    assert jain_index([1, 0, 0, 0]) == 0.25
-    assert jain_index([11, 3, 3, 3]) == 400 / (4 * (121 + 27))
-    assert jain_index([0, 0]) == 1.0
-    assert math.isnan(jain_index([]))
-
-
 def test_wilson_interval() -> None:
     from ragtrim_bench.common.stats import wilson_interval
 
