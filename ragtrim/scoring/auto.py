@@ -166,6 +166,16 @@ def prefix_minilm(backend: Backend, *, model: str = DEFAULT_EMBEDDING_MODEL, thr
     return EmbeddingScorer(model=model, device="cpu", max_seq_length=pieces, threads=threads)
 
 
+def bm25_mix(minilm: Scorer, bm25_weight: float, *, sure_weight: float | None = None) -> Scorer:
+    """The shape both recipes share: BM25 picks at most ``FAST_CANDIDATES`` texts, which get BM25 (``bm25_weight``)
+    min-max mixed with ``minilm`` (the rest); with ``sure_weight``, BM25's weight rises to it as BM25 becomes sure
+    of one text (``SURE_GAP``)."""
+    sure = (sure_weight, 1 - sure_weight) if sure_weight is not None else None
+    mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix", weights=(bm25_weight, 1 - bm25_weight),
+                         sure_weights=sure, sure_gap=SURE_GAP)
+    return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
+
+
 def fast_scorer(backend: Backend | None = None, *, model: str = DEFAULT_EMBEDDING_MODEL, threads: int | None = None,
                 pieces: int | None = None, bm25_weight: float | None = None) -> Scorer:
     """The fast path: BM25 picks at most ``FAST_CANDIDATES`` texts, which get BM25 mixed with prefix MiniLM.
@@ -179,9 +189,7 @@ def fast_scorer(backend: Backend | None = None, *, model: str = DEFAULT_EMBEDDIN
     if chosen == "bm25":
         return BM25Scorer()
     weight = bm25_weight if bm25_weight is not None else recipe(chosen)[1]
-    minilm = prefix_minilm(chosen, model=model, threads=threads, pieces=pieces)
-    mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix", weights=(weight, 1 - weight))
-    return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
+    return bm25_mix(prefix_minilm(chosen, model=model, threads=threads, pieces=pieces), weight)
 
 
 def balanced_scorer(backend: Backend | None = None, *, model: str = DEFAULT_EMBEDDING_MODEL,
@@ -196,10 +204,7 @@ def balanced_scorer(backend: Backend | None = None, *, model: str = DEFAULT_EMBE
     if chosen == "bm25":
         return BM25Scorer()
     minilm = prefix_minilm(chosen, model=model, threads=threads, pieces=pieces)
-    mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix",
-                         weights=(BALANCED_BM25_WEIGHT, 1 - BALANCED_BM25_WEIGHT),
-                         sure_weights=(BALANCED_SURE_BM25_WEIGHT, 1 - BALANCED_SURE_BM25_WEIGHT), sure_gap=SURE_GAP)
-    return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
+    return bm25_mix(minilm, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT)
 
 
 @named_scorer("balanced")

@@ -270,9 +270,7 @@ class SentenceCompressor(Stage):
                 chunk_scores = list(scorer.score(query, [c.text for c in chunks]))
             per_chunk = min_max(np.asarray(chunk_scores, dtype=np.float64))
             own = (1 - self.chunk_weight) * own + self.chunk_weight * per_chunk[[s.chunk for s in sentences]]
-        if self.answer_hint_weight > 0:
-            kind = answer_kind(query)  # the query is parsed once, not once per sentence
-            own = own + self.answer_hint_weight * np.array([holds_kind(kind, s.text) for s in sentences])
+        own = self._plus_hint(query, own, [s.text for s in sentences])
         prio = own.copy()
         cs = self.context_sentences
         if cs > _WINDOW_LOOP_MAX and self.context_weight > 0:
@@ -327,7 +325,8 @@ class SentenceCompressor(Stage):
             pinned_tokens = sum(chunk_tokens(c, counter) for c in chunks if c.pinned)
             room = target - pinned_tokens
             best = order[0]
-            if room > 0 and self.truncate and counter.count(sentences[best].text) > room:
+            top = sentences[best].text
+            if room > 0 and self.truncate and (count_at_least(counter, top) > room or counter.count(top) > room):
                 cut = self._truncated(context.query, sentences[best], chunks[sentences[best].chunk].text, room,
                                       counter)
                 if cut is not None:
@@ -382,10 +381,14 @@ class SentenceCompressor(Stage):
     def _piece_scores(self, query: str, pieces: list[str]) -> list[float]:
         """Parts of one sentence rated as sentences are (min-max scaled ``scorer`` score plus the answer hint)."""
         own = min_max(np.asarray(get_scorer(self.scorer).score(query, pieces), dtype=np.float64))
-        if self.answer_hint_weight > 0:
-            kind = answer_kind(query)
-            own = own + self.answer_hint_weight * np.array([holds_kind(kind, p) for p in pieces])
-        return [float(x) for x in own]
+        return [float(x) for x in self._plus_hint(query, own, pieces)]
+
+    def _plus_hint(self, query: str, own: np.ndarray, texts: list[str]) -> np.ndarray:
+        """``own`` plus ``answer_hint_weight`` for each text that holds the kind of value the question asks for."""
+        if self.answer_hint_weight <= 0:
+            return own
+        kind = answer_kind(query)  # the query is parsed once, not once per text
+        return own + self.answer_hint_weight * np.array([holds_kind(kind, t) for t in texts])
 
     def _word_window(self, query: str, sentence: _Sentence, offset: int, span: tuple[int, int], room: int,
                      counter: TokenCounter, what: str) -> tuple[_Sentence, str] | None:

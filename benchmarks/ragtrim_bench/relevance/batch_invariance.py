@@ -181,21 +181,14 @@ def _fast_pipeline(grouping: str, budget: int) -> Any:
         BALANCED_BM25_WEIGHT,
         BALANCED_PREFIX_TOKENS,
         BALANCED_SURE_BM25_WEIGHT,
-        FAST_CANDIDATES,
-        SURE_GAP,
+        bm25_mix,
     )
-    from ragtrim.scoring.bm25 import BM25Scorer
-    from ragtrim.scoring.cascade import CascadeScorer
-    from ragtrim.scoring.hybrid import HybridScorer
     from ragtrim.stages.relevance import RelevanceFilter
 
     key = (grouping, budget)
     if key not in _PIPELINE_SCORERS:
         minilm = _grouped_onnx(grouping)(max_seq_length=BALANCED_PREFIX_TOKENS, vector_store=None)
-        w, sure = BALANCED_BM25_WEIGHT, BALANCED_SURE_BM25_WEIGHT
-        mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix", weights=(w, 1 - w),
-                             sure_weights=(sure, 1 - sure), sure_gap=SURE_GAP)
-        _PIPELINE_SCORERS[key] = CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
+        _PIPELINE_SCORERS[key] = bm25_mix(minilm, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT)
     scorer = _PIPELINE_SCORERS[key]
     stages = [RelevanceFilter(scorer=scorer, top_k=None) if isinstance(s, RelevanceFilter) else s
               for s in default_stages(budget=budget)]
