@@ -60,18 +60,18 @@ distractors from the whole pool; benchmarks/results/tuning/fast_recall_q0-499.js
 answers at 4x / 8x against 0.974 / 0.942 for the CPU recipe and 0.992 / 0.980 for full-length MiniLM. (The
 single-use dev requests the CPU recipe was chosen on, 99 of them, could not tell these apart.)"""
 BALANCED_PREFIX_TOKENS = 128
-"""Word pieces of each passage MiniLM reads in the default recipe, [CLS] and [SEP] included: on the quality matrix's
-dev part, 128 kept as many answers as full-length MiniLM (256) on NQ with titles and more than 64 did without
-titles, at half the model cost of 256 (docs/relevance.md)."""
+"""Word pieces of each passage MiniLM reads in the default recipe, [CLS] and [SEP] included: most of a retrieved
+passage, not only its title (the quality matrix compares it with full-length MiniLM, the ``embedding`` row;
+docs/relevance.md)."""
 BALANCED_BM25_WEIGHT = 0.1
 BALANCED_SURE_BM25_WEIGHT = 0.8
 """BM25's share of the min-max mixed score in the default recipe when it is not sure, and when it is (``SURE_GAP``):
-without titles MiniLM alone kept the most answers, on KV records BM25 alone did; these shares keep both within a
-point or two of their best on the dev part (docs/relevance.md gives every column)."""
+on NQ without titles MiniLM alone keeps the most answers, on KV records BM25 alone does (the matrix's ``embedding``
+and ``bm25`` rows); these shares were chosen on the dev part of every column (docs/relevance.md gives them all)."""
 SURE_GAP = (0.5, 0.9)
 """BM25's decisiveness (``ragtrim.scoring.hybrid.decisiveness``) at which its weight starts to rise, and at which it
-reaches ``BALANCED_SURE_BM25_WEIGHT``: on the dev part, the median KV request's decisiveness is 0.88 and the median
-NQ request's 0.5-0.6."""
+reaches ``BALANCED_SURE_BM25_WEIGHT``: a key that one record holds word for word puts its record far above the
+rest (decisiveness near 1), while hard NQ distractors share the question's words with the gold."""
 FAST_CANDIDATES = 32
 """The fast path rescores at most this many texts, BM25's best: a 20-passage request is rescored whole, while a
 request of hundreds of chunks costs no more than 32 MiniLM passes."""

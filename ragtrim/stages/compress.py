@@ -75,7 +75,7 @@ def answer_hint(query: str, sentence: str) -> float:
 _WINDOW_CANDIDATES = 64
 """Starts of a word window the compressor rates when it cuts a sentence longer than the budget."""
 _MAX_CLAUSES = 256
-"""A sentence of more clauses than this is cut by words (growing a run clause by clause is quadratic)."""
+"""A sentence of more clauses than this is cut by words (growing a run clause by clause is quadratic in them)."""
 _FIT_STEP_WORK = 4
 """``_fit`` drops sentences one at a time while the sentences it has rebuilt stay below this many times the
 request's sentences (plus ``_FIT_MIN_WORK``); past that it searches for the number to drop (see ``_fit``)."""
