@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ragtrim._util.forks import fork_safe_lock
 from ragtrim.errors import ConfigError, ContractError, RagtrimError, StageError
 from ragtrim.inputs import coerce_chunks, coerce_history
 from ragtrim.models import Chunk, Removal, StageOutput, StageReport, TrimContext, TrimResult
@@ -52,7 +52,7 @@ class Pipeline:
         self.prefetch = prefetch
         self._warm = False
         self._warm_all = False
-        self._warm_lock = threading.Lock()
+        self._warm_lock = fork_safe_lock()
 
     # -- config -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import functools
 import sys
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sized
 from typing import Any, Generic, ParamSpec, TypeVar
+
+from ragtrim._util.forks import fork_safe_lock
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -77,7 +78,7 @@ class SizedLRU(Generic[K, V]):
         self._weigh = weigh or (lambda k, v: deep_sizeof(k) + deep_sizeof(v))
         self._data: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._bytes = 0
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()  # a request thread may be mid-put when a server forks
 
     @property
     def nbytes(self) -> int:

@@ -24,10 +24,10 @@ MiniLM reads English: the mix gives it no vote on a query or passage mostly in o
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from ragtrim._util.forks import fork_safe_lock
 from ragtrim.errors import ConfigError
 from ragtrim.scoring.base import Scorer
 from ragtrim.scoring.bm25 import BM25Scorer
@@ -110,7 +110,7 @@ class AutoChoice:
 
 
 _CHOICE: AutoChoice | None = None
-_LOCK = threading.Lock()
+_LOCK = fork_safe_lock()
 
 
 def choose() -> AutoChoice:

@@ -8,11 +8,11 @@ from the source) says which module that is, so this module imports none of them.
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Callable
 from typing import Literal, TypeVar, get_args
 
 from ragtrim import _catalog
+from ragtrim._util.forks import fork_safe_lock
 from ragtrim.components import Plugin
 from ragtrim.errors import ConfigError
 from ragtrim.scoring.base import Scorer
@@ -31,7 +31,7 @@ STAGE_SCORER_NAMES: tuple[str, ...] = ("auto", "given")
 F = TypeVar("F", bound=Callable[[], Scorer])
 _FACTORIES: dict[str, Callable[[], Scorer]] = {}
 _SHARED: dict[str, Scorer] = {}
-_SHARED_LOCK = threading.RLock()
+_SHARED_LOCK = fork_safe_lock(reentrant=True)
 
 
 def named_scorer(name: str) -> Callable[[F], F]:

@@ -8,17 +8,17 @@ loads its model once per process (about 4 s on two cores, the first text include
 
 from __future__ import annotations
 
-import threading
 import unicodedata
 from typing import Any
 
+from ragtrim._util.forks import fork_safe_lock
 from ragtrim.errors import MissingDependencyError
 from ragtrim.text.stopwords import QUESTION_WORDS, STOPWORDS
 
 _DROPPED_TAGS = ("J", "E", "SF", "SP", "SS", "SE", "SO", "SW")
 """Particles, endings, punctuation and symbols."""
 _KIWI: Any = None
-_LOCK = threading.Lock()
+_LOCK = fork_safe_lock()
 
 
 def kiwi() -> Any:

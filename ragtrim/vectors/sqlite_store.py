@@ -6,21 +6,28 @@ in use exceed ``max_bytes``, the least recently used entries go down to 90% of i
 file system (incremental vacuum, then a checkpoint), so the file stays under the bound; the WAL beside it is kept
 under 4 MiB after each checkpoint. A read marks its rows as used at most once a minute, on ragtrim's I/O thread.
 
-Connections are opened per process and never carried across a fork: a child opens its own, and leaves the
-parent's untouched (closing them in the child could end the parent's WAL).
+Fork safety. SQLite's own state is per process: a connection, and even SQLite's internal mutexes, must not be used
+in a child forked while they were in use (https://www.sqlite.org/howtocorrupt.html, section 2.6). A child forked
+while the parent's I/O thread was opening the file inherited that thread's held mutex, and its first
+``sqlite3.connect`` waited forever. So a fork waits for every ragtrim call into SQLite to end (at most
+``FORK_WAIT_S``), and the parent closes its connections just before the fork (it opens them again on next use): the
+child starts with no SQLite state of ours at all and opens its own. If a call is still inside SQLite after
+``FORK_WAIT_S`` (a write waiting on another process's lock), the fork goes on, and in that child the store refuses
+every call with ``VectorStoreError``: its trims ask the model instead (``SharedStore`` logs it), they never hang.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ragtrim.errors import ConfigError
+from ragtrim.errors import ConfigError, VectorStoreError
 
 SCHEMA_VERSION = 1
 TOUCH_INTERVAL_MS = 60_000
@@ -33,6 +40,8 @@ WRITE_BUSY_TIMEOUT_MS = 5000
 _MAX_PARAMS = 500
 _WAL_LIMIT_BYTES = 4 * 2**20
 _KEPT_AFTER_EVICTION = 0.9
+FORK_WAIT_S = WRITE_BUSY_TIMEOUT_MS / 1000 + 1.0
+"""How long a fork waits for ragtrim's calls into SQLite to end (a write may wait its busy timeout)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,8 +50,55 @@ CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used);
 """
 
 _ABANDONED: list[sqlite3.Connection] = []
-"""Connections a forked child inherited: kept referenced forever, because closing one (even by garbage collection)
-could checkpoint and remove the WAL that the parent is still using."""
+"""Connections a child inherited from a fork that ran no Python fork handlers (a C extension's own ``fork()``): kept
+referenced forever, because closing one (even by garbage collection) could checkpoint and remove the WAL that the
+parent is still using."""
+_UNSAFE = [False]
+"""This process was forked while a thread was inside SQLite: no store of it touches SQLite again."""
+
+
+class _ForkGate:
+    """Counts the threads inside SQLite; ``before_fork`` stops new ones entering, waits for those inside to leave,
+    and closes the process's connections, so that a fork copies no SQLite state in use."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._inside = 0
+        self._forking = False
+        self.clean = True  # no thread was inside SQLite at the last fork
+
+    @contextlib.contextmanager
+    def inside(self) -> Iterator[None]:
+        with self._cond:
+            while self._forking:
+                self._cond.wait()
+            self._inside += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._inside -= 1
+                if not self._inside:
+                    self._cond.notify_all()
+
+    def before_fork(self) -> None:
+        self._cond.acquire()  # held through the fork: no thread enters SQLite until after_in_parent
+        self._forking = True
+        deadline = time.monotonic() + FORK_WAIT_S
+        while self._inside and (left := deadline - time.monotonic()) > 0:
+            self._cond.wait(left)
+        self.clean = not self._inside
+        if self.clean:
+            for store in list(_STORES):
+                store._close_own()
+
+    def after_in_parent(self) -> None:
+        self._forking = False
+        self._cond.notify_all()
+        self._cond.release()
+
+
+_GATE = _ForkGate()
 
 
 class SqliteVectorStore:
@@ -100,18 +156,35 @@ class SqliteVectorStore:
             raise
         return conn
 
+    def _close_own(self) -> None:
+        """Close this process's connections (a later call opens new ones)."""
+        if self._pid == os.getpid():
+            for conn in (self._reader, self._writer):
+                if conn is not None:
+                    conn.close()
+        self._reader = self._writer = None
+
     def close(self) -> None:
-        with self._lock:
-            if self._pid == os.getpid():
-                for conn in (self._reader, self._writer):
-                    if conn is not None:
-                        conn.close()
-            self._reader = self._writer = None
+        with _GATE.inside(), self._lock:
+            self._close_own()
+
+    @contextlib.contextmanager
+    def _sqlite(self) -> Iterator[None]:
+        """Around every use of SQLite: forks wait for it to end (see the module's docstring)."""
+        if _UNSAFE[0]:
+            raise VectorStoreError(f"{self.path}: this process was forked while another thread was inside SQLite, "
+                                   "so SQLite is not safe to use here; its trims ask the model instead")
+        with _GATE.inside():
+            yield
 
     # -- the protocol -------------------------------------------------------------------------------------------
     def get(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         if not self.path.exists():  # nothing written yet (and a lookup never creates the file)
             return {}
+        with self._sqlite():
+            return self._get(keys)
+
+    def _get(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         reader = self._connection("reader")
         found: dict[bytes, bytes] = {}
         with self._lock:  # one statement at a time on the shared read connection
@@ -129,6 +202,10 @@ class SqliteVectorStore:
         return found
 
     def put(self, items: Sequence[tuple[bytes, bytes]]) -> int:
+        with self._sqlite():
+            return self._put(items)
+
+    def _put(self, items: Sequence[tuple[bytes, bytes]]) -> int:
         writer = self._connection("writer")
         now = int(time.time() * 1000)
         with self._write_lock:
@@ -147,6 +224,10 @@ class SqliteVectorStore:
         return added
 
     def touch(self, keys: Sequence[bytes]) -> None:
+        with self._sqlite():
+            self._touch(keys)
+
+    def _touch(self, keys: Sequence[bytes]) -> None:
         writer = self._connection("writer")
         now = int(time.time() * 1000)
         with self._write_lock:
@@ -162,9 +243,10 @@ class SqliteVectorStore:
     # -- the byte bound -----------------------------------------------------------------------------------------
     def used_bytes(self) -> int:
         """Bytes of the database's pages in use (the file minus its free pages; the WAL not counted)."""
-        writer = self._connection("writer")
-        with self._write_lock:
-            return _used_bytes(writer)
+        with self._sqlite():
+            writer = self._connection("writer")
+            with self._write_lock:
+                return _used_bytes(writer)
 
     def _evict(self, writer: sqlite3.Connection) -> None:
         """Drop the least recently used rows until the pages in use are at most 90% of ``max_bytes`` (one
@@ -195,15 +277,20 @@ _STORES: weakref.WeakSet[SqliteVectorStore] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """Locks another thread held at the fork (the I/O thread writing) stay held in the child: new ones. The
-    connections are left to ``_connection``, which sees the new process id and opens the child's own."""
+    """Locks another thread held at the fork stay held in the child: new ones. The parent closed its connections
+    before the fork (``_ForkGate.before_fork``), so ``_connection`` opens the child's own; if it could not, SQLite
+    is not safe here and every store refuses."""
+    global _GATE
+    _UNSAFE[0] = _UNSAFE[0] or not _GATE.clean
+    _GATE = _ForkGate()
     for store in list(_STORES):
         store._lock = threading.Lock()
         store._write_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=lambda: _GATE.before_fork(), after_in_parent=lambda: _GATE.after_in_parent(),
+                        after_in_child=_after_fork_in_child)
 
 
 def _used_bytes(conn: sqlite3.Connection) -> int:
