@@ -6,6 +6,7 @@ scorer. The ONNX Runtime and direct-torch backends build on ``CachedEmbedder``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import platform
@@ -110,6 +111,10 @@ class _Pending(NamedTuple):
 
 _EMBEDDERS: weakref.WeakSet[CachedEmbedder] = weakref.WeakSet()
 
+PROBE_TEXT = ("Gustave Eiffel's company finished the 330-metre tower in 1889; visitors climb 674 steps to the second "
+              "floor, and the lifts carry about 7 million people a year.")
+"""The text whose vector, on this host, is part of a stored vector's recipe (``CachedEmbedder.host_digest``)."""
+
 
 @component
 class CachedEmbedder(Component):
@@ -174,6 +179,16 @@ class CachedEmbedder(Component):
         precision, runtime version, word pieces read, pooling, batching), or None when it cannot say: then nothing
         is read from or written to a vector store. Called after the model is loaded."""
         return None
+
+    def host_digest(self) -> str:
+        """A digest of the vector this model gives ``PROBE_TEXT`` here, part of the built-in backends' recipes: the
+        same model file, runtime version and architecture name can still round differently on another host (int8
+        kernels differ by instruction set, AVX2 against AVX-512 VNNI; the quality matrix moved by one request in 5
+        of 138 cells between two x86_64 hosts with the same code and packages, docs/relevance.md). Hosts whose
+        vectors differ then share no stored vector, and a request's result never depends on which replica embedded a
+        passage first. One short model pass, when the store is first used."""
+        vector = np.asarray(self._encode_rows([PROBE_TEXT]), dtype=np.float32)
+        return hashlib.sha256(vector.tobytes()).hexdigest()[:16]
 
     def _encode_rows(self, texts: Sequence[str]) -> np.ndarray:
         """``_encode`` such that each row depends on its own text only (see ``batch_invariant``)."""
@@ -465,7 +480,8 @@ class EmbeddingScorer(CachedEmbedder):
     def _recipe(self) -> str | None:
         """On the CPU: the model folder's fingerprint (weights, tokenizer, pooling config), sentence-transformers'
         and torch's versions, the thread count (vectors depend on it), the word pieces read, same-length batches,
-        the CPU architecture. None on CUDA (not measured there)."""
+        the CPU architecture, and the vector of a probe text here (``host_digest``). None on CUDA (not measured
+        there)."""
         device = resolve_device(self.device)
         if device != "cpu":
             return None
@@ -475,7 +491,8 @@ class EmbeddingScorer(CachedEmbedder):
         pieces = self.max_seq_length if self.max_seq_length is not None else "model"
         return (f"sentence-transformers-fp32/{model_fingerprint(resolve_model(self.model))}/"
                 f"st-{sentence_transformers.__version__}/torch-{torch.__version__}/"
-                f"threads-{_torch_threads(self.threads)}/pieces-{pieces}/normalized/same-length/{platform.machine()}")
+                f"threads-{_torch_threads(self.threads)}/pieces-{pieces}/normalized/same-length/{platform.machine()}/"
+                f"probe-{self.host_digest()}")
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         model = self._model()

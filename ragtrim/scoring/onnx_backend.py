@@ -339,7 +339,8 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     def _recipe(self) -> str:
         """The exported file's fingerprint (it holds the weights, quantized or not, and the pooling and
         normalization in the graph), ONNX Runtime's and tokenizers' versions, the word pieces read, one text per
-        call, the CPU architecture. Not the thread count: one-text vectors are the same at 1 and 2 threads
+        call, the CPU architecture, and the vector of a probe text here (``host_digest``: int8 kernels round
+        differently by instruction set). Not the thread count: one-text vectors are the same at 1 and 2 threads
         (benchmarks/results/relevance/batch_invariance.json)."""
         ort = _import("onnxruntime")
         tokenizers = _import("tokenizers")
@@ -347,7 +348,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         path = onnx_file(self.model, quantized=self.quantized)
         return (f"onnxruntime-{'int8' if self.quantized else 'fp32'}/{file_fingerprint(str(path))}/"
                 f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}/"
-                f"mean-l2/single/{platform.machine()}")
+                f"mean-l2/single/{platform.machine()}/probe-{self.host_digest()}")
 
     def _parts(self) -> tuple[Any, Any]:
         path = onnx_file(self.model, quantized=self.quantized)

@@ -140,3 +140,19 @@ def test_index_command_fills_the_store_for_the_auto_scorer(tmp_path: Path, capsy
     reader.vector_store = store  # the same recipe as the shared auto scorer, reading this store
     reader.embed(PASSAGES)
     assert shared is not None and shared.stats.hits == 10
+
+
+@pytest.mark.model
+def test_the_onnx_recipe_names_how_this_host_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    import numpy as np
+
+    from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
+
+    recipe = OnnxEmbeddingScorer(max_seq_length=128, vector_store=None)._recipe()
+    assert re.search(r"/probe-[0-9a-f]{16}$", recipe)
+    assert OnnxEmbeddingScorer(max_seq_length=128, vector_store=None)._recipe() == recipe  # stable on one host
+    real = OnnxEmbeddingScorer._encode
+    monkeypatch.setattr(OnnxEmbeddingScorer, "_encode", lambda self, texts: real(self, texts) + np.float32(1e-6))
+    assert OnnxEmbeddingScorer(max_seq_length=128, vector_store=None)._recipe() != recipe  # kernels that round apart

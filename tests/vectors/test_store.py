@@ -8,11 +8,13 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
 
 from ragtrim.errors import ConfigError
+from ragtrim.scoring.embedding import PROBE_TEXT
 from ragtrim.testing import FakeEmbedder
 from ragtrim.vectors import store as store_mod
 from ragtrim.vectors.sqlite_store import SqliteVectorStore
@@ -261,3 +263,40 @@ class TestEmbedderTiers:
         e = FakeEmbedder(recipe="fake-v1", vector_store="redis://127.0.0.1:1/0")
         with caplog.at_level(logging.WARNING, logger="ragtrim"):
             assert e.embed(["text"]).shape == (1, 16)
+
+
+class _HostA(FakeEmbedder):
+    """A fake built-in backend: its recipe ends with the host digest, as the ONNX and torch-CPU recipes do."""
+
+    nudge: ClassVar[float] = 0.0  # what this host's kernels add to every vector
+
+    def _recipe(self) -> str | None:
+        return f"{self.recipe}/probe-{self.host_digest()}"
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        return super()._encode(texts) + np.float32(self.nudge)
+
+
+class _HostB(_HostA):
+    nudge: ClassVar[float] = 1e-6  # the same model and versions on a CPU whose int8 kernels round differently
+
+
+class TestHostDigest:
+    def test_hosts_whose_kernels_round_differently_share_no_vectors(self) -> None:
+        store = DictStore()
+        _HostA(recipe="minilm-int8", vector_store=store).embed(["passage one", "passage two"])
+        open_store(store).flush(5)  # type: ignore[union-attr]
+        same_host = _HostA(recipe="minilm-int8", vector_store=store)
+        same_host.embed(["passage one", "passage two"])
+        assert [t for t in same_host.encoded_texts() if t != PROBE_TEXT] == []  # read from the store
+        other_host = _HostB(recipe="minilm-int8", vector_store=store)
+        vectors = other_host.embed(["passage one", "passage two"])
+        assert [t for t in other_host.encoded_texts() if t != PROBE_TEXT] == ["passage one", "passage two"]
+        assert np.array_equal(vectors, _HostB(recipe="minilm-int8", vector_store=None).embed(["passage one",
+                                                                                              "passage two"]))
+
+    def test_the_digest_is_the_probe_vector_and_nothing_else(self) -> None:
+        a, b = _HostA(recipe="r", vector_store=None), _HostB(recipe="r", vector_store=None)
+        assert a.host_digest() == _HostA(recipe="r", vector_store=None).host_digest()
+        assert a.host_digest() != b.host_digest()
+        assert set(a.encoded_texts()) == {PROBE_TEXT}  # one model pass of the probe per call
