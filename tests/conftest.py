@@ -33,13 +33,9 @@ def redis_server() -> Iterator[RedisServer]:
     """One real redis-server for the session (the gateway's rate store and the Redis vector store tests)."""
     import shutil
 
-    from tests.serve.conftest import RedisServer
+    from tests.serve.conftest import start_redis
 
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)")
-    server = RedisServer(binary)
-    server.start()
+    server = start_redis()
     yield server
     server.stop()
     shutil.rmtree(server.dir, ignore_errors=True)

@@ -175,11 +175,16 @@ print(json.dumps({"parent": parent, "children": out, "expected": expected}))
 
 def preloading_parent(kind: str, store: str = "off", timeout_s: float = 240) -> dict[str, Any]:
     """Run PRELOAD: a parent that trims, then forks three children that each trim (as gunicorn --preload)."""
+    return _run_script(PRELOAD, kind, store, timeout_s=timeout_s)
+
+
+def _run_script(script: str, *args: str, timeout_s: float) -> dict[str, Any]:
+    """Run ``script`` in a fresh interpreter at the repository root; its JSON on stdout (its stderr on failure)."""
     try:
-        done = subprocess.run([sys.executable, "-c", PRELOAD, kind, store], cwd=ROOT, capture_output=True, check=False,
+        done = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True, check=False,
                               timeout=timeout_s, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     except subprocess.TimeoutExpired:
-        pytest.fail(f"a preloading parent's children did not finish within {timeout_s} s")
+        pytest.fail(f"the forking script did not finish within {timeout_s} s")
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     result: dict[str, Any] = json.loads(done.stdout)
     return result
@@ -292,24 +297,16 @@ print(json.dumps({"child": child, "parent_found": len(store.get([key]))}))
 class TestSqliteStoreAcrossFork:
     def test_children_forked_while_a_thread_is_inside_sqlite_use_the_store(self, tmp_path: Path) -> None:
         # A child forked while another thread was inside SQLite (opening the file) inherited a held SQLite mutex,
-        # and its first connect waited forever (CI saw it; here about one run in ten of the preloading parent).
+        # and its first connect waited forever (CI saw it in the preloading parent).
         # With a thread opening and writing back to back, most forks land inside SQLite.
-        done = subprocess.run([sys.executable, "-c", CHURN, str(tmp_path / "v.sqlite3"), "30"], cwd=ROOT,
-                              capture_output=True, check=False, timeout=600,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
-        assert done.returncode == 0, done.stderr.decode()[-3000:]
-        result = json.loads(done.stdout)
+        result = _run_script(CHURN, str(tmp_path / "v.sqlite3"), "30", timeout_s=600)
         # 1 would be a child that hung (and was killed after 20 s), 2 one that raised anything but a busy timeout
-        assert set(result["statuses"]) <= {0, 4}, (result["statuses"], done.stderr.decode()[-3000:])
+        assert set(result["statuses"]) <= {0, 4}, result["statuses"]
         assert result["statuses"].count(0) >= 15, result["statuses"]
         assert result["parent_found"] == 20
 
     def test_a_child_forked_while_a_call_stays_inside_sqlite_refuses_the_store(self, tmp_path: Path) -> None:
-        done = subprocess.run([sys.executable, "-c", STUCK, str(tmp_path / "v.sqlite3")], cwd=ROOT,
-                              capture_output=True, check=False, timeout=120,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
-        assert done.returncode == 0, done.stderr.decode()[-3000:]
-        result = json.loads(done.stdout)
+        result = _run_script(STUCK, str(tmp_path / "v.sqlite3"), timeout_s=120)
         assert "forked while another thread was inside SQLite" in result["child"]["raised"]
         assert result["child"]["lookup"] == 0 and result["child"]["errors"] == 1  # the trim asks the model
         assert result["parent_found"] == 1  # the parent goes on with its store

@@ -10,9 +10,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from ragtrim._util.forks import fork_safe_lock
+
 T = TypeVar("T")
 
-_STATE_LOCK = threading.Lock()
+_STATE_LOCK = fork_safe_lock()
 _BACKGROUND: ThreadPoolExecutor | None = None
 _IO: ThreadPoolExecutor | None = None
 
@@ -38,7 +40,7 @@ def submit_io(fn: Callable[..., T], *args: Any) -> Future[T]:
 
 
 _IN_FLIGHT = [0]  # background tasks submitted and not yet done
-_IN_FLIGHT_LOCK = threading.Lock()
+_IN_FLIGHT_LOCK = fork_safe_lock()
 
 
 def submit_background(fn: Callable[..., T], *args: Any) -> Future[T]:
@@ -77,12 +79,10 @@ def background_busy() -> bool:
 def _after_fork_in_child() -> None:
     """A forked child has only the thread that forked: the parent's executors would queue work that no thread
     ever runs (gunicorn's preload, multiprocessing's fork start method and Celery's prefork pool fork after the
-    parent trimmed), and a lock another thread held at the fork stays held. Start from nothing; the executors are
-    made again on first use. The parent's futures never complete here: their owners forget them (see
+    parent trimmed). Start from nothing: the executors are made again on first use (the locks are
+    ``fork_safe_lock``s). The parent's futures never complete here: their owners forget them (see
     ``CachedEmbedder``)."""
-    global _STATE_LOCK, _BACKGROUND, _IO, _IN_FLIGHT_LOCK
-    _STATE_LOCK = threading.Lock()
-    _IN_FLIGHT_LOCK = threading.Lock()
+    global _BACKGROUND, _IO
     _BACKGROUND = None
     _IO = None
     _IN_FLIGHT[0] = 0

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 import numpy as np
 
 from ragtrim._util.background import submit_background
+from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.lru import lru_get, lru_put
 from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, Options, Text
 from ragtrim.components import Component, component, register
@@ -61,7 +62,7 @@ def resolve_model(model: str) -> str:
     return model
 
 
-_LOAD_LOCK = threading.Lock()
+_LOAD_LOCK = fork_safe_lock()
 
 
 @lru_cache(maxsize=4)
@@ -147,7 +148,7 @@ class CachedEmbedder(Component):
     ``["latin"]``, a model named by path every script. The fused scorers give the model no vote on a query or
     passage it cannot read (``ragtrim.scoring.scripts``)."""
     _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict, init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _lock: threading.Lock = field(default_factory=fork_safe_lock, init=False)
     _pending: _Pending | None = field(default=None, init=False)  # the prefetch in flight
     _warm: bool = field(default=False, init=False)
     _store: tuple[SharedStore, str] | None | bool = field(default=False, init=False)  # False: not resolved yet
@@ -383,19 +384,15 @@ class CachedEmbedder(Component):
 
 
 def _after_fork_in_child() -> None:
-    """A lock held by another thread at the fork stays held in the child, and a prefetch in flight never ends
-    there: every embedder starts the child with fresh ones (its caches and loaded models stay). After torch ran
-    with several threads, the child runs it with one (``cpu_threads``), so recipes are worked out again."""
-    global _LOAD_LOCK, _TORCH_LOCK
-    _LOAD_LOCK = threading.Lock()
-    _TORCH_LOCK = threading.RLock()
+    """A prefetch in flight never ends in the child: every embedder forgets it (its caches and loaded models stay;
+    its locks are ``fork_safe_lock``s). After torch ran with several threads, the child runs it with one
+    (``cpu_threads``), so recipes are worked out again."""
     if _TORCH_RAN[0]:
         _TORCH_FORKED[0] = True
         import torch
 
         torch.set_num_threads(1)
     for embedder in list(_EMBEDDERS):
-        embedder._lock = threading.Lock()
         embedder._pending = None
         embedder._store = False
 
@@ -404,7 +401,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-_TORCH_LOCK = threading.RLock()
+_TORCH_LOCK = fork_safe_lock(reentrant=True)
 _TORCH_RAN = [False]  # this process ran torch CPU work with more than one thread
 _TORCH_FORKED = [False]  # this process was forked after that
 

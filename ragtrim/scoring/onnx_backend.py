@@ -15,7 +15,6 @@ import logging
 import os
 import platform
 import tempfile
-import threading
 import unicodedata
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +23,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.paths import cache_dir
 from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
@@ -65,7 +65,7 @@ def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True)
         return False
 
 
-_EXPORT_LOCK = threading.Lock()
+_EXPORT_LOCK = fork_safe_lock()
 
 
 def export_onnx(model: str = DEFAULT_EMBEDDING_MODEL, *, force: bool = False) -> Path:
@@ -140,7 +140,7 @@ def _quiet_export() -> Iterator[None]:
 
 _SESSIONS: dict[tuple[str, int], Any] = {}
 _TOKENIZERS: dict[tuple[str, int], Any] = {}
-_LOAD_LOCK = threading.Lock()
+_LOAD_LOCK = fork_safe_lock()  # loaded sessions stay in a forked child: ONNX Runtime's CPU sessions run there
 
 
 def _load_once(cache: dict[tuple[str, int], Any], key: tuple[str, int], load: Callable[[], Any]) -> Any:
@@ -381,14 +381,3 @@ class OnnxEmbeddingScorer(CachedEmbedder):
 
         return run
 
-
-def _after_fork_in_child() -> None:
-    """A lock another thread held at the fork (a session loading) stays held in the child: start with new ones.
-    Loaded sessions stay: ONNX Runtime's CPU sessions run in a forked child (tests/test_fork.py)."""
-    global _LOAD_LOCK, _EXPORT_LOCK
-    _LOAD_LOCK = threading.Lock()
-    _EXPORT_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
@@ -36,7 +35,7 @@ from ragtrim.scoring.onnx_backend import load_tokenizer, padded_batches
 logger = logging.getLogger("ragtrim")
 
 _MODELS: dict[tuple[str, str], Any] = {}
-_LOCK = threading.Lock()
+_LOCK = fork_safe_lock()
 
 
 def _load(model_dir: str, device: str) -> Any:
@@ -87,7 +86,7 @@ class _Graphs:
         self.encoder, self.device, self.width = encoder, device, width
         self._captured: dict[int, tuple[Any, Any, Any]] = {}
         self._failed: set[int] = set()
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()
 
     def __call__(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
         rows, width = ids.shape
@@ -235,12 +234,3 @@ class TorchEmbeddingScorer(CachedEmbedder):
 
         return run
 
-
-def _after_fork_in_child() -> None:
-    """A lock another thread held at the fork (a model loading) stays held in the child: start with a new one."""
-    global _LOCK
-    _LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

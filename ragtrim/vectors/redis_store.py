@@ -10,14 +10,12 @@ connection pool opens new connections in a forked child by itself.
 
 from __future__ import annotations
 
-import os
-import threading
 import time
-import weakref
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ragtrim._util.forks import fork_safe_lock
 from ragtrim.errors import ConfigError, MissingDependencyError
 
 DEFAULT_PREFIX = "{ragtrim-vectors}:"
@@ -100,8 +98,7 @@ class RedisVectorStore:
         self.prefix = prefix
         self.timeout_s = float(timeout_s)
         self._client: Any = None
-        self._lock = threading.Lock()
-        _STORES.add(self)
+        self._lock = fork_safe_lock()  # redis-py's pool itself opens new connections in a forked child
 
     @property
     def location(self) -> str:
@@ -149,17 +146,3 @@ class RedisVectorStore:
             if self._client is not None:
                 self._client.close()
                 self._client = None
-
-
-_STORES: weakref.WeakSet[RedisVectorStore] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    """A lock another thread held at the fork stays held in the child: a new one (redis-py's pool itself opens
-    new connections in the child)."""
-    for store in list(_STORES):
-        store._lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from ragtrim._util.forks import fork_safe_lock
 from ragtrim.errors import ConfigError, VectorStoreError
 
 SCHEMA_VERSION = 1
@@ -110,11 +111,11 @@ class SqliteVectorStore:
             raise ConfigError(f"max_bytes must be an int >= 65536 (64 KiB), got {max_bytes!r}")
         self.path = Path(path)
         self.max_bytes = max_bytes
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()
         self._pid = -1
         self._reader: sqlite3.Connection | None = None
         self._writer: sqlite3.Connection | None = None
-        self._write_lock = threading.Lock()
+        self._write_lock = fork_safe_lock()
         _STORES.add(self)
 
     @property
@@ -277,15 +278,11 @@ _STORES: weakref.WeakSet[SqliteVectorStore] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """Locks another thread held at the fork stay held in the child: new ones. The parent closed its connections
-    before the fork (``_ForkGate.before_fork``), so ``_connection`` opens the child's own; if it could not, SQLite
-    is not safe here and every store refuses."""
+    """The parent closed its connections before the fork (``_ForkGate.before_fork``), so ``_connection`` opens the
+    child's own; if it could not, SQLite is not safe here and every store refuses."""
     global _GATE
     _UNSAFE[0] = _UNSAFE[0] or not _GATE.clean
     _GATE = _ForkGate()
-    for store in list(_STORES):
-        store._lock = threading.Lock()
-        store._write_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

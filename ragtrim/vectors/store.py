@@ -19,7 +19,6 @@ import hashlib
 import logging
 import os
 import struct
-import threading
 import time
 import weakref
 import zlib
@@ -32,6 +31,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ragtrim._util.background import submit_io
+from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.paths import cache_dir
 from ragtrim.errors import ConfigError
 
@@ -133,7 +133,7 @@ class SharedStore:
         _LIVE.add(self)
 
     def _reset_state(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock()
         self._queue: dict[bytes, bytes] = {}
         self._touched: set[bytes] = set()
         self._scheduled: Future[None] | None = None
@@ -247,7 +247,7 @@ class SharedStore:
 _LIVE: weakref.WeakSet[SharedStore] = weakref.WeakSet()
 _OPEN: dict[tuple[str, int], SharedStore] = {}
 _OBJECTS: dict[int, SharedStore] = {}
-_OPEN_LOCK = threading.Lock()
+_OPEN_LOCK = fork_safe_lock()
 _DEFAULT: tuple[str, int | None] | None = None
 
 
@@ -326,8 +326,6 @@ def flush_stores(timeout_s: float | None = None) -> None:
 
 def _after_fork_in_child() -> None:
     # The parent's queued writes are the parent's to make; its I/O thread is gone (ragtrim._util.background).
-    global _OPEN_LOCK
-    _OPEN_LOCK = threading.Lock()
     for shared in list(_LIVE):
         shared._reset_state()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -121,6 +122,16 @@ class RedisServer:
         with socket.create_connection(("127.0.0.1", self.port), timeout=1) as c:
             c.sendall(b"FLUSHALL\r\n")
             c.recv(16)
+
+
+def start_redis() -> RedisServer:
+    """A real redis-server on a free port (the test skips when it is not installed)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)")
+    server = RedisServer(binary)
+    server.start()
+    return server
 
 
 def wait_idle(gate: Any, timeout_s: float = 3.0) -> Any:

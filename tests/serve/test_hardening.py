@@ -21,7 +21,7 @@ import pytest
 from ragtrim.serve.app import Gateway
 from ragtrim.serve.config import parse_config
 from ragtrim.text.tokens import WhitespaceCounter
-from tests.serve.conftest import RedisServer, ServerThread, debug_requests, read_log, wait_idle
+from tests.serve.conftest import ServerThread, debug_requests, read_log, start_redis, wait_idle
 
 CHAT = "/v1/chat/completions"
 AUTH = {"authorization": "Bearer sk-alice"}
@@ -395,18 +395,9 @@ class TestRetriesAndRefunds:
         assert 'ragtrim_serve_requests_total{endpoint="chat",outcome="client_closed"} 1.0' in m
 
 
-def _redis(binary_required: bool = True) -> RedisServer:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)")
-    server = RedisServer(binary)
-    server.start()
-    return server
-
-
 class TestStateStore:
     def test_org_gate_without_redis_fails_closed_with_a_503(self, fake: Any, gateway: Any) -> None:
-        redis = _redis()
+        redis = start_redis()
         try:
             up = fake()
             gw, _ = gateway({"upstream": {"url": up.url + "/v1"},
@@ -423,7 +414,7 @@ class TestStateStore:
             shutil.rmtree(redis.dir, ignore_errors=True)
 
     def test_frozen_redis_costs_one_timeout_not_one_per_request(self, fake: Any, gateway: Any) -> None:
-        redis = _redis()
+        redis = start_redis()
         try:
             up = fake()
             gw, _ = gateway({"upstream": {"url": up.url + "/v1"},
