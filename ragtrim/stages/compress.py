@@ -6,6 +6,7 @@ tokens go to the best sentences wherever they are; without one, each chunk keeps
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import deque
@@ -36,6 +37,7 @@ class _Sentence:
     start: int
     end: int
     text: str  # stripped
+    open_end: bool = False  # a cut that stops before its sentence's end: what follows it in the chunk starts a new line
 
 
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
@@ -375,7 +377,8 @@ class SentenceCompressor(Stage):
                 break
             lo, hi = min(lo, grown), max(hi, grown)
         a, b = spans[lo][0], spans[hi][1]
-        cut = _Sentence(sentence.chunk, sentence.pos, offset + a, offset + b, sentence.text[a:b])
+        cut = _Sentence(sentence.chunk, sentence.pos, offset + a, offset + b, sentence.text[a:b],
+                        open_end=b < len(sentence.text))
         return cut, f"cut its best sentence to clauses {lo + 1}-{hi + 1} of {len(spans)} to fit {room} tokens"
 
     def _piece_scores(self, query: str, pieces: list[str]) -> list[float]:
@@ -414,7 +417,7 @@ class SentenceCompressor(Stage):
         if end < first:
             return None
         a, b = words[first][0], words[end][1]
-        cut = _Sentence(sentence.chunk, sentence.pos, offset + a, offset + b, text[a:b])
+        cut = _Sentence(sentence.chunk, sentence.pos, offset + a, offset + b, text[a:b], open_end=b < len(text))
         return cut, (f"cut {what} best sentence to words {first + 1}-{end + 1} of {len(words)} to fit {room} tokens")
 
     def _rebuild(self, chunks: tuple[Chunk, ...], sentences: list[_Sentence], chosen: set[int]) -> dict[int, str]:
@@ -426,23 +429,25 @@ class SentenceCompressor(Stage):
 
     def _rebuild_chunk(self, text: str, sentences: list[_Sentence], lo: int, hi: int, chosen: set[int]) -> str:
         """One chunk's new text from its chosen sentences among ``sentences[lo:hi]`` (all of that chunk)."""
-        runs: list[tuple[int, int]] = []
+        runs: list[tuple[int, int, bool]] = []  # start, end, and whether it ends inside a cut sentence
         for i in range(lo, hi):
             if i not in chosen:
                 continue
             s = sentences[i]
             if runs and runs[-1][1] == s.start:
-                runs[-1] = (runs[-1][0], s.end)
+                runs[-1] = (runs[-1][0], s.end, s.open_end)
             else:
-                runs.append((s.start, s.end))
+                runs.append((s.start, s.end, s.open_end))
         if not runs:
             return ""
         # A unit that starts a line (a table row, a list item, a heading) stays on its own line when the separator is
-        # blank: "| Plan | Limit |" and "| Pro | 200 GB |" joined by a space would no longer read as a table.
+        # blank: "| Plan | Limit |" and "| Pro | 200 GB |" joined by a space would no longer read as a table. So does
+        # what follows a sentence cut before its end: "Eps 1.5 units," and "Gamma four." joined by a space would
+        # read as one sentence.
         line_sep = "\n" if not self.separator.strip() else self.separator
         parts = [text[runs[0][0]:runs[0][1]].strip()]
-        for a, b in runs[1:]:
-            parts.append(line_sep if _starts_line(text, a) else self.separator)
+        for (_, _, open_end), (a, b, _) in itertools.pairwise(runs):
+            parts.append(line_sep if open_end or _starts_line(text, a) else self.separator)
             parts.append(text[a:b].strip())
         return "".join(parts)
 
