@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ragtrim._util.redact import redact
 from ragtrim.audit import cli as audit_cli
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError, RagtrimError
 from ragtrim.plan import cli as plan_cli
@@ -54,7 +55,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+    return " ".join(redact(exc).split()) or type(exc).__name__
 
 
 def _read_config(path: str) -> Any:

@@ -27,9 +27,15 @@ takes; the stage answers it with a linear-time fallback, so it never reaches a c
 
 from __future__ import annotations
 
+from ragtrim._util.redact import redact
+
 
 class RagtrimError(Exception):
-    """Base class of every error raised by ragtrim."""
+    """Base class of every error raised by ragtrim. Its message passes through the one redaction function
+    (``ragtrim._util.redact.redact``), so no error of ragtrim's carries a password or key, whoever formats it."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class ConfigError(RagtrimError, ValueError):

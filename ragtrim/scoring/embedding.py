@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import os
 import platform
 import threading
@@ -25,6 +24,7 @@ import numpy as np
 from ragtrim._util.background import submit_background
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.lru import lru_get, lru_put
+from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, Options, Text
 from ragtrim.components import Component, component, register
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError, VectorStoreError
@@ -36,7 +36,7 @@ from ragtrim.scoring.scripts import LATIN
 from ragtrim.text.scripts import SCRIPTS
 from ragtrim.vectors.store import SharedStore, VectorStore, open_store, pack, vector_key
 
-logger = logging.getLogger("ragtrim")
+logger = get_logger("ragtrim")
 T = TypeVar("T")
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"

@@ -25,6 +25,7 @@ import numpy as np
 
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.paths import cache_dir
+from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
@@ -32,7 +33,7 @@ from ragtrim.scoring.device import default_threads
 from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
 from ragtrim.scoring.fingerprint import content_fingerprint, file_fingerprint
 
-logger = logging.getLogger("ragtrim")
+logger = get_logger("ragtrim")
 
 EXPORT_VERSION = 1
 """Bumped when the exported graph changes, so stale exports in a user cache are never used."""

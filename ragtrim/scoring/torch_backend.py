@@ -11,7 +11,6 @@ precision (on CUDA) under ``torch.inference_mode`` with mean pooling and L2 norm
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ragtrim._util.forks import fork_safe_lock
+from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
@@ -32,7 +32,7 @@ from ragtrim.scoring.embedding import (
 )
 from ragtrim.scoring.onnx_backend import load_tokenizer, padded_batches
 
-logger = logging.getLogger("ragtrim")
+logger = get_logger("ragtrim")
 
 _MODELS: dict[tuple[str, str], Any] = {}
 _LOCK = fork_safe_lock()

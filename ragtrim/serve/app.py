@@ -12,7 +12,6 @@ trimming and encoding run in a worker thread. Every answer that is not a success
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import threading
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragtrim._util.redact import get_logger
 from ragtrim.errors import ConfigError, RagtrimError, require
 
 for _package in ("starlette", "uvicorn", "aiohttp", "prometheus_client"):  # one clear error naming the extra
@@ -59,7 +59,7 @@ from ragtrim.serve.upstream import Upstream, UpstreamError, UpstreamResponse
 from ragtrim.text.tokens import TokenCounter, get_counter
 from ragtrim.vectors.store import configure_default_store
 
-logger = logging.getLogger(__package__)  # the package logger, which `ragtrim serve` sends to stderr
+logger = get_logger(__package__)  # the package logger, which `ragtrim serve` sends to stderr
 
 Prepare = Callable[[Any, GatewayConfig, TokenCounter], Prepared]
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}

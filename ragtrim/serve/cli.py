@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from ragtrim._util.redact import redact_url
 from ragtrim.errors import require
 
 _EXTRA_PACKAGES = ("starlette", "uvicorn", "aiohttp", "prometheus_client")
@@ -60,8 +61,8 @@ def run_serve(args: argparse.Namespace) -> int:
     # wait less behind a large one (benchmarks/ragtrim_bench/serve_hostile.py).
     sys.setswitchinterval(0.001)
     app = create_app(config, config_path=args.config)  # SIGHUP re-reads this file
-    print(f"ragtrim serve: {args.host}:{args.port} -> {config.upstream.url} "
-          f"({len(config.keys) or 'no'} keys, state {config.limits.state.split('@')[-1]})", flush=True)
+    print(f"ragtrim serve: {args.host}:{args.port} -> {redact_url(config.upstream.url)} "
+          f"({len(config.keys) or 'no'} keys, state {redact_url(config.limits.state)})", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
                 timeout_graceful_shutdown=5)
     return 0
@@ -84,7 +85,11 @@ def _log_to_stderr() -> None:
     """The gateway's own log lines (config reloads, internal errors) on stderr beside uvicorn's."""
     import logging
 
-    log = logging.getLogger(__package__)
+    from ragtrim._util.redact import get_logger, redact_logger
+
+    log = get_logger(__package__)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        redact_logger(logging.getLogger(name))
     if not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragtrim._util.redact import register_secret, register_url_secrets
 from ragtrim.api import ScorerChoice
 from ragtrim.errors import ConfigError
 
@@ -145,7 +146,18 @@ def parse_config(raw: Mapping[str, Any]) -> GatewayConfig:
     keys = {k: _key(k, _sub(f"keys.{k!r}", t)) for k, t in _table(raw, "keys").items()}
     log = _log(_table(raw, "log"))
     metrics = _metrics(_table(raw, "metrics"))
-    return GatewayConfig(upstream=upstream, trim=trim, limits=limits, keys=keys, orgs=orgs, log=log, metrics=metrics)
+    config = GatewayConfig(upstream=upstream, trim=trim, limits=limits, keys=keys, orgs=orgs, log=log,
+                           metrics=metrics)
+    _register_secrets(config)
+    return config
+
+
+def _register_secrets(c: GatewayConfig) -> None:
+    """Every key, token and URL password of the config is masked in any error, log line or response from now on."""
+    for url in (c.upstream.url, c.upstream.fallback_url, c.limits.state, c.trim.vector_store):
+        register_url_secrets(url)
+    for secret in (c.upstream.api_key, c.upstream.fallback_api_key, c.metrics.bearer_token, *c.keys):
+        register_secret(secret)
 
 
 # -- sections -------------------------------------------------------------------------------------------------------

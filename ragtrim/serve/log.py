@@ -16,6 +16,8 @@ import threading
 import time
 from typing import IO, Any, Protocol
 
+from ragtrim._util.redact import redact
+
 # What a model id or a field name looks like; anything else may be client text.
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
 REDACTED = "<redacted>"
@@ -74,7 +76,7 @@ class RequestLog:
             "outcome": rec.outcome,
             "status": rec.status,
             "upstream": rec.upstream or None,
-            "error": (rec.error or None) if self.log_text or not rec.error_client_text else None,
+            "error": (redact(rec.error) or None) if self.log_text or not rec.error_client_text else None,
             "error_code": rec.error_code,
             "timings_ms": {
                 "total": round((now - rec.started) * 1000, 3),

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
+from ragtrim._util.redact import redact_url, register_url_secrets
 from ragtrim.serve.limits import RateDecision, StateUnavailable, WindowState, window_decision
 
 try:
@@ -160,6 +161,7 @@ class RedisRateStore:
     def __init__(self, *, url: str, window_s: float = 60.0, timeout_s: float = 0.5, breaker_s: float = 2.0,
                  prefix: str = "ragtrim:rl") -> None:
         self.url = url
+        register_url_secrets(url)
         self.window_s = window_s
         self.timeout_s = timeout_s
         self.prefix = prefix
@@ -167,6 +169,11 @@ class RedisRateStore:
         self._client: Any = None
         self._acquire: Any = None
         self._adjust: Any = None
+
+    @property
+    def location(self) -> str:
+        """Where the store is, for messages (no password)."""
+        return redact_url(self.url)
 
     def _redis(self) -> Any:
         if self._client is None:
@@ -189,7 +196,7 @@ class RedisRateStore:
                 keys=[f"{self.prefix}:{key}"],
                 args=[int(self.window_s * 1000), -1 if rpm is None else rpm, -1 if tpm is None else tpm, tokens]))
         except _REDIS_ERRORS as exc:
-            raise StateUnavailable(f"redis at {self.url}: {exc}") from exc
+            raise StateUnavailable(f"redis at {self.location}: {exc}") from exc
         frac = int(frac_e6) / 1e6
         decision = window_decision(WindowState(float(pr), float(cr), frac), WindowState(float(pt), float(ct), frac),
                                    rpm, tpm, tokens, self.window_s)
@@ -206,11 +213,11 @@ class RedisRateStore:
             await self.call(lambda: self._adjust(keys=[f"{self.prefix}:{key}"],
                                                  args=[int(self.window_s * 1000), requests_delta, tokens_delta]))
         except _REDIS_ERRORS as exc:
-            raise StateUnavailable(f"redis at {self.url}: {exc}") from exc
+            raise StateUnavailable(f"redis at {self.location}: {exc}") from exc
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """One Redis call through the circuit breaker (StateUnavailable at once while it is open)."""
-        return await self.breaker.call(f"redis at {self.url}", fn)
+        return await self.breaker.call(f"redis at {self.location}", fn)
 
     async def ping(self) -> bool:
         client = self._redis()
@@ -262,7 +269,7 @@ class RedisSlots:
             return bool(int(await self.store.call(
                 lambda: self._take(keys=[f"{self.prefix}:{gate}"], args=[capacity, lease, lease_ms]))))
         except _REDIS_ERRORS as exc:
-            raise StateUnavailable(f"redis at {self.store.url}: {exc}") from exc
+            raise StateUnavailable(f"redis at {self.store.location}: {exc}") from exc
 
     async def give_back(self, gate: str, lease: str) -> None:
         client = self.store._redis()

@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ragtrim._util.redact import redact
 from ragtrim.errors import ServeError
 from ragtrim.serve.limits import RateDecision, format_reset
 from ragtrim.serve.render import Prepared
@@ -57,7 +58,7 @@ class GatewayError(ServeError):
 def error_response(status: int, message: str, *, type_: str, code: str, param: str | None = None,
                    headers: dict[str, str] | None = None) -> Response:
     """An OpenAI-style JSON error response."""
-    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    body = {"error": {"message": redact(message), "type": type_, "param": param, "code": code}}
     return Response(dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ragtrim._util.forks import fork_safe_lock
+from ragtrim._util.redact import redact_url, register_url_secrets
 from ragtrim.errors import ConfigError, MissingDependencyError
 
 DEFAULT_PREFIX = "{ragtrim-vectors}:"
@@ -71,18 +71,6 @@ return 0
 """
 
 
-def _redacted(url: str) -> str:
-    """The URL without its password, for logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
-
-
 class RedisVectorStore:
     """Vectors in the Redis at ``url`` under ``prefix``, at most ``max_bytes`` of keys and values (Redis's own
     overhead comes on top). ``timeout_s`` bounds every call, connecting included. Needs the ``redis`` package (the
@@ -94,6 +82,7 @@ class RedisVectorStore:
         if not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 60:
             raise ConfigError(f"timeout_s must be a number of seconds in (0, 60], got {timeout_s!r}")
         self.url = url
+        register_url_secrets(url)
         self.max_bytes = max_bytes
         self.prefix = prefix
         self.timeout_s = float(timeout_s)
@@ -102,7 +91,7 @@ class RedisVectorStore:
 
     @property
     def location(self) -> str:
-        return _redacted(self.url)
+        return redact_url(self.url)
 
     def _redis(self) -> Any:
         with self._lock:

@@ -16,7 +16,6 @@ Which store a scorer uses (``vector_store="default"``): ``configure_default_stor
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import struct
 import time
@@ -33,9 +32,10 @@ import numpy as np
 from ragtrim._util.background import submit_io
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.paths import cache_dir
+from ragtrim._util.redact import get_logger
 from ragtrim.errors import ConfigError
 
-logger = logging.getLogger("ragtrim")
+logger = get_logger("ragtrim")
 
 FORMAT_VERSION = 1
 """Of the key recipe and the stored bytes; bumped when either changes, so old entries are never read."""

@@ -12,7 +12,8 @@ import pytest
 
 pytest.importorskip("redis")
 
-from ragtrim.vectors.redis_store import RedisVectorStore, _redacted
+from ragtrim._util.redact import redact_url as _redacted
+from ragtrim.vectors.redis_store import RedisVectorStore
 from ragtrim.vectors.store import SharedStore, pack, unpack, vector_key
 from tests.serve.conftest import RedisServer, free_port
 

@@ -1,0 +1,167 @@
+"""One exit for secrets: every URL, key and password that may reach an error message, a log line, an HTTP response or
+a CLI message passes through ``redact``, as requests and SQLAlchemy mask a URL's password.
+
+Three layers, each enough for what it covers:
+
+- URLs anywhere in a text: the password of ``scheme://user:password@host`` and the value of every query parameter
+  whose name is a secret's (``?password=``, ``token``, ``api_key``, ...);
+- ``name=value`` and ``name: value`` pairs outside URLs whose name is a secret's (``password=hunter2``);
+- values the process knows to be secret (``register_secret``): an API key from the gateway's config or a password
+  taken from a configured URL is masked wherever it appears, whatever a dependency wrapped around it.
+
+``RagtrimError`` passes its message through ``redact``, and every ragtrim logger (``get_logger``) carries
+``RedactingFilter``, so neither an exception nor a log line needs to remember to call it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+MASK = "***"
+
+# Query and pair names whose value is a secret (compared lower-cased, "-" read as "_").
+SECRET_NAMES = frozenset({
+    "password", "passwd", "pass", "pwd", "secret", "client_secret", "token", "access_token", "refresh_token",
+    "id_token", "auth", "auth_token", "authorization", "api_key", "apikey", "key", "x_api_key", "credential",
+    "credentials", "sig", "signature", "x_amz_signature", "x_amz_credential", "x_amz_security_token",
+    "session_token", "bearer_token", "fallback_api_key", "private_key",
+})
+
+# Shorter values are not registered: masking every "abc" in a message would garble it, and a URL's or a pair's own
+# layer still masks a short password where it appears as one.
+MIN_REGISTERED_LENGTH = 6
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
+# name=value / name: value / "name": "value" outside URLs; the value runs to whitespace, a quote, a comma or a
+# closing bracket.
+_PAIR = re.compile(
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_\-]*)(?P<sep>['\"]?\s*[=:]\s*['\"]?)(?P<value>[^\s'\",;)}\]&]+)")
+_AUTH_HEADER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=\-]{8,}")
+
+_lock = threading.Lock()
+_registered: frozenset[str] = frozenset()
+_registered_pattern: re.Pattern[str] | None = None
+
+
+def _is_secret_name(name: str) -> bool:
+    return name.lower().replace("-", "_") in SECRET_NAMES
+
+
+def register_secret(value: str | None) -> None:
+    """Mask ``value`` wherever it appears in what ``redact`` cleans from now on (for the life of the process)."""
+    global _registered, _registered_pattern
+    if not isinstance(value, str) or len(value) < MIN_REGISTERED_LENGTH:
+        return
+    forms = {value, quote(value, safe=""), unquote(value)} - {""}
+    with _lock:
+        if forms <= _registered:
+            return
+        _registered = _registered | {f for f in forms if len(f) >= MIN_REGISTERED_LENGTH}
+        # Longest first, so a secret that contains another is masked whole.
+        _registered_pattern = re.compile("|".join(re.escape(s) for s in sorted(_registered, key=len, reverse=True)))
+
+
+def register_url_secrets(url: str | None) -> None:
+    """Register the password and the secret query values of ``url`` (a Redis or HTTP URL from a config)."""
+    if not isinstance(url, str) or "://" not in url:
+        return
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return
+    register_secret(password)
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if _is_secret_name(name):
+            register_secret(value)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password and its secret query values replaced by ``***`` (an unparsable URL is masked
+    from its userinfo on, since nothing in it can be trusted to be clean)."""
+    try:
+        parts = urlsplit(url)
+        has_password = parts.password is not None
+        hostname, port = parts.hostname, parts.port
+    except ValueError:
+        head, sep, _ = url.partition("://")
+        return f"{head}{sep}{MASK}" if sep else MASK
+    netloc = parts.netloc
+    if has_password or "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0] if has_password else userinfo
+        host = hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        if port is not None:
+            host = f"{host}:{port}"
+        elif hostport.endswith(":"):
+            host += ":"
+        netloc = f"{user}:{MASK}@{host}" if has_password else f"{user}@{host}"
+    query = parts.query
+    if query:
+        fields = []
+        for field in query.split("&"):
+            name, eq, _ = field.partition("=")
+            fields.append(f"{name}={MASK}" if eq and _is_secret_name(unquote(name)) else field)
+        query = "&".join(fields)
+    return (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+            + (f"#{parts.fragment}" if parts.fragment else ""))
+
+
+def _mask_pair(m: re.Match[str]) -> str:
+    if not _is_secret_name(m.group("name")) or m.group("value") == MASK:
+        return m.group(0)
+    return f"{m.group('name')}{m.group('sep')}{MASK}"
+
+
+def redact(value: object) -> str:
+    """``str(value)`` with every secret it may carry masked (see the module docstring for what counts)."""
+    text = value if isinstance(value, str) else str(value)
+    pattern = _registered_pattern
+    if pattern is not None:
+        text = pattern.sub(MASK, text)
+    if "://" in text:
+        text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    if " " in text:
+        text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+    if "=" in text or ":" in text:
+        text = _PAIR.sub(_mask_pair, text)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """Cleans a record's message, arguments, traceback and stack before any handler formats it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message or record.args:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+_FILTER = RedactingFilter()
+
+
+def get_logger(name: str) -> logging.Logger:
+    """The logger ``name`` with the redacting filter on it: the only way ragtrim's modules get a logger."""
+    log = logging.getLogger(name)
+    if _FILTER not in log.filters:
+        log.addFilter(_FILTER)
+    return log
+
+
+def redact_logger(log: logging.Logger) -> None:
+    """Put the redacting filter on a logger ragtrim does not own (uvicorn's, in the gateway)."""
+    if _FILTER not in log.filters:
+        log.addFilter(_FILTER)
