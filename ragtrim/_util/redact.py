@@ -79,6 +79,14 @@ def register_url_secrets(url: str | None) -> None:
             register_secret(value)
 
 
+def _mask_query(query: str) -> str:
+    fields = []
+    for field in query.split("&"):
+        name, eq, _ = field.partition("=")
+        fields.append(f"{name}={MASK}" if eq and _is_secret_name(unquote(name)) else field)
+    return "&".join(fields)
+
+
 def redact_url(url: str) -> str:
     """``url`` with its password and its secret query values replaced by ``***`` (an unparsable URL is masked
     from its userinfo on, since nothing in it can be trusted to be clean)."""
@@ -86,9 +94,13 @@ def redact_url(url: str) -> str:
         parts = urlsplit(url)
         has_password = parts.password is not None
         hostname, port = parts.hostname, parts.port
-    except ValueError:
-        head, sep, _ = url.partition("://")
-        return f"{head}{sep}{MASK}" if sep else MASK
+    except ValueError:  # a port that is no number, a broken IPv6 host: mask what could be userinfo
+        head, sep, rest = url.partition("://")
+        netloc = rest.split("/", 1)[0].split("?", 1)[0]
+        if "@" in netloc or not sep:
+            return f"{head}{sep}{MASK}" if sep else MASK
+        base, q, query = url.partition("?")
+        return base + q + _mask_query(query) if q else url
     netloc = parts.netloc
     if has_password or "@" in netloc:
         userinfo, _, hostport = netloc.rpartition("@")
@@ -101,13 +113,7 @@ def redact_url(url: str) -> str:
         elif hostport.endswith(":"):
             host += ":"
         netloc = f"{user}:{MASK}@{host}" if has_password else f"{user}@{host}"
-    query = parts.query
-    if query:
-        fields = []
-        for field in query.split("&"):
-            name, eq, _ = field.partition("=")
-            fields.append(f"{name}={MASK}" if eq and _is_secret_name(unquote(name)) else field)
-        query = "&".join(fields)
+    query = _mask_query(parts.query)
     return (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
             + (f"#{parts.fragment}" if parts.fragment else ""))
 

@@ -37,6 +37,10 @@ class TestRedactUrl:
     def test_an_unparsable_url_is_masked_from_its_userinfo_on(self) -> None:
         assert redact_url("redis://user:s3cret@host:notaport/0") == "redis://***"
 
+    def test_an_unparsable_url_without_userinfo_is_kept(self) -> None:
+        assert redact("base_url must be an http://host:port URL") == "base_url must be an http://host:port URL"
+        assert redact_url("redis://host:port/0?password=s3cret") == "redis://host:port/0?password=***"
+
 
 class TestRedact:
     def test_urls_inside_a_message(self) -> None:
