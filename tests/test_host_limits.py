@@ -111,9 +111,9 @@ class TestDefaultTrim:
         first, second = (_run([sys.executable, str(script), "auto"], env) for _ in range(2))
         assert first.returncode == second.returncode == 0, first.stderr + second.stderr
         assert first.stdout == second.stdout and first.stdout.splitlines()[0] == ANSWER
-        assert [line for line in first.stderr.splitlines() if line.startswith("ragtrim: ")] == [
-            f"ragtrim: created the passage-vector store {tmp_path / 'cache' / 'vectors.sqlite3'} (at most 256 MiB; "
-            "passages seen again need no model pass; RAGTRIM_VECTOR_STORE=off keeps none)"]
+        created = (f"ragtrim: created the passage-vector store {tmp_path / 'cache' / 'vectors.sqlite3'} (at most "
+                   "256 MiB; passages seen again need no model pass; RAGTRIM_VECTOR_STORE=off keeps none)")
+        assert [line for line in first.stderr.splitlines() if line.startswith("ragtrim: ")] == [created]
         assert second.stderr == ""
 
 

@@ -25,27 +25,37 @@ NO_GUIDE = ("this copy of ragtrim has no guide installed (it runs from a source 
 
 def docs_folder() -> Path | None:
     """The folder holding this installation's guide pages, or None when it has none (a copy of the source tree on
-    ``sys.path`` without an installation)."""
-    try:
-        dist = importlib.metadata.distribution("ragtrim")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    ``sys.path`` without an installation). Every ``ragtrim`` distribution on the path is asked: a source checkout's
+    own ``ragtrim.egg-info`` (left by an editable install) lists no files."""
+    for dist in importlib.metadata.distributions(name="ragtrim"):
+        folder = _installed_folder(dist) or _editable_folder(dist)
+        if folder is not None:
+            return folder
+    return None
+
+
+def _installed_folder(dist: importlib.metadata.Distribution) -> Path | None:
     for f in dist.files or ():
         if tuple(f.parts[-4:-1]) == DOC_FOLDER and f.name.endswith(".md"):
             folder = Path(str(dist.locate_file(f))).resolve().parent
             if folder.is_dir():
                 return folder
-    raw = dist.read_text("direct_url.json")
-    if raw:
-        try:
-            info: Any = json.loads(raw)
-        except ValueError:
-            return None
-        url = info.get("url", "") if isinstance(info, dict) else ""
-        if isinstance(info, dict) and info.get("dir_info", {}).get("editable") and url.startswith("file:"):
-            folder = Path(unquote(urlparse(url).path)) / "docs"
-            return folder if folder.is_dir() else None
     return None
+
+
+def _editable_folder(dist: importlib.metadata.Distribution) -> Path | None:
+    raw = dist.read_text("direct_url.json")
+    try:
+        info: Any = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    if not isinstance(info, dict) or not info.get("dir_info", {}).get("editable"):
+        return None
+    url = info.get("url", "")
+    if not isinstance(url, str) or not url.startswith("file:"):
+        return None
+    folder = Path(unquote(urlparse(url).path)) / "docs"
+    return folder if folder.is_dir() else None
 
 
 def topics(folder: Path) -> dict[str, str]:
