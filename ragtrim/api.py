@@ -68,6 +68,16 @@ def default_pipeline(
     return Pipeline(default_stages(budget=budget, scorer=scorer), tokenizer=tokenizer)
 
 
+def lossless_pipeline(*, tokenizer: str | TokenCounter | None = None) -> Pipeline:
+    """What can go without losing anything a reader needs: HTML cleanup and exact and near-duplicate documents, in
+    their order (no ranking, no budget). The gateway's ``[trim] budget = "lossless"``; ``ragtrim audit`` measures
+    the same stages when it runs without ``--budget``."""
+    from ragtrim.stages.dedup import DuplicateFilter
+    from ragtrim.stages.html import HtmlCleaner
+
+    return Pipeline([HtmlCleaner(), DuplicateFilter()], tokenizer=tokenizer)
+
+
 def trim(
     chunks: Iterable[Any],
     *,

@@ -201,8 +201,12 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
     lines.append(f"prefix cache could serve {100 * pc['as_logged']['served_share_of_prompt_tokens']:.1f}% as logged, "
                  f"{100 * pc['recommended_order']['served_share_of_prompt_tokens']:.1f}% in the recommended order")
     if r.get("savings", {}).get("sampled_requests"):
+        from ragtrim.audit.levers import headline_split
+
         s = r["savings"]["prompt"]
-        lines.append(f"ragtrim would save {100 * s['saved_share']:.1f}% of prompt tokens "
-                     f"(95% interval {100 * s['saved_share_ci95'][0]:.1f}-{100 * s['saved_share_ci95'][1]:.1f}%, "
-                     f"{r['savings']['sampled_requests']:,} requests trimmed)")
+        split = headline_split(r)
+        lines.append(f"ragtrim would save {100 * s['saved_share']:.1f}% of prompt tokens in the "
+                     f"{r['savings']['sampled_requests']:,} requests trimmed (95% interval "
+                     f"{100 * s['saved_share_ci95'][0]:.1f}-{100 * s['saved_share_ci95'][1]:.1f}%)"
+                     + (f"; over the whole log: {split}" if split else ""))
     return lines
