@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from ragtrim._util.redact import redact
 from ragtrim.audit import cli as audit_cli
-from ragtrim.errors import ConfigError, InputError, MissingDependencyError, RagtrimError
+from ragtrim.errors import ConfigError, InputError, MissingDependencyError, OutputError, RagtrimError
 from ragtrim.plan import cli as plan_cli
 from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
 from ragtrim.serve import cli as serve_cli
@@ -40,10 +40,6 @@ EXIT_CODES = f"""exit codes:
 every failure prints one line on stderr: "ragtrim: error: ..."."""
 
 _MAX_JSON_DEPTH_MESSAGE = "is nested too deeply for JSON input"
-
-
-class _OutputError(Exception):
-    """The output could not be written (exit code EXIT_OUTPUT)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -235,7 +231,7 @@ def _write_output(path: str | None, text: str) -> None:
             stream.write(data)
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise _OutputError(f"cannot write output {path!r}: {reason}") from None
+        raise OutputError(f"cannot write output {path!r}: {reason}") from None
 
 
 def _check_output_path(path: str | None) -> None:
@@ -246,11 +242,11 @@ def _check_output_path(path: str | None) -> None:
     p = Path(path)
     try:
         if p.is_dir():
-            raise _OutputError(f"cannot write output {path!r}: it is a directory")
+            raise OutputError(f"cannot write output {path!r}: it is a directory")
         if not p.parent.is_dir():
-            raise _OutputError(f"cannot write output {path!r}: folder {str(p.parent)!r} does not exist")
+            raise OutputError(f"cannot write output {path!r}: folder {str(p.parent)!r} does not exist")
     except (OSError, ValueError) as exc:
-        raise _OutputError(f"cannot write output {path!r}: {exc}") from None
+        raise OutputError(f"cannot write output {path!r}: {exc}") from None
 
 
 def cmd_trim(args: argparse.Namespace) -> int:
@@ -347,7 +343,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     try:
         out.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
     except OSError as exc:
-        raise _OutputError(f"cannot write output {str(out)!r}: {exc.strerror or exc}") from None
+        raise OutputError(f"cannot write output {str(out)!r}: {exc.strerror or exc}") from None
     print(f"ragtrim bench: {len(requests)} requests from {payload['requests_file']} "
           f"(tokens: {methods[0][1].counter.name})\n")
     print(
@@ -486,7 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(args_list)
         return int(args.func(args))
-    except _OutputError as exc:
+    except OutputError as exc:
         print(f"ragtrim: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_OUTPUT
     except (ConfigError, InputError, MissingDependencyError) as exc:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrim._util.cli_help import epilog
-from ragtrim.errors import ConfigError
+from ragtrim.errors import ConfigError, OutputError
 
 
 def _budget(text: str) -> float:
@@ -84,7 +84,7 @@ AUDIT_EXIT_CODES = """exit codes:
   4  internal error in ragtrim (please report it)"""
 
 
-class OutputNotWritable(Exception):
+class OutputNotWritable(OutputError):
     """``--out`` cannot hold the report (exit 3)."""
 
 
