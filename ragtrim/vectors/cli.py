@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ragtrim._util.cli_help import epilog
+
 
 def add_cli(sub: Any) -> None:
     """Add ``index`` to the ``ragtrim`` command's subparsers."""
@@ -15,7 +17,10 @@ def add_cli(sub: Any) -> None:
 
     p = sub.add_parser(
         "index", help="fill the passage-vector store ahead of time, so that trims of these passages need no model "
-                      "pass (docs/relevance.md)",
+                      "pass",
+        epilog=epilog(["ragtrim index corpus/                  # every .jsonl and text file under corpus/",
+                       "ragtrim index passages.jsonl --title-field title --store redis://cache:6379/0"],
+                      topic="relevance"),
         description="Embed every passage of CORPUS with the model(s) of the scorer that will read them (default: "
                     "the auto scorer, as trim() uses) and store the vectors the store lacks. CORPUS: .jsonl files "
                     "(one passage a line: a string or an object with a text field), other files (one passage "
@@ -30,7 +35,7 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--text-field", default=None, help="the JSONL key holding the text (default: text, "
                                                        "page_content, content, contents or passage)")
     p.add_argument("--title-field", default=None, help='a JSONL key whose value goes first: "title\\ntext"')
-    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=256, help="passages embedded per model call")
     p.add_argument("--no-html-cleanup", action="store_true",
                    help="store markup as given (default: under the HTML stage's cleaned text, which trims embed)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ragtrim._util.forks import fork_safe_lock
+from ragtrim._util.notice import notice
 from ragtrim.errors import ConfigError, VectorStoreError
 
 SCHEMA_VERSION = 1
@@ -136,6 +137,7 @@ class SqliteVectorStore:
                     self._reader = self._connect(READ_BUSY_TIMEOUT_MS)
                 return self._reader
             if self._writer is None:
+                new = not self.path.exists()
                 writer = self._connect(WRITE_BUSY_TIMEOUT_MS)
                 try:
                     _create(writer)
@@ -143,6 +145,9 @@ class SqliteVectorStore:
                     writer.close()
                     raise
                 self._writer = writer
+                if new:
+                    notice(f"created the passage-vector store {self.path} (at most {self.max_bytes / 2**20:,.0f} "
+                           "MiB; passages seen again need no model pass; RAGTRIM_VECTOR_STORE=off keeps none)")
             return self._writer
 
     def _connect(self, busy_ms: int) -> sqlite3.Connection:

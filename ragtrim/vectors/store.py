@@ -149,8 +149,9 @@ class SharedStore:
         self._broken_until = time.monotonic() + self.retry_after_s
         if not self._failing:
             self._failing = True
-            logger.warning("vector store %s: %s failed (%s: %s); trims go to the model, and the store is tried again "
-                           "in %.0f s", self.store.location, what, type(exc).__name__, exc, self.retry_after_s)
+            logger.warning("ragtrim: passage-vector store %s: %s failed (%s: %s); trims go on without it (vectors "
+                           "kept in memory) and it is tried again in %.0f s; %s=off turns it off", self.store.location,
+                           what, type(exc).__name__, exc, self.retry_after_s, STORE_ENV)
         else:
             logger.debug("vector store %s: %s failed again (%s: %s)", self.store.location, what,
                          type(exc).__name__, exc)
