@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from ragtrim.audit import cli as audit_cli
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError, RagtrimError
+from ragtrim.gate import cli as gate_cli
 from ragtrim.plan import cli as plan_cli
 from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
 from ragtrim.serve import cli as serve_cli
@@ -461,7 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_prepare)
     serve_cli.add_cli(sub)  # each package registers its own subcommands
     vectors_cli.add_cli(sub)
-    for add_cli, run_cli in ((plan_cli.add_cli, plan_cli.run_cli), (audit_cli.add_cli, audit_cli.run_cli)):
+    for add_cli, run_cli in ((plan_cli.add_cli, plan_cli.run_cli), (audit_cli.add_cli, audit_cli.run_cli),
+                             (gate_cli.add_cli, gate_cli.run_cli)):
         before = set(sub.choices)
         add_cli(sub)
         for name in set(sub.choices) - before:

@@ -6,7 +6,8 @@ Catch ``RagtrimError`` to handle them all. The tree::
     ├── ConfigError          (also ValueError)  a stage or pipeline parameter is invalid
     ├── InputError           (also ValueError)  a chunk, query, message or file cannot be used as given
     │   ├── EmptyLogError        (audit.reader)      ``ragtrim audit``: the log holds no request to audit
-    │   └── UnsupportedLogFormat (audit.formats)     ``ragtrim audit``: the log is of a format it names and does not read
+    │   ├── UnsupportedLogFormat (audit.formats)     ``ragtrim audit``: the log is of a format it names and does not read
+    │   └── ArmNotReady          (gate.client)       ``ragtrim gate``: an arm's server did not answer before timing began
     ├── BudgetError                             pinned chunks alone exceed the token budget
     ├── MissingDependencyError (also ImportError) an optional extra is not installed
     ├── StageError                              a stage raised; names the stage, keeps the cause
