@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("httpx", reason="the serve extra is not installed: pip install 'ragtrim[serve]'")
 
-from ragtrim.gate.golden import GoldenItem  # noqa: E402
-from ragtrim.testing import FakeUpstreamConfig, create_fake_app, golden_answers  # noqa: E402
-from tests.serve.conftest import ServerThread  # noqa: E402
+from ragtrim.gate.golden import GoldenItem
+from ragtrim.testing import FakeUpstreamConfig, create_fake_app, golden_answers
+from tests.serve.conftest import ServerThread
 
 WORDS = ("river", "castle", "engine", "harbour", "market", "library", "station", "garden", "bridge", "tower")
 
