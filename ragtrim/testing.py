@@ -183,7 +183,9 @@ class ScriptedSummarizer(Component):
 class FakeUpstreamConfig:
     """``answers`` (question -> reply) makes the server a reader: it replies to the question it finds in the prompt
     (the longest one), and ``unknown_reply`` when none; ``wrong_share`` of the questions (those ``is_degraded``
-    picks, the same in every run) get ``wrong_reply`` instead. Without ``answers`` it replies ``tok0 tok1 ...``."""
+    picks, the same in every run) get ``wrong_reply`` instead. With ``evidence`` (question -> text) it answers only
+    when that text is in the prompt, as a reader needs its gold passage (else ``unknown_reply``): a trim that drops
+    the passage costs the answer. Without ``answers`` it replies ``tok0 tok1 ...``."""
 
     base_ms: float = 0.0
     per_1k_ms: float = 0.0
@@ -197,6 +199,8 @@ class FakeUpstreamConfig:
     wrong_share: float = 0.0
     wrong_reply: str = "a mistaken guess"
     unknown_reply: str = "unanswerable"
+    evidence: Mapping[str, str] | None = None
+    max_model_len: int = 0  # > 0: a prompt whose tokens plus max_tokens exceed it is refused with 400, as vLLM does
 
 
 def is_degraded(question: str, share: float) -> bool:
@@ -218,6 +222,12 @@ def golden_answers(items: Iterable[Any]) -> dict[str, str]:
         else:
             out[item.question] = answer if answer is not None else "unanswerable"
     return out
+
+
+def golden_evidence(items: Iterable[Any]) -> dict[str, str]:
+    """``question -> first accepted answer`` of the answerable golden items with answers: the text a fake reader
+    with ``evidence`` must find in the prompt to answer right."""
+    return {item.question: item.answers[0] for item in items if item.answerable and item.answers}
 
 
 def _reply_pieces(reply: str, limit: int) -> tuple[list[str], bool]:
@@ -259,7 +269,10 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
         question = next((q for q in questions if q in prompt), None)
         if question is None:
             return cfg.unknown_reply
-        return cfg.wrong_reply if is_degraded(question, cfg.wrong_share) else cfg.answers[question]
+        if is_degraded(question, cfg.wrong_share):
+            return cfg.wrong_reply
+        needed = (cfg.evidence or {}).get(question)
+        return cfg.unknown_reply if needed is not None and needed not in prompt else cfg.answers[question]
 
     sem = asyncio.Semaphore(cfg.slots) if cfg.slots > 0 else None
     counter = {"n": 0, "active": 0, "max_active": 0}
@@ -287,6 +300,10 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
         prompt = _prompt_text(body)
         prompt_tokens = approx_tokens(prompt)
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or cfg.output_tokens
+        if cfg.max_model_len and prompt_tokens + int(limit) > cfg.max_model_len:
+            return _error(400, f"This model's maximum context length is {cfg.max_model_len} tokens. However, you "
+                               f"requested {prompt_tokens + int(limit)} tokens ({prompt_tokens} in the messages, "
+                               f"{int(limit)} in the completion).")
         if cfg.answers is not None:
             pieces, cut = _reply_pieces(answer_for(prompt), max(1, int(limit)))
         else:

@@ -88,7 +88,8 @@ class Arm:
     """One configuration under test. ``url`` is the OpenAI base URL (``http://host:8000/v1``); ``options`` go into
     every request (over ``DEFAULT_OPTIONS`` and the item's own); ``documents="field"`` sends the documents as the
     ``documents`` field for a ragtrim gateway (or a chat template that takes them) instead of rendering them into
-    the prompt; ``cost_weight`` scales the arm's token cost in the report (a cheaper GPU: 0.5)."""
+    the prompt; ``cost_weight`` scales the arm's token cost in the report (a cheaper GPU: 0.5); ``thresholds``
+    replace the run's thresholds for this change alone (a trim must gain TTFT, a quantization must not lose)."""
 
     name: str
     url: str
@@ -100,6 +101,7 @@ class Arm:
     documents: DocumentsMode = "render"
     timeout_s: float = 120.0
     cost_weight: float = 1.0
+    thresholds: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -132,7 +134,10 @@ class Arm:
         if isinstance(self.cost_weight, bool) or not isinstance(self.cost_weight, (int, float)) \
                 or not 0 < self.cost_weight < math.inf:
             raise ConfigError(f"{where}: cost_weight must be a positive number, got {self.cost_weight!r}")
+        if not isinstance(self.thresholds, Mapping):
+            raise ConfigError(f"{where}: thresholds must be a table of this change's own thresholds")
         object.__setattr__(self, "options", json.loads(json.dumps(dict(self.options))))
+        object.__setattr__(self, "thresholds", dict(self.thresholds))
 
     @property
     def shown_url(self) -> str:
@@ -147,12 +152,13 @@ class Arm:
     def fingerprint(self) -> str:
         """A hash of what shapes this arm's requests (not its name, timeout or cost): stored results of an arm with
         another fingerprint are not reused."""
-        d = {k: v for k, v in asdict(self).items() if k not in ("name", "timeout_s", "cost_weight", "api_key_env")}
+        d = {k: v for k, v in asdict(self).items()
+             if k not in ("name", "timeout_s", "cost_weight", "api_key_env", "thresholds")}
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
 _ARM_KEYS = frozenset({"name", "url", "model", "endpoint", "options", "api_key_env", "trim", "documents",
-                       "timeout_s", "cost_weight", "baseline"})
+                       "timeout_s", "cost_weight", "thresholds", "baseline"})
 
 
 def arm_from_dict(raw: Any, where: str) -> tuple[Arm, bool]:

@@ -16,7 +16,7 @@ from ragtrim.gate.html import render_html
 from ragtrim.gate.judging import JudgeConfig, judge_all
 from ragtrim.gate.records import RequestRecord
 from ragtrim.gate.runner import RunConfig, run_arms
-from ragtrim.gate.verdict import Thresholds, build_report
+from ragtrim.gate.verdict import Thresholds, build_report, thresholds_for
 
 RESULTS_FILE = "results.jsonl"
 REPORT_JSON = "gate.json"
@@ -34,6 +34,9 @@ def run_gate(items: Sequence[GoldenItem], arms: Sequence[Arm], out_dir: str | Pa
         raise InputError("the golden set holds no item; a gate needs questions to judge")
     base = baseline or (arms[0].name if arms else "")
     check_arms(arms, base)
+    t = thresholds or Thresholds()
+    for arm in arms:  # a bad per-arm threshold stops the run before any request
+        thresholds_for(arm, t)
     started = time.time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -45,7 +48,7 @@ def run_gate(items: Sequence[GoldenItem], arms: Sequence[Arm], out_dir: str | Pa
            "sent": outcome.sent, "reused": outcome.reused, "stale_records_ignored": outcome.stale,
            "failed_records_sent_again": outcome.retried_errors, "torn_last_line_dropped": outcome.torn_tail,
            "concurrency": cfg.concurrency, "retries": cfg.retries, "warmup": cfg.warmup}
-    report = build_report(items, arms, base, judged, thresholds or Thresholds(), judge_cfg, keep_text=keep_text,
+    report = build_report(items, arms, base, judged, t, judge_cfg, keep_text=keep_text,
                           run=run, golden_path=golden_path)
     write_report(report, out)
     return report

@@ -74,6 +74,13 @@ class Thresholds:
         return cls(**dict(raw))
 
 
+def thresholds_for(arm: Arm, base: Thresholds) -> Thresholds:
+    """The run's thresholds with the arm's own on top (``Arm.thresholds``)."""
+    if not arm.thresholds:
+        return base
+    return Thresholds.from_mapping({**asdict(base), **arm.thresholds}, f"arm {arm.name!r} thresholds")
+
+
 def _r(x: float | None, digits: int = 4) -> float | None:
     return None if x is None or not math.isfinite(x) else round(x, digits) + 0.0  # + 0.0: no "-0.0"
 
@@ -274,14 +281,16 @@ def build_report(items: Sequence[GoldenItem], arms: Sequence[Arm], baseline: str
     for arm in arms:
         if arm.name == baseline:
             continue
-        comparison = compare(base_rows, judged[arm.name], thresholds)
-        arm_checks = checks(comparison, thresholds)
+        t = thresholds_for(arm, thresholds)
+        comparison = compare(base_rows, judged[arm.name], t)
+        arm_checks = checks(comparison, t)
         ok = all(c["passed"] for c in arm_checks)
         failed += [f"{arm.name}: {c['check']}" for c in arm_checks if not c["passed"]]
-        wanted = {"accuracy": thresholds.max_accuracy_drop, "refusal": thresholds.max_refusal_drop,
-                  "format": thresholds.max_format_drop, "f1": thresholds.max_f1_drop}
+        wanted = {"accuracy": t.max_accuracy_drop, "refusal": t.max_refusal_drop, "format": t.max_format_drop,
+                  "f1": t.max_f1_drop}
         skipped = [name for name, thr in wanted.items() if thr is not None and comparison[name] is None]
-        changes[arm.name] = {"verdict": "pass" if ok else "fail", "checks": arm_checks, "skipped_checks": skipped,
+        changes[arm.name] = {"verdict": "pass" if ok else "fail", "thresholds": asdict(t), "checks": arm_checks,
+                             "skipped_checks": skipped,
                              "comparison": comparison, "slices": slices(base_rows, judged[arm.name]),
                              "worst": worst(base_rows, judged[arm.name], keep_text=keep_text)}
     return {

@@ -232,3 +232,35 @@ def test_without_httpx_the_command_names_the_extra(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 2, out.stderr
     assert "pip install 'ragtrim[serve]'" in out.stderr and "httpx" in out.stderr
+
+
+def test_a_golden_set_from_the_gateways_log_judged_by_agreement(
+        reader: Callable[..., ServerThread], servers: list[ServerThread], golden: list[GoldenItem],
+        tmp_path: Path) -> None:
+    """Production traffic through a logging gateway becomes a golden set without gold answers; the baseline's
+    answers are the reference, so a change that answers a known share differently loses exactly that share."""
+    from ragtrim.gate.builders import golden_from_log
+    from tests.serve.conftest import read_log
+
+    upstream = reader()
+    log = tmp_path / "requests.jsonl"
+    gw = Gateway(parse_config({"upstream": {"url": upstream.url + "/v1", "tokenizer": "whitespace"},
+                               "log": {"path": str(log), "log_request": True}}))
+    gateway = ServerThread(gw.app()).start()
+    servers.append(gateway)
+    for item in golden:
+        r = httpx.post(gateway.url + "/v1/chat/completions", json={
+            "model": "m", "messages": [{"role": "user", "content": f"Question: {item.question}"}],
+            "documents": list(item.documents), "max_tokens": 16})
+        assert r.status_code == 200
+    read_log(log, len(golden))
+    items, info = golden_from_log(log, sample=24, tokenizer="whitespace")
+    assert len(items) == 24 and info["left_out"] == {} and all(i.reference == "baseline" for i in items)
+    assert all(i.documents and i.options == {"max_tokens": 16} for i in items)
+    share = 0.3
+    changed = reader(wrong_share=share)
+    report = run_gate(items, [_arm("base", upstream), _arm("changed", changed)], tmp_path / "out", run_config=QUIET)
+    expected = sum(is_degraded(i.question.removeprefix("Question: "), share) for i in items)
+    acc = report["changes"]["changed"]["comparison"]["accuracy"]
+    assert acc["n"] == 24 and acc["losses"] == expected and acc["gains"] == 0
+    assert report["golden"]["judged_by_agreement"] == 24

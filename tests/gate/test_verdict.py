@@ -169,3 +169,18 @@ def test_html_page() -> None:
     assert 'id="verdict">verdict: FAIL' in page and "Worst examples" in page and "Where it loses most" in page
     assert "<script" in page and "src=" not in page  # nothing loaded from elsewhere
     assert "&lt;" not in render_html(_report()).split("<body>")[0]
+
+
+def test_an_arms_own_thresholds() -> None:
+    arms = [ARMS[0], Arm(name="change", url=URL, model="m",
+                         thresholds={"max_accuracy_drop": 0.25, "max_refusal_drop": None, "max_format_drop": None,
+                                     "max_error_rate_increase": 0.05, "min_ttft_gain": 1.5})]
+    judged = judge_all(ITEMS, arms, "base", _records(), JudgeConfig())
+    r = build_report(ITEMS, arms, "base", judged, Thresholds(), JudgeConfig())
+    assert r["verdict"] == "pass", r["failed_checks"]
+    assert [c["check"] for c in r["changes"]["change"]["checks"]] == ["accuracy", "ttft_p50_gain", "errors"]
+    assert r["changes"]["change"]["thresholds"]["max_accuracy_drop"] == 0.25
+    bad = [ARMS[0], Arm(name="change", url=URL, model="m", thresholds={"min_ttft": 2})]
+    with pytest.raises(ConfigError, match="arm 'change' thresholds: unknown key"):
+        build_report(ITEMS, bad, "base", judge_all(ITEMS, bad, "base", _records(), JudgeConfig()), Thresholds(),
+                     JudgeConfig())
