@@ -183,7 +183,8 @@ class ScriptedSummarizer(Component):
 class FakeUpstreamConfig:
     """``answers`` (question -> reply) makes the server a reader: it replies to the question it finds in the prompt
     (the longest one), and ``unknown_reply`` when none; ``wrong_share`` of the questions (those ``is_degraded``
-    picks, the same in every run) get ``wrong_reply`` instead. With ``evidence`` (question -> text) it answers only
+    picks, the same in every run) get ``wrong_reply`` instead (inside the reply's JSON when it is
+    ``{"answer": ...}``). With ``evidence`` (question -> text) it answers only
     when that text is in the prompt, as a reader needs its gold passage (else ``unknown_reply``): a trim that drops
     the passage costs the answer. Without ``answers`` it replies ``tok0 tok1 ...``."""
 
@@ -230,6 +231,18 @@ def golden_evidence(items: Iterable[Any]) -> dict[str, str]:
     return {item.question: item.answers[0] for item in items if item.answerable and item.answers}
 
 
+def _wrong_like(right: str, wrong: str) -> str:
+    """``wrong``, in the shape of the right reply: a JSON reply ``{"answer": ...}`` keeps its JSON, with ``wrong``
+    as the answer, so a wrong answer is not also a format failure."""
+    try:
+        value = json.loads(right)
+    except ValueError:
+        return wrong
+    if isinstance(value, dict) and "answer" in value:
+        return json.dumps({**value, "answer": wrong})
+    return wrong
+
+
 def _reply_pieces(reply: str, limit: int) -> tuple[list[str], bool]:
     """The reply as streamed tokens (a word and the space after it), at most ``limit``; whether it was cut."""
     pieces = re.findall(r"\S+\s*", reply) or [reply]
@@ -270,7 +283,7 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
         if question is None:
             return cfg.unknown_reply
         if is_degraded(question, cfg.wrong_share):
-            return cfg.wrong_reply
+            return _wrong_like(cfg.answers[question], cfg.wrong_reply)
         needed = (cfg.evidence or {}).get(question)
         return cfg.unknown_reply if needed is not None and needed not in prompt else cfg.answers[question]
 

@@ -106,3 +106,11 @@ class TestFakeReader:
         assert golden_answers(items) == {"q1": "x", "q2": "unanswerable", "q3": '{"answer": "z"}',
                                          "q4": '{"answer": null}'}
         assert golden_evidence(items) == {"q1": "x", "q3": "z"}
+
+
+def test_a_wrong_json_reply_keeps_its_json() -> None:
+    from ragtrim.testing import _wrong_like
+
+    assert _wrong_like('{"answer": "Paris"}', "a guess") == '{"answer": "a guess"}'
+    assert _wrong_like('{"answer": null}', "a guess") == '{"answer": "a guess"}'
+    assert _wrong_like("Paris", "a guess") == "a guess"

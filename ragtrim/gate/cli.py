@@ -237,6 +237,10 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f} ms"
+
+
 def summary_lines(r: dict[str, Any]) -> list[str]:
     """The verdict in a few lines: the run, each arm's headline figures, each change's checks."""
     run = r["run"]
@@ -248,7 +252,7 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
         req = a["requests"]
         lines.append(f"  {name}{' (baseline)' if a['baseline'] else ''}: accuracy {_pct(a['accuracy']['rate'])}, "
                      f"F1 {_pct(a['f1'])}, refusal {_pct(a['refusal']['rate'])}, format {_pct(a['format']['rate'])}, "
-                     f"TTFT p50 {a['ttft']['p50_ms'] if a['ttft']['p50_ms'] is not None else '-'} ms, "
+                     f"TTFT p50 {_ms(a['ttft']['p50_ms'])}, "
                      f"errors {req['errors'] + req['missing']}")
     for name, c in r["changes"].items():
         lines.append(f"{name}: {c['verdict'].upper()}")
