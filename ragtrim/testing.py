@@ -185,8 +185,8 @@ class FakeUpstreamConfig:
     (the longest one), and ``unknown_reply`` when none; ``wrong_share`` of the questions (those ``is_degraded``
     picks, the same in every run) get ``wrong_reply`` instead (inside the reply's JSON when it is
     ``{"answer": ...}``). With ``evidence`` (question -> text) it answers only
-    when that text is in the prompt, as a reader needs its gold passage (else ``unknown_reply``): a trim that drops
-    the passage costs the answer. Without ``answers`` it replies ``tok0 tok1 ...``."""
+    when that text is in the prompt, as a reader needs its gold passage (else ``unknown_reply``, or a JSON reply's
+    ``null``): a trim that drops the passage costs the answer. Without ``answers`` it replies ``tok0 tok1 ...``."""
 
     base_ms: float = 0.0
     per_1k_ms: float = 0.0
@@ -231,9 +231,9 @@ def golden_evidence(items: Iterable[Any]) -> dict[str, str]:
     return {item.question: item.answers[0] for item in items if item.answerable and item.answers}
 
 
-def _wrong_like(right: str, wrong: str) -> str:
-    """``wrong``, in the shape of the right reply: a JSON reply ``{"answer": ...}`` keeps its JSON, with ``wrong``
-    as the answer, so a wrong answer is not also a format failure."""
+def _wrong_like(right: str, wrong: str | None) -> str | None:
+    """``wrong`` in the shape of the right reply: a JSON reply ``{"answer": ...}`` keeps its JSON, with ``wrong``
+    as the answer (``None``: a JSON refusal), so a wrong answer is not also a format failure."""
     try:
         value = json.loads(right)
     except ValueError:
@@ -283,9 +283,11 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
         if question is None:
             return cfg.unknown_reply
         if is_degraded(question, cfg.wrong_share):
-            return _wrong_like(cfg.answers[question], cfg.wrong_reply)
+            return _wrong_like(cfg.answers[question], cfg.wrong_reply) or cfg.wrong_reply
         needed = (cfg.evidence or {}).get(question)
-        return cfg.unknown_reply if needed is not None and needed not in prompt else cfg.answers[question]
+        if needed is not None and needed not in prompt:
+            return _wrong_like(cfg.answers[question], None) or cfg.unknown_reply
+        return cfg.answers[question]
 
     sem = asyncio.Semaphore(cfg.slots) if cfg.slots > 0 else None
     counter = {"n": 0, "active": 0, "max_active": 0}

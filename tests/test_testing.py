@@ -114,3 +114,4 @@ def test_a_wrong_json_reply_keeps_its_json() -> None:
     assert _wrong_like('{"answer": "Paris"}', "a guess") == '{"answer": "a guess"}'
     assert _wrong_like('{"answer": null}', "a guess") == '{"answer": "a guess"}'
     assert _wrong_like("Paris", "a guess") == "a guess"
+    assert _wrong_like('{"answer": "Paris"}', None) == '{"answer": null}' and _wrong_like("Paris", None) is None

@@ -9,6 +9,7 @@ import html
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ragtrim.audit.html import nice_axis, text_width
@@ -187,7 +188,7 @@ def render_html(r: Mapping[str, Any]) -> str:
            f"<style>{_CSS}</style></head><body>"),
            f"<h1>ragtrim gate: each change against <code>{_e(r['baseline'])}</code></h1>",
            f'<p class="verdict {_e(verdict)}" id="verdict">verdict: {_e(verdict.upper())}</p>',
-           (f"<p>Golden set{': ' + _e(g['path']) if g.get('path') else ''}: {g['items']:,} items, "
+           (f"<p>Golden set{': ' + _e(Path(g['path']).name) if g.get('path') else ''}: {g['items']:,} items, "
             f"{g['answerable']:,} answerable, {g['unanswerable']:,} unanswerable, {g['with_schema']:,} with a JSON "
             f"schema, {g['judged_by_agreement']:,} judged by agreement with the baseline. Answers judged by "
             f"<b>{_e(r['judge']['metric'])}</b>; thresholds applied by the <b>{_e(r['thresholds']['rule'])}</b> "
@@ -202,23 +203,26 @@ def render_html(r: Mapping[str, Any]) -> str:
                                     else _pct(c["threshold"]))),
           _num(c["p_value"], 3) if c["p_value"] is not None else "-",
           f'<span class="{"pass" if c["passed"] else "fail"}">{"yes" if c["passed"] else "no"}</span>',
-          _e(c["note"])]
+          c["note"]]
          for name, c_ in r["changes"].items() for i, c in enumerate(c_["checks"] or [{
              "check": "-", "value": None, "threshold": 0, "direction": "at most", "ci95": None, "p_value": None,
-             "passed": True, "note": "no check applies"}])])]
+             "passed": True, "note": "no check applies"}])], text_cols=(7,))]
+    names = {n: f'<span style="color:{colors[n]}">\u25cf</span> {_e(n)}' + (" (baseline)" if a["baseline"] else "")
+             for n, a in r["arms"].items()}
     out += ["<h2>Arms</h2>", _table(
-        ["arm", "accuracy", "exact", "F1", "contains", "refusal", "false refusals", "format", "errors",
-         "TTFT p50 / p95 / p99 (ms)", "latency p50 / p95 (ms)", "out tok/s p50", "prompt tokens", "cost / request"],
-        [[f'<span style="color:{colors[n]}">\u25cf</span> {_e(n)}' + (" (baseline)" if a["baseline"] else ""),
-          _rate(a["accuracy"]), _pct(a["exact_match"]), _pct(a["f1"]), _pct(a["contains"]), _rate(a["refusal"]),
-          _rate(a["false_refusals"]), _rate(a["format"]),
+        ["arm", "accuracy", "exact", "F1", "contains", "refusal", "false refusals", "format", "errors"],
+        [[names[n], _rate(a["accuracy"]), _pct(a["exact_match"]), _pct(a["f1"]), _pct(a["contains"]),
+          _rate(a["refusal"]), _rate(a["false_refusals"]), _rate(a["format"]),
           f"{a['requests']['errors'] + a['requests']['missing']}"
           + (f" <span class=\"note\">({_e(', '.join(f'{k} {v}' for k, v in a['requests']['errors_by_kind'].items()))})"
-             "</span>" if a["requests"]["errors_by_kind"] else ""),
-          f"{_num(a['ttft']['p50_ms'])} / {_num(a['ttft']['p95_ms'])} / {_num(a['ttft']['p99_ms'])}",
-          f"{_num(a['latency']['p50_ms'])} / {_num(a['latency']['p95_ms'])}",
-          _num(a["output_tokens_per_s"]["p50_tps"]), _num(a["tokens"]["prompt_mean"]), _num(a["cost_per_request"])]
+             "</span>" if a["requests"]["errors_by_kind"] else "")]
          for n, a in r["arms"].items()]),
+        _table(["arm", "TTFT p50 / p95 / p99 (ms)", "latency p50 / p95 / p99 (ms)", "output tokens/s p50",
+                "prompt tokens", "completion tokens", "cost / request"],
+               [[names[n], f"{_num(a['ttft']['p50_ms'])} / {_num(a['ttft']['p95_ms'])} / {_num(a['ttft']['p99_ms'])}",
+                 f"{_num(a['latency']['p50_ms'])} / {_num(a['latency']['p95_ms'])} / {_num(a['latency']['p99_ms'])}",
+                 _num(a["output_tokens_per_s"]["p50_tps"]), _num(a["tokens"]["prompt_mean"]),
+                 _num(a["tokens"]["completion_mean"]), _num(a["cost_per_request"])] for n, a in r["arms"].items()]),
         ('<p class="note">Accuracy: answerable items (errors count as wrong); refusal: unanswerable items refused; '
         "false refusals: answerable items refused; format: replies that are JSON and follow the item's schema. "
         "TTFT and latency include a client-side trim; percentiles cover successful requests, failures are counted "

@@ -208,7 +208,7 @@ def checks(c: Mapping[str, Any], t: Thresholds) -> list[dict[str, Any]]:
         inc = c["errors"]["increase"]
         out.append({"check": "errors", "value": inc, "threshold": t.max_error_rate_increase, "direction": "at most",
                     "ci95": None, "p_value": None, "passed": inc <= t.max_error_rate_increase + 1e-12,
-                    "note": "error rate of the change minus the baseline's"})
+                    "note": ""})
     return [x for x in out if x is not None]
 
 
