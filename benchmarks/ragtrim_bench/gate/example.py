@@ -32,8 +32,8 @@ CHANGES: dict[str, tuple[tuple[str, ...], str]] = {
     "degraded": (("--wrong-share", "0.06", "--per-1k-ms", "22"),
                  "6% of the questions answered wrong, 40% less prefill per token: the shape of an INT4 model"),
     "slow": (("--base-ms", "60"), "40 ms more before every first token: a slower runtime"),
-    "short_context": (("--max-model-len", "MAX_LEN"), "a max_model_len below the longest prompts (vLLM refuses "
-                                                       "those requests with 400)"),
+    "short_context": (("--max-model-len", "MAX_LEN"), ("a max_model_len below the longest prompts (vLLM refuses "
+                                                       "those requests with 400)")),
 }
 TRIM_ARM = "trim_4x"
 TRIM_THRESHOLDS = {"min_ttft_gain": 1.5, "max_accuracy_drop": 0.02}
@@ -102,9 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                 "one, removed after)")
     p.add_argument("--concurrency", type=int, default=4)
     args = p.parse_args(argv)
-    out = Path(args.out) if args.out else result_path(__name__).with_suffix("")
+    out = Path(args.out) if args.out else result_path(__spec__.name).with_suffix("")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="ragtrim-gate-example-"))
-    changes = [c for c in (args.only.split(",") if args.only else [*CHANGES, TRIM_ARM])]
+    changes = args.only.split(",") if args.only else [*CHANGES, TRIM_ARM]
     unknown = set(changes) - {*CHANGES, TRIM_ARM}
     if unknown:
         p.error(f"unknown change(s) {sorted(unknown)}; choose from {[*CHANGES, TRIM_ARM]}")
@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "changes": {n: c["verdict"] for n, c in report["changes"].items()},
         "note": "timings come from the fake servers' model plus this machine's own overhead (client, trim); read "
                 "them as an example of the report, not as measurements of any engine",
-    }, command=command_line(__name__, argv))
+    }, command=command_line(__spec__.name, argv))
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     print(f"report: {out / 'gate.html'} (verdict {report['verdict']}; ragtrim gate exit code {code})")
