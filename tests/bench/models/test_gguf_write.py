@@ -12,7 +12,7 @@ from ragtrim.errors import InputError
 
 gguf = pytest.importorskip("gguf", reason="gguf is not installed (the benchmarks' gemma extra)")
 
-from ragtrim_bench.models.gguf_write import quantize_q4_k, quantize_q6_k, write_like  # noqa: E402
+from ragtrim_bench.models.gguf_write import quantize_q4_k, quantize_q6_k, write_like
 
 Q = gguf.GGMLQuantizationType
 
