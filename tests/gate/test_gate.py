@@ -71,16 +71,16 @@ def test_a_degraded_change_fails_with_the_share_it_degrades(reader: Callable[...
 
 def test_the_ttft_gate_on_a_slow_upstream(reader: Callable[..., ServerThread], golden: list[GoldenItem],
                                           tmp_path: Path) -> None:
-    slow, fast = reader(base_ms=150), reader(base_ms=5)
+    slow, fast = reader(base_ms=400), reader(base_ms=5)  # far apart: the client's own time on a busy machine
     items = golden[:16]
     faster = run_gate(items, [_arm("slow", slow), _arm("fast", fast)], tmp_path / "a", run_config=QUIET,
                       thresholds=Thresholds(min_ttft_gain=1.5))
     check = {c["check"]: c for c in faster["changes"]["fast"]["checks"]}["ttft_p50_gain"]
-    assert faster["verdict"] == "pass" and check["passed"] and check["value"] > 3
+    assert faster["verdict"] == "pass" and check["passed"] and check["value"] > 1.5
     slower = run_gate(items, [_arm("fast", fast), _arm("slow", slow)], tmp_path / "b", run_config=QUIET,
                       thresholds=Thresholds(min_ttft_gain=1.5))
     check = {c["check"]: c for c in slower["changes"]["slow"]["checks"]}["ttft_p50_gain"]
-    assert slower["verdict"] == "fail" and not check["passed"] and check["value"] < 0.5
+    assert slower["verdict"] == "fail" and not check["passed"] and check["value"] < 1 / 1.5
     assert slower["failed_checks"] == ["slow: ttft_p50_gain"]  # accuracy holds: only speed fails
 
 

@@ -8,7 +8,7 @@ so a 262k-token vocabulary costs nothing on the prompt). Run on the GPU machine 
 process, which has exited, its GPU memory free, before any vLLM engine profiles memory; the GGUF is then written by
 a second process that never touches the GPU, while the engines start):
 
-    python -m ragtrim_bench.gate.gpu_finetune --data DATA --base /tmp/gemma-hf --out /tmp/gate-reader
+    python -m ragtrim_bench.gate.gpu_finetune --data DATA --base BASE_HF_DIR --gguf GGUF --out OUT_DIR
 """
 
 from __future__ import annotations
