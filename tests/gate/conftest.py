@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("httpx", reason="the serve extra is not installed: pip install 'ragtrim[serve]'")
 
 from ragtrim.gate.golden import GoldenItem
-from ragtrim.testing import FakeUpstreamConfig, create_fake_app, golden_answers
+from ragtrim.testing import FakeUpstreamConfig, golden_answers
 from tests.serve.conftest import ServerThread
 
 WORDS = ("river", "castle", "engine", "harbour", "market", "library", "station", "garden", "bridge", "tower")
@@ -50,7 +50,9 @@ def golden() -> list[GoldenItem]:
 
 @pytest.fixture
 def reader(servers: list[ServerThread], golden: list[GoldenItem]) -> Callable[..., ServerThread]:
-    """Start a fake reader of the golden set: ``reader(wrong_share=0.2, base_ms=100)``."""
+    """Start a fake reader of the golden set: ``reader(wrong_share=0.2, base_ms=100)`` (the serve extra)."""
+    from ragtrim.testing import create_fake_app
+    from tests.serve.conftest import ServerThread
 
     def start(**kwargs: Any) -> ServerThread:
         cfg = FakeUpstreamConfig(answers=golden_answers(golden), keep_requests=1000, **kwargs)

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+
+httpx = pytest.importorskip("httpx", reason="the serve extra is not installed: pip install 'ragtrim[serve]'")
 
 from ragtrim.cli import main
 from ragtrim.gate.arms import Arm, TrimSpec

@@ -26,6 +26,7 @@ def test_the_arms_file_reads_back(tmp_path: Path) -> None:
 
 @pytest.mark.data
 def test_a_short_run(shared_data: Path, tmp_path: Path) -> None:
+    pytest.importorskip("uvicorn", reason="the fake upstreams need the serve extra")
     assert example.main(["--questions", "12", "--documents", "3", "--only", "same,short_context", "--out",
                          str(tmp_path / "out"), "--work", str(tmp_path / "work")]) == 0
     result = json.loads((tmp_path / "out" / "example.json").read_text())
