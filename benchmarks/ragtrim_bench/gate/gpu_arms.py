@@ -170,6 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--resume", action="store_true", help="keep the gate results of an earlier run in --work (only "
                                                         "when the engines serve the same reader)")
+    p.add_argument("--train-only", action="store_true", help="prepare, fine-tune and write the GGUF, then stop (the "
+                                                            "first of two calls; the second: --reuse-reader)")
+    p.add_argument("--reuse-reader", action="store_true", help="keep the reader an earlier run fine-tuned in --work "
+                                                              "(to split training and serving into two calls)")
     p.add_argument("--rehearse", action="store_true", help="no GPU: no training (the base model is the reader, the "
                                                            "GGUF a stub) and fake upstreams in place of vLLM, to try "
                                                            "the run's steps on a CPU machine")
@@ -207,7 +211,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         (reader / READY).write_text("", encoding="utf-8")
         gguf.write_bytes(b"")
         tuned = subprocess.run(NOOP, check=False)
+    elif args.reuse_reader and (reader / READY).exists():
+        tuned = subprocess.run(NOOP, check=False)  # the reader of an earlier run on this machine (its log kept)
     else:
+        shutil.rmtree(reader, ignore_errors=True)
         with open(work / "logs" / "finetune.log", "wb") as log:  # its own process: its GPU memory is gone after
             tuned = subprocess.run([*tune_cmd, "--seconds", str(args.train_seconds), "--skip-gguf"], stdout=log,
                                    stderr=subprocess.STDOUT, check=False)
@@ -216,6 +223,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if tuned.returncode == 0:  # the GGUF is written on the CPU while the BF16 engines start
         writer = subprocess.Popen(NOOP if args.rehearse else [*tune_cmd, "--gguf-only"],
                                   stdout=open(work / "logs" / "gguf.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+    if args.train_only:
+        code = writer.wait() if writer is not None else tuned.returncode
+        with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:
+            tar.add(work / "logs", arcname="logs")
+        if (work / "finetune.json").exists():
+            shutil.copyfile(work / "finetune.json", out / "finetune.json")
+        print(f"[gate-gpu] trained (exit {tuned.returncode}), GGUF (exit {code}) in {time.monotonic() - t0:.0f} s; "
+              "serve with --reuse-reader", flush=True)
+        return 0 if tuned.returncode == 0 and code == 0 else 1
     started: list[Engine] = []
     up: list[str] = []
     failed: dict[str, str] = {}

@@ -10,7 +10,8 @@
 #                                                            another, runs `ragtrim gate` (300 questions, 5 arms)
 # $OUT gets gate.json, gate.html, gate_gpu.json, results.jsonl, logs.tar.gz, driver.log; copy the first three to
 # benchmarks/results/gate/h200/. Extra arguments go to gpu_arms (--train-seconds, --short-max-len, --resume, ...).
-# GATE_BUDGET_S caps the run (default 540 s: the device stops a command at 600 s).
+# GATE_BUDGET_S caps the run (default 540 s: the device stops a command at 600 s). Should it not fit, split it in two
+# calls on the same machine: `session_gate.sh --train-only`, then `session_gate.sh --reuse-reader`.
 set -uo pipefail
 out=${OUT:?OUT must name the output folder}
 if [ ! -f /tmp/site/.ragtrim-gate-ready ]; then
