@@ -14,7 +14,12 @@ from typing import Any, NoReturn
 
 from ragtrim._util.redact import redact
 from ragtrim.audit import cli as audit_cli
+<<<<<<< HEAD
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError, OutputError, RagtrimError
+=======
+from ragtrim.errors import ConfigError, InputError, MissingDependencyError, RagtrimError
+from ragtrim.gate import cli as gate_cli
+>>>>>>> h36-gate
 from ragtrim.plan import cli as plan_cli
 from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
 from ragtrim.serve import cli as serve_cli
@@ -463,7 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
     scoring_cli.add_cli(sub)  # each package registers its own subcommands
     serve_cli.add_cli(sub)
     vectors_cli.add_cli(sub)
-    for add_cli, run_cli in ((plan_cli.add_cli, plan_cli.run_cli), (audit_cli.add_cli, audit_cli.run_cli)):
+    for add_cli, run_cli in ((plan_cli.add_cli, plan_cli.run_cli), (audit_cli.add_cli, audit_cli.run_cli),
+                             (gate_cli.add_cli, gate_cli.run_cli)):
         before = set(sub.choices)
         add_cli(sub)
         for name in set(sub.choices) - before:

@@ -59,6 +59,14 @@ def add_fake_upstream_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slots", type=int, default=0, help="requests processed at once (0: unlimited)")
     parser.add_argument("--fail-status", type=int, default=0, help="answer every request with this HTTP status "
                                                                   "(0: answer normally)")
+    parser.add_argument("--answers", default=None, help="a golden set (JSONL, ragtrim gate): reply to each question "
+                                                        "with its first accepted answer (a reader for testing gates)")
+    parser.add_argument("--wrong-share", type=float, default=0.0, help="with --answers: this share of the "
+                                                                       "questions get a wrong reply")
+    parser.add_argument("--needs-evidence", action="store_true", help="with --answers: answer only when the gold "
+                                                                      "answer is in the prompt (else unanswerable)")
+    parser.add_argument("--max-model-len", type=int, default=0, help="refuse (400) a prompt whose tokens plus "
+                                                                     "max_tokens exceed this (0: no limit)")
 
 
 def _require_extra() -> None:
@@ -91,11 +99,20 @@ def run_fake_upstream(args: argparse.Namespace) -> int:
     _require_extra()
     import uvicorn
 
-    from ragtrim.testing import FakeUpstreamConfig, create_fake_app
+    from ragtrim.testing import FakeUpstreamConfig, create_fake_app, golden_answers, golden_evidence
 
+    answers = evidence = None
+    if args.answers:
+        from ragtrim.gate.golden import load_golden
+
+        items = load_golden(args.answers)
+        answers = golden_answers(items)
+        evidence = golden_evidence(items) if args.needs_evidence else None
     app = create_fake_app(FakeUpstreamConfig(base_ms=args.base_ms, per_1k_ms=args.per_1k_ms,
                                              decode_ms=args.decode_ms, output_tokens=args.output_tokens,
-                                             slots=args.slots, fail_status=args.fail_status))
+                                             slots=args.slots, fail_status=args.fail_status, answers=answers,
+                                             wrong_share=args.wrong_share, evidence=evidence,
+                                             max_model_len=args.max_model_len))
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
 
