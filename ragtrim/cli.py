@@ -14,12 +14,8 @@ from typing import Any, NoReturn
 
 from ragtrim._util.redact import redact
 from ragtrim.audit import cli as audit_cli
-<<<<<<< HEAD
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError, OutputError, RagtrimError
-=======
-from ragtrim.errors import ConfigError, InputError, MissingDependencyError, RagtrimError
 from ragtrim.gate import cli as gate_cli
->>>>>>> h36-gate
 from ragtrim.plan import cli as plan_cli
 from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
 from ragtrim.serve import cli as serve_cli

@@ -7,12 +7,9 @@ Catch ``RagtrimError`` to handle them all. The tree::
     ├── InputError           (also ValueError)  a chunk, query, message or file cannot be used as given
     │   ├── EmptyLogError        (audit.reader)      ``ragtrim audit``: the log holds no request to audit
     │   ├── UnsupportedLogFormat (audit.formats)     ``ragtrim audit``: the log is of a format it names and does not read
-<<<<<<< HEAD
+    │   ├── ArmNotReady          (gate.client)       ``ragtrim gate``: an arm's server did not answer before timing began
     │   ├── Skip                 (audit.segments)    ``ragtrim audit``: one malformed log line (counted, never raised)
     │   └── TooDeep              (html.tree)         markup nested deeper than the parser takes (see below)
-=======
-    │   └── ArmNotReady          (gate.client)       ``ragtrim gate``: an arm's server did not answer before timing began
->>>>>>> h36-gate
     ├── BudgetError                             pinned chunks alone exceed the token budget
     ├── MissingDependencyError (also ImportError) an optional extra is not installed
     ├── StageError                              a stage raised; names the stage, keeps the cause
