@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ragtrim._util.cli_help import HelpFormatter, epilog
 from ragtrim.errors import ConfigError
 
 GATE_EXIT_CODES = """exit codes:
@@ -17,6 +18,19 @@ GATE_EXIT_CODES = """exit codes:
   3  --out cannot be written (checked before any request is sent)
   4  internal error in ragtrim (please report it)
   130 interrupted: the results so far are kept; the same command continues"""
+
+_EXAMPLES = (
+    "ragtrim gate squad dev-v2.0.json --limit 300 --unanswerable-share 0.3 --json -o golden.jsonl",
+    "ragtrim gate run golden.jsonl --model m --arm bf16=http://gpu1:8000/v1 --arm fp8kv=http://gpu2:8000/v1 "
+    "--max-accuracy-drop 0.01 --min-ttft-gain 1.2 --out gate-report",
+    "ragtrim gate run golden.jsonl --arms arms.toml --out gate-report",
+    "ragtrim gate log requests.jsonl --sample 200 -o golden.jsonl",
+)
+
+
+def _epilog(*examples: str) -> str:
+    return epilog(examples or _EXAMPLES, topic="gate", extra=GATE_EXIT_CODES)
+
 
 _THRESHOLD_FLAGS = (
     ("max_accuracy_drop", "largest accuracy drop allowed, as a share (default 0.01: one point)"),
@@ -42,17 +56,17 @@ def add_cli(subparsers: Any) -> None:
     """Register ``gate`` and its subcommands."""
     g = subparsers.add_parser(
         "gate", help="judge one serving change at a time against a baseline on a golden set: accuracy, refusals, "
-                     "JSON format, TTFT and latency, with a pass/fail verdict for CI (docs/gate.md)",
+                     "JSON format, TTFT and latency, with a pass/fail verdict for CI",
         description="Send a golden set of questions to a baseline and to each change (OpenAI-compatible endpoints), "
                     "compare them item by item, and pass or fail each change against thresholds.",
-        epilog=GATE_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=_epilog(), formatter_class=HelpFormatter)
     sub = g.add_subparsers(dest="gate_command", required=True)
 
     r = sub.add_parser("run", help="run the golden set through the arms and judge each change",
-                       epilog=GATE_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=_epilog(*_EXAMPLES[1:3]), formatter_class=HelpFormatter,
                        description="Writes results.jsonl (every request; a rerun with the same --out sends only what "
                                    "is missing), gate.json (every number) and gate.html (the page) into --out.")
-    r.add_argument("golden", help="golden set, JSONL (docs/gate.md; ragtrim gate squad / log build one)")
+    r.add_argument("golden", help="golden set, JSONL (ragtrim docs gate; ragtrim gate squad / log build one)")
     a = r.add_argument_group("arms")
     a.add_argument("--arms", default=None, help="arms file, TOML or JSON: [[arm]] tables with name, url, model, "
                                                 "options, trim, documents, api_key_env; baseline; [thresholds]")
@@ -94,8 +108,10 @@ def add_cli(subparsers: Any) -> None:
     r.set_defaults(func=run_cli)
 
     q = sub.add_parser("squad", help="build a golden set from a SQuAD-format file (2.0: with unanswerable "
-                                     "questions)", epilog=GATE_EXIT_CODES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     "questions)", epilog=_epilog(_EXAMPLES[0]), formatter_class=HelpFormatter,
+                       description="Writes a golden set (JSONL) from a SQuAD v1.1 or v2.0 file: each question with "
+                                   "its paragraph and others of its article as documents; SQuAD 2.0's impossible "
+                                   "questions become items to refuse.")
     q.add_argument("squad", help="SQuAD v1.1 or v2.0 JSON file")
     q.add_argument("-o", "--output", required=True, help="golden set JSONL to write")
     q.add_argument("--articles", default=None, help="only these article titles (comma-separated)")
@@ -110,7 +126,10 @@ def add_cli(subparsers: Any) -> None:
 
     lg = sub.add_parser("log", help="build a golden set from a request log (the gateway's log_request lines, or "
                                     "any log ragtrim audit reads), sampled across request shapes",
-                        epilog=GATE_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        epilog=_epilog(_EXAMPLES[3]), formatter_class=HelpFormatter,
+                        description="Writes a golden set (JSONL) sampled from a request log across the audit's "
+                                    "request shapes; with no gold answers, the baseline arm's replies become the "
+                                    "reference (agreement).")
     lg.add_argument("log", help="request log, JSONL or JSONL.gz")
     lg.add_argument("-o", "--output", required=True, help="golden set JSONL to write")
     lg.add_argument("--sample", type=int, default=200, help="requests to keep (default 200)")
