@@ -19,6 +19,7 @@ Catch ``RagtrimError`` to handle them all. The tree::
     ├── OutputError                             a command's output (a file, a report folder) cannot be written
     │   └── OutputNotWritable    (audit.cli)         ``ragtrim audit``: ``--out`` cannot hold the report
     ├── CatalogError         (_util.catalog)    the generated catalog of lazy names cannot be built
+    ├── AttemptFailed        (gate.client)      ``ragtrim gate``: one try at an arm failed (counted, never raised)
     └── ServeError                              the gateway (``ragtrim serve``); each is answered as an HTTP error
         ├── GatewayError         (serve.responses)   an error response: status, OpenAI error type and code
         ├── RequestError         (serve.render)      a request the gateway cannot forward as sent

@@ -21,8 +21,8 @@ GATE_EXIT_CODES = """exit codes:
 
 _EXAMPLES = (
     "ragtrim gate squad dev-v2.0.json --limit 300 --unanswerable-share 0.3 --json -o golden.jsonl",
-    "ragtrim gate run golden.jsonl --model m --arm bf16=http://gpu1:8000/v1 --arm fp8kv=http://gpu2:8000/v1 "
-    "--max-accuracy-drop 0.01 --min-ttft-gain 1.2 --out gate-report",
+    ("ragtrim gate run golden.jsonl --model m --arm bf16=http://gpu1:8000/v1 --arm fp8kv=http://gpu2:8000/v1 "
+     "--max-accuracy-drop 0.01 --min-ttft-gain 1.2 --out gate-report"),
     "ragtrim gate run golden.jsonl --arms arms.toml --out gate-report",
     "ragtrim gate log requests.jsonl --sample 200 -o golden.jsonl",
 )

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ragtrim.errors import InputError
+from ragtrim.errors import InputError, RagtrimError
 from ragtrim.gate.arms import Arm, scrub
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -42,7 +42,9 @@ class Reply:
     gateway_after: int | None = None
 
 
-class _Failure(Exception):
+class AttemptFailed(RagtrimError):
+    """One try at an arm failed (kind, status, whether to retry); the runner counts it, it never reaches a caller."""
+
     def __init__(self, kind: str, message: str, status: int | None = None, *, retry: bool) -> None:
         super().__init__(message)
         self.kind = kind
@@ -91,7 +93,7 @@ def _error_message(raw: bytes) -> str:
 
 
 async def _attempt(client: Any, arm: Arm, body: Mapping[str, Any], api_key: str | None) -> Reply:
-    """One try: stream the answer, time the first text and the end, read usage; raise ``_Failure`` on error."""
+    """One try: stream the answer, time the first text and the end, read usage; raise ``AttemptFailed`` on error."""
     import httpx
 
     chat = arm.endpoint == "chat"
@@ -109,7 +111,7 @@ async def _attempt(client: Any, arm: Arm, body: Mapping[str, Any], api_key: str 
                            _int_header(resp.headers, "x-ragtrim-tokens-after"))
                 if resp.status_code >= 400:
                     raw = await resp.aread()
-                    raise _Failure(f"http_{resp.status_code}", _error_message(raw), resp.status_code,
+                    raise AttemptFailed(f"http_{resp.status_code}", _error_message(raw), resp.status_code,
                                    retry=resp.status_code in RETRY_STATUSES)
                 if resp.headers.get("content-type", "").startswith("application/json"):
                     obj = json.loads(await resp.aread())  # a server that does not stream
@@ -128,7 +130,7 @@ async def _attempt(client: Any, arm: Arm, body: Mapping[str, Any], api_key: str 
                             break
                         chunk = json.loads(data)
                         if isinstance(chunk, dict) and chunk.get("error"):
-                            raise _Failure("stream_error", _error_message(data.encode()), retry=True)
+                            raise AttemptFailed("stream_error", _error_message(data.encode()), retry=True)
                         if isinstance(chunk, dict) and chunk.get("usage"):
                             usage = chunk["usage"]
                         for choice in (chunk.get("choices") or []) if isinstance(chunk, dict) else []:
@@ -141,17 +143,17 @@ async def _attempt(client: Any, arm: Arm, body: Mapping[str, Any], api_key: str 
                             if choice.get("finish_reason"):
                                 finished = True
     except TimeoutError:
-        raise _Failure("timeout", f"no complete answer within {arm.timeout_s:g} s", retry=True) from None
+        raise AttemptFailed("timeout", f"no complete answer within {arm.timeout_s:g} s", retry=True) from None
     except httpx.TimeoutException as exc:
-        raise _Failure("timeout", f"{type(exc).__name__}: {exc}", retry=True) from None
+        raise AttemptFailed("timeout", f"{type(exc).__name__}: {exc}", retry=True) from None
     except httpx.ConnectError as exc:
-        raise _Failure("connect", f"cannot connect: {exc}", retry=True) from None
+        raise AttemptFailed("connect", f"cannot connect: {exc}", retry=True) from None
     except (httpx.TransportError, httpx.StreamError) as exc:  # the stream broke off
-        raise _Failure("stream", f"{type(exc).__name__}: {exc}", retry=True) from None
+        raise AttemptFailed("stream", f"{type(exc).__name__}: {exc}", retry=True) from None
     except (ValueError, AttributeError, TypeError) as exc:
-        raise _Failure("bad_response", f"the server's answer is not an OpenAI response: {exc}", retry=False) from None
+        raise AttemptFailed("bad_response", f"the server's answer is not an OpenAI response: {exc}", retry=False) from None
     if not finished:
-        raise _Failure("stream", "the stream ended before the answer was complete", retry=True)
+        raise AttemptFailed("stream", "the stream ended before the answer was complete", retry=True)
     latency = (time.perf_counter() - started) * 1000
     text = "".join(pieces)
     prompt_tokens = completion_tokens = None
@@ -176,7 +178,7 @@ async def send(client: Any, arm: Arm, body: Mapping[str, Any], *, api_key: str |
         try:
             reply = await _attempt(client, arm, body, api_key)
             return replace(reply, attempts=attempt)
-        except _Failure as failure:
+        except AttemptFailed as failure:
             if failure.retry and attempt <= retries:
                 await asyncio.sleep(backoff_s * 2 ** (attempt - 1))
                 continue
