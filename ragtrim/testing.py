@@ -186,6 +186,7 @@ class FakeUpstreamConfig:
     fail_status: int = 0  # answer every completion request with this status (for fallback tests)
     name: str = "fake"
     keep_requests: int = 100
+    models_ms: float = 0.0  # GET /v1/models answers after this long (a slow upstream, for readiness probes)
 
 
 def approx_tokens(text: str) -> int:
@@ -215,16 +216,20 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
     cfg = config or FakeUpstreamConfig()
     received: deque[dict[str, Any]] = deque(maxlen=cfg.keep_requests)
     sem = asyncio.Semaphore(cfg.slots) if cfg.slots > 0 else None
-    counter = {"n": 0, "active": 0, "max_active": 0}
+    counter = {"n": 0, "active": 0, "max_active": 0, "models_calls": 0}
 
     async def models(request: Request) -> Response:
+        counter["models_calls"] += 1
+        if cfg.models_ms > 0:
+            await asyncio.sleep(cfg.models_ms / 1000)
         return JSONResponse({"object": "list", "data": [{"id": cfg.name, "object": "model", "owned_by": "ragtrim"}]})
 
     async def health(request: Request) -> Response:
         return Response("ok")
 
     async def debug(request: Request) -> Response:
-        return JSONResponse({"requests": list(received), "max_active": counter["max_active"]})
+        return JSONResponse({"requests": list(received), "max_active": counter["max_active"],
+                             "models_calls": counter["models_calls"]})
 
     async def handle(request: Request, kind: str) -> Response:
         raw = await request.body()

@@ -139,6 +139,7 @@ class Gateway:
         self.identities = self._identities(config)
         self.admission = Admission(config, self.store, self.metrics)
         self._readiness: tuple[float, int, dict[str, Any]] | None = None
+        self._readiness_flight: asyncio.Future[tuple[float, int, dict[str, Any]]] | None = None
         max_mb = config.trim.vector_store_max_mb
         configure_default_store(config.trim.vector_store,
                                 max_bytes=int(max_mb * 2**20) if max_mb is not None else None)
@@ -208,9 +209,10 @@ class Gateway:
             return False
         try:
             new = load_config(self.config_path)
-        except ConfigError as exc:
+        except Exception as exc:  # noqa: BLE001 - a signal handler must not die; any failure refuses the reload
             self.metrics.reloads.labels("refused").inc()
-            logger.error("ragtrim serve: config reload refused, keeping the running config: %s", exc)
+            detail = exc if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+            logger.error("ragtrim serve: config reload refused, keeping the running config: %s", detail)
             return False
         changed = restart_only_changes(self.config, new)
         if changed:
@@ -260,27 +262,42 @@ class Gateway:
 
     async def readiness(self, request: Request) -> Response:
         """Ready to take requests: the upstream (or its fallback) answers, and the state store when one is
-        configured (with ``fail_open = true`` a gateway without Redis still serves, so it stays ready). Cached for
-        a second, so that probes cannot flood the upstream."""
-        now = time.monotonic()
-        if self._readiness is None or now - self._readiness[0] >= 1.0:
-            upstream = await self._probe_upstream(fallback=False)
-            if upstream != "ok" and self.upstream.has_fallback:
-                fallback = await self._probe_upstream(fallback=True)
-                upstream = "ok (fallback)" if fallback == "ok" else f"{upstream}; fallback {fallback}"
-            body: dict[str, Any] = {"upstream": upstream}
-            state_ok = True
-            if self.config.limits.state != "memory":
-                state_ok = await self.store.ping()
-                body["state"] = "redis ok" if state_ok else (
-                    "redis unreachable (failing open)" if self.config.limits.fail_open else "redis unreachable")
-            else:
-                body["state"] = "memory"
-            ready = upstream.startswith("ok") and (state_ok or self.config.limits.fail_open)
-            body = {"status": "ready" if ready else "not ready", **body}
-            self._readiness = (now, 200 if ready else 503, body)
-        _, status, body = self._readiness
+        configured (with ``fail_open = true`` a gateway without Redis still serves, so it stays ready). One check
+        at a time: probes that come while it runs share its answer (single flight), and the answer is kept for a
+        second, so that probes cannot flood the upstream however many arrive and however slow it is."""
+        cached = self._readiness
+        if cached is None or time.monotonic() - cached[0] >= 1.0:
+            flight = self._readiness_flight
+            if flight is None:
+                flight = self._readiness_flight = asyncio.ensure_future(self._check_readiness())
+                flight.add_done_callback(self._readiness_landed)
+            # shield: a probe whose client leaves must not cancel the check the others wait for
+            cached = await asyncio.shield(flight)
+        _, status, body = cached
         return JSONResponse(body, status_code=status)
+
+    def _readiness_landed(self, flight: asyncio.Future[tuple[float, int, dict[str, Any]]]) -> None:
+        self._readiness_flight = None
+        if not flight.cancelled() and flight.exception() is None:
+            self._readiness = flight.result()
+
+    async def _check_readiness(self) -> tuple[float, int, dict[str, Any]]:
+        """One readiness check: ``(monotonic time it ended, status, body)``."""
+        upstream = await self._probe_upstream(fallback=False)
+        if upstream != "ok" and self.upstream.has_fallback:
+            fallback = await self._probe_upstream(fallback=True)
+            upstream = "ok (fallback)" if fallback == "ok" else f"{upstream}; fallback {fallback}"
+        body: dict[str, Any] = {"upstream": upstream}
+        state_ok = True
+        if self.config.limits.state != "memory":
+            state_ok = await self.store.ping()
+            body["state"] = "redis ok" if state_ok else (
+                "redis unreachable (failing open)" if self.config.limits.fail_open else "redis unreachable")
+        else:
+            body["state"] = "memory"
+        ready = upstream.startswith("ok") and (state_ok or self.config.limits.fail_open)
+        body = {"status": "ready" if ready else "not ready", **body}
+        return time.monotonic(), 200 if ready else 503, body
 
     async def _probe_upstream(self, *, fallback: bool) -> str:
         timeout = min(2.0, self.config.upstream.connect_timeout_s + 1.0)

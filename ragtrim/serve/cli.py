@@ -54,6 +54,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from ragtrim.serve.app import create_app
     from ragtrim.serve.config import load_config
 
+    _redact_output()
     config = load_config(args.config)
     _log_to_stderr()
     # Parsing, counting and trimming run in worker threads; a 1 ms switch interval (Python's default is 5 ms)
@@ -79,6 +80,18 @@ def run_fake_upstream(args: argparse.Namespace) -> int:
                                              slots=args.slots, fail_status=args.fail_status))
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
+
+
+def _redact_output() -> None:
+    """Everything this process prints passes the one redaction function, whoever prints it (uvicorn, asyncio, a
+    traceback of an uncaught exception, a warning): the config's keys and passwords never reach a terminal or a log
+    collector."""
+    from ragtrim._util.redact import RedactingStream
+
+    if not isinstance(sys.stdout, RedactingStream):
+        sys.stdout = RedactingStream(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, RedactingStream):
+        sys.stderr = RedactingStream(sys.stderr)  # type: ignore[assignment]
 
 
 def _log_to_stderr() -> None:

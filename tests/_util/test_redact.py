@@ -37,6 +37,11 @@ class TestRedactUrl:
     def test_an_unparsable_url_is_masked_from_its_userinfo_on(self) -> None:
         assert redact_url("redis://user:s3cret@host:notaport/0") == "redis://***"
 
+    def test_an_unparsable_url_without_userinfo_keeps_its_host(self) -> None:
+        # "http://host:port" in a help text or an error's example has no password to hide.
+        assert redact_url("http://host:port") == "http://host:port"
+        assert redact_url("http://host:port/v1?password=s3cret#x") == "http://host:port/v1?password=***#x"
+
 
 class TestRedact:
     def test_urls_inside_a_message(self) -> None:
