@@ -328,16 +328,20 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
         items = [inp] if isinstance(inp, str) or (isinstance(inp, list) and inp and isinstance(inp[0], int)) \
             else list(inp or [])
         dims = body.get("dimensions") if isinstance(body.get("dimensions"), int) else 8
-        data, tokens = [], 0
+        rows, tokens = [], 0
         for i, item in enumerate(items):
             text = item if isinstance(item, str) else json.dumps(item)
             tokens += approx_tokens(text) if isinstance(item, str) else len(item)
             digest = hashlib.sha256(text.encode()).digest()
-            data.append({"object": "embedding", "index": i,
-                         "embedding": [round(digest[j % 32] / 255 - 0.5, 6) for j in range(dims)]})
+            # The vector repeats the digest's 32 values: written by repeating their text, so that a 2,048 x 1,536
+            # answer (29 MB, for the gateway's large-answer tests) takes the fake a moment, not seconds.
+            values = [repr(round(b / 255 - 0.5, 6)) for b in digest]
+            vector = ",".join(values * (dims // 32) + values[: dims % 32])
+            rows.append(f'{{"object":"embedding","index":{i},"embedding":[{vector}]}}')
         await _occupy(cfg.base_ms / 1000)
-        return JSONResponse({"object": "list", "data": data, "model": model,
-                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        usage = json.dumps({"prompt_tokens": tokens, "total_tokens": tokens})
+        content = f'{{"object":"list","data":[{",".join(rows)}],"model":{json.dumps(model)},"usage":{usage}}}'
+        return Response(content, media_type="application/json")
 
     async def chat(request: Request) -> Response:
         return await handle(request, "chat")

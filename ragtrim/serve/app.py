@@ -36,13 +36,16 @@ from starlette.routing import Route
 
 from ragtrim.serve.admission import Admission, Identity, key_id
 from ragtrim.serve.config import GatewayConfig, load_config
+from ragtrim.serve.limiter import check_state_servers, shared_redis_problem
 from ragtrim.serve.limits import Gate, QueueFull, QueueTimeout
 from ragtrim.serve.log import RequestLog
 from ragtrim.serve.metrics import GatewayMetrics
 from ragtrim.serve.rate_store import make_store
-from ragtrim.serve.relay import ClientGone, RelayStream, event_end, until_disconnect
+from ragtrim.serve.relay import BodyBroken, ClientGone, RelayStream, event_end, until_disconnect
 from ragtrim.serve.render import Prepared, RequestError, prepare_chat, prepare_completion, prepare_embeddings
 from ragtrim.serve.responses import (
+    MAX_ERROR_BYTES,
+    USAGE_TAIL_BYTES,
     GatewayError,
     dumps,
     error_response,
@@ -53,16 +56,20 @@ from ragtrim.serve.responses import (
     trim_headers,
     upstream_code,
     upstream_failed,
+    usage_in_tail,
     usage_of,
 )
 from ragtrim.serve.upstream import Upstream, UpstreamError, UpstreamResponse
 from ragtrim.text.tokens import TokenCounter, get_counter
-from ragtrim.vectors.store import configure_default_store
+from ragtrim.vectors.store import configure_default_store, default_store_spec
 
 logger = get_logger(__package__)  # the package logger, which `ragtrim serve` sends to stderr
 
 Prepare = Callable[[Any, GatewayConfig, TokenCounter], Prepared]
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+SMALL_ANSWER_BYTES = 256 * 1024
+"""A non-streamed answer up to this size (declared by its Content-Length) is read whole and its usage parsed; a
+larger or undeclared one is passed through as it arrives (``Gateway._pass_through``)."""
 # Config keys a reload cannot change in a running process (a new client, store, tokenizer or log file).
 _RESTART_ONLY = ("upstream", "log", "limits.state", "limits.window_s", "limits.state_timeout_s",
                  "limits.state_breaker_s", "trim.vector_store", "trim.vector_store_max_mb")
@@ -143,6 +150,22 @@ class Gateway:
         max_mb = config.trim.vector_store_max_mb
         configure_default_store(config.trim.vector_store,
                                 max_bytes=int(max_mb * 2**20) if max_mb is not None else None)
+        problem = shared_redis_problem(lim.state, self.vector_store_spec)
+        if problem is not None:  # "default" may name the limiter's Redis through $RAGTRIM_VECTOR_STORE
+            raise ConfigError(problem)
+
+    @property
+    def vector_store_spec(self) -> str:
+        """The vector store trims use in this process (``"default"`` resolved: the config, else the environment)."""
+        return default_store_spec()[0]
+
+    def check_state_servers(self) -> list[str]:
+        """Ask the Redis servers before serving (``ragtrim serve`` does): ConfigError when the limiter and the
+        vector store are one server under two names; warnings (also logged) about the limiter's Redis."""
+        warnings = check_state_servers(self.config.limits.state, self.vector_store_spec)
+        for w in warnings:
+            logger.warning("ragtrim serve: %s", w)
+        return warnings
 
     @staticmethod
     def _identities(config: GatewayConfig) -> dict[str, Identity]:
@@ -250,11 +273,26 @@ class Gateway:
 
     # -- small endpoints --------------------------------------------------------------------------------------------
     async def healthz(self, request: Request) -> Response:
-        ok = await self.store.ping()
-        state = self.config.limits.state
-        body = {"status": "ok" if ok or self.config.limits.fail_open else "degraded",
-                "state": "memory" if state == "memory" else ("redis ok" if ok else "redis unreachable")}
+        ok, state = await self._limiter_state()
+        body = {"status": "ok" if ok or self.config.limits.fail_open else "degraded", **state}
         return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
+
+    async def _limiter_state(self) -> tuple[bool, dict[str, str]]:
+        """Whether the limiter can run (its state store takes a write), and what a probe answer says about it:
+        ``state`` (``memory``, ``redis ok``, ``redis unreachable``, ``redis refuses writes``, ``redis refuses the
+        password``), then, when it cannot, ``state_error`` and what ``limits.fail_open`` does meanwhile."""
+        if self.config.limits.state == "memory":
+            return True, {"state": "memory"}
+        problem = await self.store.probe()
+        watch = self.admission.watch
+        if problem is None:
+            watch.worked()
+            return True, {"state": "redis ok"}
+        watch.failed(problem, limit="rate", decided=None)
+        what, _, detail = problem.partition(" (")
+        return False, {"state": f"redis {what}", "state_error": detail.removesuffix(")"),
+                       "limits": "off: failing open, requests are admitted without rate and concurrency limits"
+                       if self.config.limits.fail_open else "failing closed: requests get 503 state_unavailable"}
 
     async def liveness(self, request: Request) -> Response:
         """The process answers: for a liveness probe (nothing else is checked)."""
@@ -287,14 +325,8 @@ class Gateway:
         if upstream != "ok" and self.upstream.has_fallback:
             fallback = await self._probe_upstream(fallback=True)
             upstream = "ok (fallback)" if fallback == "ok" else f"{upstream}; fallback {fallback}"
-        body: dict[str, Any] = {"upstream": upstream}
-        state_ok = True
-        if self.config.limits.state != "memory":
-            state_ok = await self.store.ping()
-            body["state"] = "redis ok" if state_ok else (
-                "redis unreachable (failing open)" if self.config.limits.fail_open else "redis unreachable")
-        else:
-            body["state"] = "memory"
+        state_ok, state = await self._limiter_state()
+        body: dict[str, Any] = {"upstream": upstream, **state}
         ready = upstream.startswith("ok") and (state_ok or self.config.limits.fail_open)
         body = {"status": "ready" if ready else "not ready", **body}
         return time.monotonic(), 200 if ready else 503, body
@@ -572,8 +604,10 @@ class Gateway:
         if use_fallback:
             out_headers["x-ragtrim-upstream"] = "fallback"
         if not p.stream:
+            if resp.status == 200 and (resp.content_length is None or resp.content_length > SMALL_ANSWER_BYTES):
+                return self._pass_through(rec, resp, gates, out_headers, t0)
             try:
-                body = await resp.read()
+                body = await resp.read(None if resp.status == 200 else MAX_ERROR_BYTES)
             except UpstreamError as exc:
                 raise upstream_failed(exc) from None
             rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
@@ -592,7 +626,7 @@ class Gateway:
             return Response(body, status_code=200, media_type="application/json", headers=out_headers)
         if resp.status != 200:
             try:
-                body = await resp.read()
+                body = await resp.read(MAX_ERROR_BYTES)
             except UpstreamError as exc:
                 raise upstream_failed(exc) from None
             for g in gates:
@@ -606,6 +640,46 @@ class Gateway:
         gates.clear()  # the stream owns the slots now
         return RelayStream(self._relay(rec, resp, p, t0), headers=out_headers,
                             on_close=lambda gone: self._close_stream(rec, resp, held, gone))
+
+    def _pass_through(self, rec: Record, resp: UpstreamResponse, gates: list[Gate], headers: dict[str, str],
+                      t0: float) -> RelayStream:
+        """A large (or undeclared) answer passed to the client piece by piece as it arrives: never held whole,
+        never parsed whole; its ``usage`` is read from its last bytes (``usage_in_tail``). The slots go back once
+        the upstream has sent the last byte, as they do for an answer read whole."""
+        held = list(gates)
+        gates.clear()  # the response owns the slots now
+
+        async def body() -> AsyncIterator[bytes]:
+            tail = b""
+            try:
+                async for piece in resp.chunks():
+                    if rec.upstream_ttft_ms is None:
+                        rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
+                        self.metrics.upstream_ttft_seconds.observe(rec.upstream_ttft_ms / 1000)
+                    tail = (tail + piece)[-USAGE_TAIL_BYTES:] if len(piece) < USAGE_TAIL_BYTES \
+                        else piece[-USAGE_TAIL_BYTES:]
+                    yield piece
+            except UpstreamError as exc:
+                rec.outcome, rec.error, rec.error_code = "upstream_error", str(exc), "upstream_body_broken"
+                raise BodyBroken() from None
+            self._release(rec, held)
+            rec.extra["usage"] = usage_in_tail(tail)
+
+        async def close(client_gone: bool) -> None:
+            await resp.close()
+            self._release(rec, held)
+            if client_gone:
+                rec.outcome, rec.status = "client_closed", 499
+            await self._settle(rec, rec.extra.get("usage"))
+            self._finish(rec)
+
+        return RelayStream(body(), headers=headers, on_close=close, media_type=resp.content_type,
+                           content_length=resp.content_length)
+
+    def _release(self, rec: Record, gates: list[Gate]) -> None:
+        for g in gates:
+            self.admission.release(g, rec.identity.org if rec.identity else "")
+        gates.clear()
 
     async def _relay(self, rec: Record, resp: UpstreamResponse, p: Prepared, t0: float) -> AsyncIterator[bytes]:
         """Upstream SSE events to the client one by one as they arrive; the usage chunk is read for accounting and

@@ -40,6 +40,7 @@ def add_fake_upstream_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-tokens", type=int, default=8)
     parser.add_argument("--slots", type=int, default=0, help="requests processed at once (0: unlimited)")
     parser.add_argument("--fail-status", type=int, default=0)
+    parser.add_argument("--models-ms", type=float, default=0.0, help="GET /v1/models answers after this long (ms)")
 
 
 def _require_extra() -> None:
@@ -51,7 +52,6 @@ def run_serve(args: argparse.Namespace) -> int:
     _require_extra()
     import uvicorn
 
-    from ragtrim.serve.app import create_app
     from ragtrim.serve.config import load_config
 
     _redact_output()
@@ -61,7 +61,11 @@ def run_serve(args: argparse.Namespace) -> int:
     # hands the interpreter lock back to the event loop sooner while they run, so small requests and probes
     # wait less behind a large one (benchmarks/ragtrim_bench/serve_hostile.py).
     sys.setswitchinterval(0.001)
-    app = create_app(config, config_path=args.config)  # SIGHUP re-reads this file
+    from ragtrim.serve.app import Gateway
+
+    gateway = Gateway(config, config_path=args.config)  # SIGHUP re-reads this file
+    gateway.check_state_servers()
+    app = gateway.app()
     print(f"ragtrim serve: {args.host}:{args.port} -> {redact_url(config.upstream.url)} "
           f"({len(config.keys) or 'no'} keys, state {redact_url(config.limits.state)})", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
@@ -77,7 +81,8 @@ def run_fake_upstream(args: argparse.Namespace) -> int:
 
     app = create_fake_app(FakeUpstreamConfig(base_ms=args.base_ms, per_1k_ms=args.per_1k_ms,
                                              decode_ms=args.decode_ms, output_tokens=args.output_tokens,
-                                             slots=args.slots, fail_status=args.fail_status))
+                                             slots=args.slots, fail_status=args.fail_status,
+                                             models_ms=args.models_ms))
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
 
@@ -89,9 +94,9 @@ def _redact_output() -> None:
     from ragtrim._util.redact import RedactingStream
 
     if not isinstance(sys.stdout, RedactingStream):
-        sys.stdout = RedactingStream(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = RedactingStream(sys.stdout)
     if not isinstance(sys.stderr, RedactingStream):
-        sys.stderr = RedactingStream(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = RedactingStream(sys.stderr)
 
 
 def _log_to_stderr() -> None:

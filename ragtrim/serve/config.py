@@ -159,6 +159,11 @@ def parse_config(raw: Mapping[str, Any]) -> GatewayConfig:
     config = GatewayConfig(upstream=upstream, trim=trim, limits=limits, keys=keys, orgs=orgs, log=log,
                            metrics=metrics)
     _register_secrets(config)
+    from ragtrim.serve.limiter import shared_redis_problem
+
+    problem = shared_redis_problem(limits.state, trim.vector_store)
+    if problem is not None:
+        raise ConfigError(problem)
     return config
 
 

@@ -85,8 +85,8 @@ class TestGatewayConfig:
         (base(limits={"state": "mysql://x"}), "limits.state must be"),
         (base(limits={"fail_open": "yes"}), "limits.fail_open must be true or false"),
         (base(limits={"long_concurrency": 0}), "limits.long_concurrency must be >= 1"),
-        (base(keys={"sk-a": {}, "sk-b": {"rpm": 0}}), r"keys\[2\].rpm must be >= 1, got 0 \(keys\[2\] is the key "
-                                                      r"number 2 under \[keys\], counted in file order"),
+        (base(keys={"sk-a": {}, "sk-b": {"rpm": 0}}), (r"keys\[2\].rpm must be >= 1, got 0 \(keys\[2\] is the key "
+                                                       r"number 2 under \[keys\], counted in file order")),
         (base(keys={"sk-a": {"tpm": True}}), r"keys\[1\].tpm must be an integer"),
         (base(keys={"sk-a": {"rmp": 5}}), r"unknown config key 'keys\[1\].rmp'"),
         (base(keys={"sk-a": 5}), r"keys\[1\] must be a table"),
