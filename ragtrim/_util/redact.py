@@ -17,6 +17,7 @@ traceback from asyncio, a thread's uncaught exception, a warning) is cleaned too
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import threading
@@ -43,6 +44,8 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
 _PAIR = re.compile(
     r"(?P<name>[A-Za-z_][A-Za-z0-9_\-]*)(?P<sep>['\"]?\s*[=:]\s*['\"]?)(?P<value>[^\s'\",;)}\]&]+)")
 _AUTH_HEADER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=\-]{8,}")
+# "Basic <base64>" as the header writes it (case and a base64 character required: "a basic understanding" stays).
+_BASIC_AUTH = re.compile(r"\b(Basic)\s+(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2}")
 
 _lock = threading.Lock()
 _registered: frozenset[str] = frozenset()
@@ -68,15 +71,21 @@ def register_secret(value: str | None) -> None:
 
 
 def register_url_secrets(url: str | None) -> None:
-    """Register the password and the secret query values of ``url`` (a Redis or HTTP URL from a config)."""
+    """Register the password and the secret query values of ``url`` (a Redis or HTTP URL from a config), and the
+    ``Authorization: Basic`` token an HTTP client makes of its user and password (an upstream that quotes the
+    header it was sent would otherwise hand the password on in base64)."""
     if not isinstance(url, str) or "://" not in url:
         return
     try:
         parts = urlsplit(url)
         password = parts.password
+        username = parts.username
     except ValueError:
         return
     register_secret(password)
+    if password is not None:
+        pair = f"{unquote(username or '')}:{unquote(password)}".encode("latin-1", "replace")
+        register_secret(base64.b64encode(pair).decode())
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if _is_secret_name(name):
             register_secret(value)
@@ -143,6 +152,7 @@ def redact(value: object) -> str:
         text = _URL.sub(lambda m: redact_url(m.group(0)), text)
     if " " in text:
         text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+        text = _BASIC_AUTH.sub(lambda m: f"{m.group(1)} {MASK}", text)
     if "=" in text or ":" in text:
         text = _PAIR.sub(_mask_pair, text)
     return text

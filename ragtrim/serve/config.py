@@ -204,12 +204,19 @@ def _upstream(t: Mapping[str, Any]) -> UpstreamConfig:
     url = _url("upstream.url", t["url"], allow_empty=False)
     fallback = _url("upstream.fallback_url", t.get("fallback_url", ""), allow_empty=True)
     tokenizer = _str("upstream.tokenizer", t.get("tokenizer", "cl100k_base"))
+    api_key = _str("upstream.api_key", t.get("api_key", ""))
+    fallback_api_key = _str("upstream.fallback_api_key", t.get("fallback_api_key", ""))
+    for name, u, key in (("url", url, api_key), ("fallback_url", fallback, fallback_api_key)):
+        if key and "@" in u.split("://", 1)[-1].split("/", 1)[0]:
+            key_name = "api_key" if name == "url" else "fallback_api_key"
+            raise ConfigError(f"upstream.{name} carries a user and password and upstream.{key_name} is set: a "
+                              "request has one Authorization header; keep one of them")
     return UpstreamConfig(
         url=url,
         fallback_url=fallback,
         tokenizer=tokenizer,
-        api_key=_str("upstream.api_key", t.get("api_key", "")),
-        fallback_api_key=_str("upstream.fallback_api_key", t.get("fallback_api_key", "")),
+        api_key=api_key,
+        fallback_api_key=fallback_api_key,
         timeout_s=_pos_float("upstream.timeout_s", t.get("timeout_s", 600.0)),
         connect_timeout_s=_pos_float("upstream.connect_timeout_s", t.get("connect_timeout_s", 5.0)),
         max_connections=_int("upstream.max_connections", t.get("max_connections", 1000), minimum=1),
