@@ -333,8 +333,8 @@ def test_no_secret_leaves_the_gateway(tmp_path: Path, redis_servers: list[RedisS
     f'[upstream]\nurl = "http://u/v1"\n[keys."{SECRETS["config_key"]} x"]\n',
     f'[upstream]\nurl = "ftp://u:{SECRETS["config_url"]}@x/v1"\n',
     f'[upstream]\nurl = "http://u/v1"\n[limits]\nstate = "mysql://u:{SECRETS["config_url"]}@x/0"\n',
-    f'[upstream]\nurl = "http://u/v1"\n[limits]\nstate = "redis://:{SECRETS["config_url"]}@r/0"\n'
-    f'[trim]\nvector_store = "redis://r/1?password={SECRETS["config_url"]}"\n',
+    (f'[upstream]\nurl = "http://u/v1"\n[limits]\nstate = "redis://:{SECRETS["config_url"]}@r/0"\n'
+     f'[trim]\nvector_store = "redis://r/1?password={SECRETS["config_url"]}"\n'),
     f'[upstream]\nurl = "http://me:{SECRETS["config_url"]}@u/v1"\napi_key = "{SECRETS["config_key"]}"\n',
     f'[upstream]\nurl = "http://u/v1"\napi_key = "{SECRETS["config_key"]}\n',  # not TOML
     f'[upstream]\nurl = "http://u/v1"\napi_key = 5\n[metrics]\nbearer_token = "{SECRETS["config_key"]} x"\n',
