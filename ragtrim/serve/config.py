@@ -121,6 +121,20 @@ class GatewayConfig:
 
 
 _SECTIONS = ("upstream", "trim", "limits", "keys", "orgs", "log", "metrics")
+RESTART_ONLY = ("upstream", "log", "limits.state", "limits.window_s", "limits.state_timeout_s",
+                "limits.state_breaker_s", "trim.vector_store", "trim.vector_store_max_mb")
+"""Config keys a reload cannot change in a running process (a new client, store, tokenizer or log file)."""
+
+
+def restart_only_changes(old: GatewayConfig, new: GatewayConfig) -> list[str]:
+    """The keys of ``RESTART_ONLY`` whose values differ between two configs."""
+    changed = []
+    for name in RESTART_ONLY:
+        section, _, key = name.partition(".")
+        a, b = getattr(old, section), getattr(new, section)
+        if (getattr(a, key) != getattr(b, key)) if key else a != b:
+            changed.append(name)
+    return changed
 
 
 def load_config(path: str | Path) -> GatewayConfig:

@@ -21,7 +21,7 @@ from ragtrim.errors import ConfigError
 if TYPE_CHECKING:  # the config imports this module, and must not need the serve extra
     from ragtrim.serve.metrics import GatewayMetrics
 
-logger = get_logger("ragtrim.serve")
+logger = get_logger(__package__)  # the package logger, which `ragtrim serve` sends to stderr
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "ip6-localhost", "0.0.0.0", "::"})
