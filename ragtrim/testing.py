@@ -202,6 +202,7 @@ class FakeUpstreamConfig:
     unknown_reply: str = "unanswerable"
     evidence: Mapping[str, str] | None = None
     max_model_len: int = 0  # > 0: a prompt whose tokens plus max_tokens exceed it is refused with 400, as vLLM does
+    models_ms: float = 0.0  # GET /v1/models answers after this long (a slow upstream, for readiness probes)
 
 
 def is_degraded(question: str, share: float) -> bool:
@@ -290,16 +291,20 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
         return cfg.answers[question]
 
     sem = asyncio.Semaphore(cfg.slots) if cfg.slots > 0 else None
-    counter = {"n": 0, "active": 0, "max_active": 0}
+    counter = {"n": 0, "active": 0, "max_active": 0, "models_calls": 0}
 
     async def models(request: Request) -> Response:
+        counter["models_calls"] += 1
+        if cfg.models_ms > 0:
+            await asyncio.sleep(cfg.models_ms / 1000)
         return JSONResponse({"object": "list", "data": [{"id": cfg.name, "object": "model", "owned_by": "ragtrim"}]})
 
     async def health(request: Request) -> Response:
         return Response("ok")
 
     async def debug(request: Request) -> Response:
-        return JSONResponse({"requests": list(received), "max_active": counter["max_active"]})
+        return JSONResponse({"requests": list(received), "max_active": counter["max_active"],
+                             "models_calls": counter["models_calls"]})
 
     async def handle(request: Request, kind: str) -> Response:
         raw = await request.body()
@@ -409,16 +414,20 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
         items = [inp] if isinstance(inp, str) or (isinstance(inp, list) and inp and isinstance(inp[0], int)) \
             else list(inp or [])
         dims = body.get("dimensions") if isinstance(body.get("dimensions"), int) else 8
-        data, tokens = [], 0
+        rows, tokens = [], 0
         for i, item in enumerate(items):
             text = item if isinstance(item, str) else json.dumps(item)
             tokens += approx_tokens(text) if isinstance(item, str) else len(item)
             digest = hashlib.sha256(text.encode()).digest()
-            data.append({"object": "embedding", "index": i,
-                         "embedding": [round(digest[j % 32] / 255 - 0.5, 6) for j in range(dims)]})
+            # The vector repeats the digest's 32 values: written by repeating their text, so that a 2,048 x 1,536
+            # answer (29 MB, for the gateway's large-answer tests) takes the fake a moment, not seconds.
+            values = [repr(round(b / 255 - 0.5, 6)) for b in digest]
+            vector = ",".join(values * (dims // 32) + values[: dims % 32])
+            rows.append(f'{{"object":"embedding","index":{i},"embedding":[{vector}]}}')
         await _occupy(cfg.base_ms / 1000)
-        return JSONResponse({"object": "list", "data": data, "model": model,
-                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        usage = json.dumps({"prompt_tokens": tokens, "total_tokens": tokens})
+        content = f'{{"object":"list","data":[{",".join(rows)}],"model":{json.dumps(model)},"usage":{usage}}}'
+        return Response(content, media_type="application/json")
 
     async def chat(request: Request) -> Response:
         return await handle(request, "chat")

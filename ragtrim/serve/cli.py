@@ -67,6 +67,7 @@ def add_fake_upstream_args(parser: argparse.ArgumentParser) -> None:
                                                                       "answer is in the prompt (else unanswerable)")
     parser.add_argument("--max-model-len", type=int, default=0, help="refuse (400) a prompt whose tokens plus "
                                                                      "max_tokens exceed this (0: no limit)")
+    parser.add_argument("--models-ms", type=float, default=0.0, help="GET /v1/models answers after this long (ms)")
 
 
 def _require_extra() -> None:
@@ -78,16 +79,20 @@ def run_serve(args: argparse.Namespace) -> int:
     _require_extra()
     import uvicorn
 
-    from ragtrim.serve.app import create_app
     from ragtrim.serve.config import load_config
 
+    _redact_output()
     config = load_config(args.config)
     _log_to_stderr()
     # Parsing, counting and trimming run in worker threads; a 1 ms switch interval (Python's default is 5 ms)
     # hands the interpreter lock back to the event loop sooner while they run, so small requests and probes
     # wait less behind a large one (benchmarks/ragtrim_bench/serve_hostile.py).
     sys.setswitchinterval(0.001)
-    app = create_app(config, config_path=args.config)  # SIGHUP re-reads this file
+    from ragtrim.serve.app import Gateway
+
+    gateway = Gateway(config, config_path=args.config)  # SIGHUP re-reads this file
+    gateway.check_state_servers()
+    app = gateway.app()
     print(f"ragtrim serve: {args.host}:{args.port} -> {redact_url(config.upstream.url)} "
           f"({len(config.keys) or 'no'} keys, state {redact_url(config.limits.state)})", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
@@ -112,9 +117,21 @@ def run_fake_upstream(args: argparse.Namespace) -> int:
                                              decode_ms=args.decode_ms, output_tokens=args.output_tokens,
                                              slots=args.slots, fail_status=args.fail_status, answers=answers,
                                              wrong_share=args.wrong_share, evidence=evidence,
-                                             max_model_len=args.max_model_len))
+                                             max_model_len=args.max_model_len, models_ms=args.models_ms))
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
+
+
+def _redact_output() -> None:
+    """Everything this process prints passes the one redaction function, whoever prints it (uvicorn, asyncio, a
+    traceback of an uncaught exception, a warning): the config's keys and passwords never reach a terminal or a log
+    collector."""
+    from ragtrim._util.redact import RedactingStream
+
+    if not isinstance(sys.stdout, RedactingStream):
+        sys.stdout = RedactingStream(sys.stdout)
+    if not isinstance(sys.stderr, RedactingStream):
+        sys.stderr = RedactingStream(sys.stderr)
 
 
 def _log_to_stderr() -> None:

@@ -16,6 +16,7 @@ Which store a scorer uses (``vector_store="default"``): ``configure_default_stor
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import struct
 import time
@@ -43,6 +44,10 @@ STORE_ENV = "RAGTRIM_VECTOR_STORE"
 MAX_MB_ENV = "RAGTRIM_VECTOR_STORE_MAX_MB"
 DEFAULT_MAX_BYTES = 256 * 2**20
 """About 170,000 MiniLM vectors (384 float32 and their keys, with SQLite's own overhead)."""
+MIN_MAX_MB = 1.0
+"""The smallest bound a store is useful with: about 680 MiniLM vectors (the stores themselves refuse < 64 KiB)."""
+MAX_MAX_MB = float(2**20)
+"""The largest bound accepted, 1 TiB: anything larger is a typo, and ``inf`` or ``1e308`` would overflow."""
 DEFAULT_FILE = "vectors.sqlite3"
 OFF = ("off", "none", "false", "0", "")
 
@@ -71,6 +76,30 @@ class VectorStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def max_mb_to_bytes(value: object, *, name: str, text: bool = False) -> int:
+    """The store bound ``value`` in MiB, as bytes; a ConfigError that names ``name`` when it is not a finite number
+    of MiB in [``MIN_MAX_MB``, ``MAX_MAX_MB``]. ``text``: ``value`` may be a string to read as a number (a flag or
+    an environment variable); a config's value must be a number. The one rule for ``trim.vector_store_max_mb``,
+    ``ragtrim index --max-mb`` and ``$RAGTRIM_VECTOR_STORE_MAX_MB``."""
+    number: float | None = None
+    if isinstance(value, str) and text:
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    rule = f"a number of MiB from {MIN_MAX_MB:g} to {MAX_MAX_MB:.0f} (1 TiB)"
+    if number is None or not math.isfinite(number):
+        raise ConfigError(f"{name} must be {rule}, got {value!r}")
+    if number < MIN_MAX_MB:
+        raise ConfigError(f"{name} must be {rule}, got {value!r}: a smaller store holds too few vectors to help "
+                          "(to run without a store, set the store to \"off\")")
+    if number > MAX_MAX_MB:
+        raise ConfigError(f"{name} must be {rule}, got {value!r} (the unit is MiB)")
+    return int(number * 2**20)
 
 
 def vector_key(recipe: str, text: str) -> bytes:
