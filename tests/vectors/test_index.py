@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ragtrim.cli import main
-from ragtrim.errors import InputError, VectorStoreError
+from ragtrim.errors import ConfigError, InputError, VectorStoreError
 from ragtrim.scoring.bm25 import BM25Scorer
 from ragtrim.scoring.cascade import CascadeScorer
 from ragtrim.scoring.hybrid import HybridScorer
@@ -62,11 +62,12 @@ class TestIndexPassages:
         with pytest.raises(InputError, match="batch_size must be an int >= 1, got 0"):
             index_passages(PASSAGES, scorer=FakeEmbedder(recipe="fake-v1"), batch_size=0)
 
-    def test_a_broken_store_fails_the_index_loudly(self, tmp_path: Path) -> None:
+    def test_a_file_that_is_not_a_store_is_refused(self, tmp_path: Path) -> None:
         path = tmp_path / "v.sqlite3"
         path.write_bytes(b"not a database" * 100)
-        with pytest.raises(VectorStoreError, match="file is not a database"):
+        with pytest.raises(ConfigError, match="v.sqlite3 is not a ragtrim vector store: it is not an SQLite database"):
             index_passages(PASSAGES, scorer=FakeEmbedder(recipe="fake-v1", vector_store=str(path)))
+        assert path.read_bytes() == b"not a database" * 100
 
     def test_embedders_of_composites(self) -> None:
         e = FakeEmbedder(recipe="x")
