@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Self
 from urllib.parse import quote
 
 import pytest
@@ -90,7 +91,7 @@ class Captured:
     def __init__(self, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
         self.capsys, self.caplog = capsys, caplog
 
-    def __enter__(self) -> Captured:
+    def __enter__(self) -> Self:
         self.capsys.readouterr()
         self.caplog.clear()
         self.caplog.set_level(logging.DEBUG)
