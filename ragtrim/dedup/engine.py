@@ -25,6 +25,7 @@ from ragtrim.dedup.shingles import (
     jaccard,
     line_tokens,
     sorted_jaccard,
+    sorted_unique,
     template_lines,
     word_shingles,
     word_text,
@@ -173,7 +174,7 @@ class ExactJaccard:
             if isinstance(h, (set, frozenset)):
                 got = h
             else:  # Python sets are fastest to intersect; sorted arrays keep a 10 MB chunk's set small.
-                got = np.unique(h) if len(h) > _MAX_SET_SHINGLES else frozenset(h.tolist())
+                got = sorted_unique(h) if len(h) > _MAX_SET_SHINGLES else frozenset(h.tolist())
             self._exact[t] = got
         return got
 
@@ -184,8 +185,8 @@ class ExactJaccard:
             return 0.0
         if not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
             return jaccard(a, b)
-        return sorted_jaccard(np.unique(np.fromiter(a, np.uint64)) if not isinstance(a, np.ndarray) else a,
-                              np.unique(np.fromiter(b, np.uint64)) if not isinstance(b, np.ndarray) else b)
+        return sorted_jaccard(sorted_unique(np.fromiter(a, np.uint64)) if not isinstance(a, np.ndarray) else a,
+                              sorted_unique(np.fromiter(b, np.uint64)) if not isinstance(b, np.ndarray) else b)
 
 
 # -- candidate strategies -----------------------------------------------------------------------------------------
