@@ -40,7 +40,7 @@ def add_cli(sub: Any) -> None:
 def run_index(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ragtrim.errors import InputError
+    from ragtrim.errors import ConfigError, InputError
     from ragtrim.vectors.index import STDIN_NAMES, index_passages, read_corpus
     from ragtrim.vectors.store import (
         configure_default_store,
@@ -50,6 +50,8 @@ def run_index(args: argparse.Namespace) -> int:
     )
 
     max_bytes = store_size_bytes(args.max_mb, source="--max-mb") if args.max_mb is not None else None
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
     for raw in args.corpus:  # a usage error before anything is resolved or opened (the files are read lazily)
         if raw not in STDIN_NAMES and not Path(raw).exists():
             raise InputError(f"corpus file {raw!r} does not exist")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.redact import redact_url, register_url_secrets
@@ -88,8 +89,15 @@ class RedisVectorStore:
         check_max_bytes(max_bytes)
         if not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 60:
             raise ConfigError(f"timeout_s must be a number of seconds in (0, 60], got {timeout_s!r}")
-        self.url = url
         register_url_secrets(url)
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018  # parsing the port raises ValueError for one that is not a number
+        except ValueError as exc:
+            raise ConfigError(f"vector store URL {redact_url(url)} cannot be parsed: {exc}") from None
+        if parts.scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError(f"vector store URL {redact_url(url)} must start with redis://, rediss:// or unix://")
+        self.url = url
         self.max_bytes = max_bytes
         self.prefix = prefix
         self.timeout_s = float(timeout_s)

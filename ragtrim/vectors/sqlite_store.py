@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ragtrim._util.forks import fork_safe_lock
-from ragtrim.errors import VectorStoreError
+from ragtrim.errors import ConfigError, VectorStoreError
 from ragtrim.vectors.sqlite_file import create, explain, ownership, rollback
 from ragtrim.vectors.store import check_max_bytes
 
@@ -164,7 +164,18 @@ class SqliteVectorStore:
             return self._writer
 
     def _connect(self, busy_ms: int) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise ConfigError(f"vector store {self.path} is a directory; point --store or $RAGTRIM_VECTOR_STORE at "
+                              "a file in it (e.g. vectors.sqlite3)")
+        blocker = next((p for p in self.path.parents if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise ConfigError(f"vector store {self.path}: {blocker} is a file, not a folder; point --store or "
+                              "$RAGTRIM_VECTOR_STORE at a path under a folder")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"vector store {self.path}: its folder cannot be made ({exc.strerror or exc}); point "
+                              "--store or $RAGTRIM_VECTOR_STORE at a path under a folder") from None
         conn = sqlite3.connect(self.path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")

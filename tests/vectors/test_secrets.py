@@ -144,7 +144,7 @@ class TestIndex:
         if case == "bad port":
             url = url.replace(f":{port}/", ":port/")
         args = ["--store", url, "--quiet"] + (["--max-mb", "inf"] if case == "bad size" else [])
-        seen = self.run(tmp_path, capsys, caplog, args, 2 if case == "bad size" else 1)
+        seen = self.run(tmp_path, capsys, caplog, args, 2 if case in ("bad size", "bad port") else 1)
         assert seen.stderr.startswith("ragtrim: error: ")
         assert_nowhere(password, seen.stdout, seen.stderr, seen.logs)
 
