@@ -14,7 +14,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterator
 
-PIECE_CHARS = 1 << 16
+PIECE_CHARS = 1 << 14
 """Characters per piece (the first cut point at or after this many): a pass over one takes well under a
 millisecond."""
 

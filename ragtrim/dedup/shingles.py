@@ -315,15 +315,28 @@ def _segments(text: str) -> Iterator[str]:
 def _long_text_shingle_hashes(text: str, shingle_words: int) -> U64Array:
     """``_shingle_hashes_group([text])[0]`` for a text longer than ``_GROUP_BYTES``, with bounded passes: word
     hashes per segment (``_segments``; a word longer than a segment streamed through ``_long_word_hash_of_text``),
-    then the fold in blocks."""
-    parts: list[U64Array] = []
+    each folded with the last ``shingle_words - 1`` words of the segments before it straight into the result, so
+    nothing but the text's shingles is held at once (sized by its spaces, an upper bound of its words)."""
+    k = shingle_words
+    out = np.empty(max(1, text.count(" ") + 2 - k), dtype=np.uint64)
+    filled = 0
+    carry = np.empty(0, dtype=np.uint64)  # the last k - 1 words so far
     for segment in _segments(text):
         if len(segment) > max(_GROUP_BYTES, LONG_WORD_BYTES):  # one word, longer than a segment
-            parts.append(np.array([_long_word_hash_of_text(segment)], dtype=np.uint64))
+            words = np.array([_long_word_hash_of_text(segment)], dtype=np.uint64)
         else:
-            parts.append(_word_hashes([segment.encode("utf-8")])[0])
-    words = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
-    return _fold(words, shingle_words)
+            words = _word_hashes([segment.encode("utf-8")])[0]
+        if not len(words):
+            continue
+        run = np.concatenate([carry, words]) if len(carry) else words
+        if len(run) >= k:
+            folded = _fold(run, k)
+            out[filled:filled + len(folded)] = folded
+            filled += len(folded)
+        carry = run[max(0, len(run) - (k - 1)):] if k > 1 else np.empty(0, dtype=np.uint64)
+    if not filled:  # fewer words than a shingle (or none) in the whole text
+        return _fold(carry, k)
+    return out[:filled]
 
 
 def shingle_hashes(text: str, shingle_words: int) -> U64Array:
@@ -331,11 +344,16 @@ def shingle_hashes(text: str, shingle_words: int) -> U64Array:
     return sorted_unique(batch_shingle_hashes([word_text(normalize(text))], shingle_words)[0])
 
 
-def sorted_unique(values: U64Array) -> U64Array:
-    """The distinct values of a 64-bit hash array, sorted: a sort, then a mask. numpy 2.4's ``np.unique`` hashes
-    64-bit integers instead, and took 3.2 s for a million distinct shingle hashes (0.11 s for 100,000), holding the
-    GIL; the sort takes tens of milliseconds and releases it."""
-    ordered = np.sort(values)
+def sorted_unique(values: U64Array, *, in_place: bool = False) -> U64Array:
+    """The distinct values of a 64-bit hash array, sorted: a sort (of ``values`` itself with ``in_place``, which
+    saves a copy of a big set), then a mask. numpy 2.4's ``np.unique`` hashes 64-bit integers instead, and took
+    3.2 s for a million distinct shingle hashes (0.11 s for 100,000), holding the GIL; the sort takes tens of
+    milliseconds and releases it."""
+    if in_place:
+        values.sort()
+        ordered = values
+    else:
+        ordered = np.sort(values)
     if len(ordered) < 2:
         return ordered
     keep = np.empty(len(ordered), dtype=bool)
