@@ -446,6 +446,7 @@ def _after_fork_in_child() -> None:
     for embedder in list(_EMBEDDERS):
         embedder._pending = None
         embedder._store = False
+        embedder._probe = None  # the probe vector too: torch may run with another thread count here
 
 
 if hasattr(os, "register_at_fork"):

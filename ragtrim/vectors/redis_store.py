@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.redact import redact_url, register_url_secrets
 from ragtrim.errors import ConfigError, MissingDependencyError
-from ragtrim.vectors.store import check_max_bytes
+from ragtrim.vectors.limits import check_max_bytes
 
 DEFAULT_PREFIX = "{ragtrim-vectors}:"
 _KEPT_AFTER_EVICTION = 0.9

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim.errors import ConfigError, VectorStoreError
+from ragtrim.vectors.limits import check_max_bytes
 from ragtrim.vectors.sqlite_file import create, explain, ownership, rollback
-from ragtrim.vectors.store import check_max_bytes
 
 TOUCH_INTERVAL_MS = 60_000
 """A read refreshes a row's last use (milliseconds) only when it is older than this: most reads then write

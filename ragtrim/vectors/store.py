@@ -4,13 +4,16 @@ I/O thread, a breaker that stops asking a broken store for a while, counters).
 
 A key is the SHA-256 of the embedder's *recipe* (everything besides the text that changes a vector: the model's
 content fingerprint, the backend and its precision, the runtime's version, the word pieces read, pooling and
-normalization, how texts are batched, ``FORMAT_VERSION``) and of the text, so a vector of another model, version or
-prefix length is never found. A value is the vector as little-endian float32, exactly, after a CRC-32 of it: a
-damaged value is a miss, never a wrong vector.
+normalization, how texts are batched, ``FORMAT_VERSION``) and of the text in its ``key_text`` form (the one form
+every writer and reader keys, and the model reads), so a vector of another model, version or prefix length is never
+found. A value is the vector as little-endian float32, exactly, after a CRC-32 of it: a value that fails the
+checksum, holds another width than the embedder's or a number that is not finite is a miss, never a vector, and the
+vector computed for it replaces it.
 
 Which store a scorer uses (``vector_store="default"``): ``configure_default_store`` (the gateway's config), else
 ``$RAGTRIM_VECTOR_STORE`` (``off``, a file path, or a ``redis://`` URL), else SQLite in
-``ragtrim._util.paths.cache_dir()/vectors.sqlite3``, at most ``$RAGTRIM_VECTOR_STORE_MAX_MB`` (default 256) MiB.
+``ragtrim._util.paths.cache_dir()/vectors.sqlite3``, at most ``$RAGTRIM_VECTOR_STORE_MAX_MB`` (default 256) MiB; every
+bound passes ``store_size_bytes``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.paths import cache_dir
 from ragtrim._util.redact import get_logger
 from ragtrim.errors import ConfigError
+from ragtrim.vectors.limits import MAX_STORE_MB, MIN_STORE_MB
 
 logger = get_logger("ragtrim")
 
@@ -44,10 +48,6 @@ STORE_ENV = "RAGTRIM_VECTOR_STORE"
 MAX_MB_ENV = "RAGTRIM_VECTOR_STORE_MAX_MB"
 DEFAULT_MAX_BYTES = 256 * 2**20
 """About 170,000 MiniLM vectors (384 float32 and their keys, with SQLite's own overhead)."""
-MIN_STORE_MB = 1
-"""The smallest bound a store works with: about 480 MiniLM vectors; below it eviction would leave too few to help."""
-MAX_STORE_MB = 2**20
-"""The largest bound taken (1 TiB): a bound is a number of MiB a disk or a Redis can hold, not "unbounded"."""
 DEFAULT_FILE = "vectors.sqlite3"
 OFF = ("off", "none", "false", "0", "")
 
@@ -86,8 +86,8 @@ class VectorStore(Protocol):
 def store_size_bytes(value: object, *, source: str) -> int:
     """The byte bound of a vector store given in MiB by ``source`` (``--max-mb``, ``$RAGTRIM_VECTOR_STORE_MAX_MB``,
     the gateway's ``trim.vector_store_max_mb``): a number, or a string holding one, from ``MIN_STORE_MB`` to
-    ``MAX_STORE_MB``. The one check of a store's size; raises ConfigError naming the source, the value, the range and
-    its unit."""
+    ``MAX_STORE_MB`` (``ragtrim.vectors.limits``). The one check of a store's size; raises ConfigError naming the
+    source, the value, the range and its unit."""
     number: float | None = None
     if isinstance(value, str):
         try:
@@ -100,15 +100,6 @@ def store_size_bytes(value: object, *, source: str) -> int:
         raise ConfigError(f"{source} must be a number of MiB from {MIN_STORE_MB} to {MAX_STORE_MB} (1 TiB), got "
                           f"{value!r}; a store needs at least {MIN_STORE_MB} MiB to hold enough vectors to help")
     return int(number * 2**20)
-
-
-def check_max_bytes(max_bytes: object) -> int:
-    """``max_bytes`` of a store's constructor: an int from ``MIN_STORE_MB`` to ``MAX_STORE_MB`` MiB, in bytes."""
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or \
-            not MIN_STORE_MB * 2**20 <= max_bytes <= MAX_STORE_MB * 2**20:
-        raise ConfigError(f"max_bytes must be an int from {MIN_STORE_MB * 2**20} ({MIN_STORE_MB} MiB) to "
-                          f"{MAX_STORE_MB * 2**20} (1 TiB) bytes, got {max_bytes!r}")
-    return max_bytes
 
 
 _LINE_ENDS = str.maketrans({"\r": "\n"})
