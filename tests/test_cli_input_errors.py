@@ -75,11 +75,13 @@ INDEX: list[Case] = [
     (lambda d: [str(d / "ok.jsonl"), "--store", str(d / "afile" / "v.sqlite3")], "{d}/afile is a file, not a folder"),
     (lambda d: [str(d / "ok.jsonl"), "--store", str(d / "notadb.sqlite3")],
      "{d}/notadb.sqlite3 is not a ragtrim vector store"),
-    # an unparsable URL is masked whole (it may hold a password anywhere): the reason names the bad part
     (lambda d: [str(d / "ok.jsonl"), "--store", "redis://127.0.0.1:port/0"],
-     "vector store URL redis://*** cannot be parsed: Port could not be cast to integer value as 'port'"),
+     "vector store URL redis://127.0.0.1:port/0 cannot be parsed: Port could not be cast to integer value as 'port'"),
     (lambda d: [str(d / "ok.jsonl"), "--store", "redis://[::1/0"],
-     "vector store URL redis://*** cannot be parsed: Invalid IPv6 URL"),
+     "vector store URL redis://[::1/0 cannot be parsed: Invalid IPv6 URL"),
+    # an unparsable URL with a password is masked from its userinfo on: the reason still names the bad part
+    (lambda d: [str(d / "ok.jsonl"), "--store", "redis://:pw@127.0.0.1:port/0"],
+     "vector store URL redis://*** cannot be parsed: Port could not be cast to integer value as 'port'"),
 ]
 
 TRIM: list[Case] = [
