@@ -32,10 +32,11 @@ EXIT_INTERNAL = 4
 
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}  success
-  {EXIT_REQUEST_FAILED}  one or more requests failed (JSONL: an error record at each failed request's line, the rest
-     trimmed; bench: some requests had errors)
+  {EXIT_REQUEST_FAILED}  one or more requests failed (pinned chunks over the budget; JSONL: an error record at each
+     failed request's line, the rest trimmed; bench: some requests had errors; index: the vector store failed)
   {EXIT_USAGE}  bad arguments, pipeline config or input (missing, a directory, not UTF-8, not JSON, nested too
-     deeply, wrong shape), or a missing optional extra: nothing was trimmed
+     deeply, wrong shape, also of a single request), or a missing optional extra: nothing was trimmed; the
+     message names the input
   {EXIT_OUTPUT}  the output could not be written (-o names a directory, a read-only file, a missing folder)
   {EXIT_INTERNAL}  internal error in ragtrim (please report it)
 every failure prints one line on stderr: "ragtrim: error: ..."."""
@@ -272,6 +273,10 @@ def cmd_trim(args: argparse.Namespace) -> int:
         except (RagtrimError, RecursionError) as exc:
             failed += 1
             if not jsonl:
+                if isinstance(exc, (InputError, ConfigError)):  # the one request is bad input: nothing trimmed
+                    name = "stdin" if args.input in (None, "-") else repr(args.input)
+                    print(f"ragtrim: error: input {name}: {_one_line(exc)}", file=sys.stderr)
+                    return EXIT_USAGE
                 print(f"ragtrim: error: {_one_line(exc)}", file=sys.stderr)
                 return EXIT_REQUEST_FAILED
             records.append(_error_record(line, exc))

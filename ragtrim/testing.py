@@ -124,6 +124,9 @@ class FakeEmbedder(CachedEmbedder):
     def _recipe(self) -> str | None:
         return self.recipe
 
+    def vector_width(self) -> int:
+        return self.dim
+
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         self.calls.append((threading.current_thread().name, tuple(texts)))
         if self.fail:

@@ -20,7 +20,12 @@ from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
 from ragtrim.errors import MissingDependencyError
 from ragtrim.scoring.device import default_threads
-from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, resolve_model
+from ragtrim.scoring.embedding import (
+    DEFAULT_EMBEDDING_MODEL,
+    CachedEmbedder,
+    prefix_chars,
+    resolve_model,
+)
 from ragtrim.scoring.fingerprint import file_fingerprint
 from ragtrim.scoring.onnx_export import _import as import_extra
 from ragtrim.scoring.onnx_export import export_dir, export_onnx, is_default, shipped_dir
@@ -156,20 +161,24 @@ def encode_prefixes(tokenizer: Any, texts: Sequence[str], max_tokens: int) -> li
     and 2 GB when a text without spaces was tokenized whole), in one ``encode_batch`` call per round, which releases
     the GIL (a prefetch tokenizes on the background thread while the caller's thread works).
 
-    Exact: a prefix ends where the tokenizer starts a new word (``_lead``), so its pieces are the whole text's first
-    pieces; a prefix that holds fewer than ``max_tokens`` pieces is extended fourfold, up to the whole text."""
+    A prefix ends where the tokenizer starts a new word (``_lead``), so its pieces are the whole text's first
+    pieces; a prefix that holds fewer than ``max_tokens`` pieces is extended fourfold, up to the whole text or
+    ``prefix_chars(max_tokens)`` characters, whichever is shorter: the model reads the first pieces of at most that
+    many characters (``ragtrim.scoring.embedding.prefix_chars``)."""
     max_word = _bert_style(tokenizer)
     chars = _CHARS_PER_PIECE * max_tokens
-    cuts = [_lead(text, chars, max_word) for text in texts]
+    bound = prefix_chars(max_tokens)
+    heads = [text[:bound] for text in texts]  # nothing past the bound is read, copied or scanned
+    cuts = [_lead(head, chars, max_word) for head in heads]
     encodings = list(tokenizer.encode_batch(cuts))
-    redo = [i for i, enc in enumerate(encodings) if len(cuts[i]) < len(texts[i]) and len(enc.ids) < max_tokens]
+    redo = [i for i, enc in enumerate(encodings) if len(cuts[i]) < len(heads[i]) and len(enc.ids) < max_tokens]
     while redo:
         chars *= _CUT_WINDOW
         for i in redo:
-            cuts[i] = _lead(texts[i], chars, max_word)
+            cuts[i] = _lead(heads[i], chars, max_word)
         for i, enc in zip(redo, tokenizer.encode_batch([cuts[i] for i in redo]), strict=True):
             encodings[i] = enc
-        redo = [i for i in redo if len(cuts[i]) < len(texts[i]) and len(encodings[i].ids) < max_tokens]
+        redo = [i for i in redo if len(cuts[i]) < len(heads[i]) and len(encodings[i].ids) < max_tokens]
     return encodings
 
 
@@ -252,7 +261,8 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         self._parts()  # the export exists (it is made on first use)
         path = onnx_file(self.model, quantized=self.quantized)
         return (f"onnxruntime-{'int8' if self.quantized else 'fp32'}/{file_fingerprint(str(path))}/"
-                f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}/"
+                f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}-of-"
+                f"{prefix_chars(self.max_seq_length)}-chars/"
                 f"mean-l2/single/{platform.machine()}/probe-{self.host_digest()}")
 
     def _parts(self) -> tuple[Any, Any]:

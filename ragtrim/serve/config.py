@@ -257,9 +257,11 @@ def _trim(t: Mapping[str, Any]) -> TrimConfig:
         raise ConfigError('trim.vector_store must be "default", "off", a file path or a redis:// URL, got ""')
     max_mb = t.get("vector_store_max_mb")
     if max_mb is not None:
-        from ragtrim.vectors.store import max_mb_to_bytes
+        from ragtrim.vectors.store import store_size_bytes
 
-        max_mb_to_bytes(max_mb, name="trim.vector_store_max_mb")
+        if isinstance(max_mb, str):  # a flag or an environment variable is text; a config's value is a number
+            raise ConfigError(f"trim.vector_store_max_mb must be a number of MiB, got the string {max_mb!r}")
+        store_size_bytes(max_mb, source="trim.vector_store_max_mb")
         max_mb = float(max_mb)
     return TrimConfig(budget=budget, history_turns=_int("trim.history_turns", t.get("history_turns", 0), minimum=0),
                       scorer=scorer, context_tag=tag, vector_store=store, vector_store_max_mb=max_mb)

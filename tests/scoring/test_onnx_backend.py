@@ -252,15 +252,44 @@ class TestLeadCut:
         (enc,) = encode_prefixes(spy, [text], 10)
         assert spy.chars == [60] and len(enc.ids) == 10  # cut at the first ideograph from 6 x 10 characters on
 
-    def test_a_long_word_grows_the_prefix_fourfold(self) -> None:
+    def test_a_long_word_grows_the_prefix_fourfold_up_to_the_bound(self) -> None:
+        from ragtrim.scoring.embedding import prefix_chars
         from ragtrim.scoring.onnx_backend import encode_prefixes
 
+        bound = prefix_chars(10)
+        assert bound == 16_384
         spy = _Spy(_bert_tokenizer(10))
-        text = "a" + "\u0301" * 100_000 + " tail" * 10
-        encode_prefixes(spy, [text], 10)  # the marks vanish in BERT's normalizer: no cut inside them is exact
-        assert spy.chars == [len(text)]
+        text = "a" + "\u0301" * 10_000 + " tail" * 10
+        (enc,) = encode_prefixes(spy, [text], 10)  # the marks vanish in BERT's normalizer: no cut inside them is exact
+        assert spy.chars == [len(text)] and enc.ids == spy.tok.encode(text).ids  # type: ignore[attr-defined]
         spy = _Spy(_bert_tokenizer(10))
         text = "z" * 1_000_000 + " tail" * 10
         (enc,) = encode_prefixes(spy, [text], 10)  # one [UNK] however it is cut: the window's end, 4x each round
-        assert spy.chars == [240, 960, 3840, 15360, 61440, 245760, 983040, len(text)]
-        assert enc.ids == spy.tok.encode(text).ids  # type: ignore[attr-defined]
+        assert spy.chars == [240, 960, 3840, 15360, bound]
+        assert enc.ids == spy.tok.encode(text[:bound]).ids  # type: ignore[attr-defined]
+
+    @pytest.mark.parametrize("make", [_bert_tokenizer, _metaspace_tokenizer])
+    @pytest.mark.parametrize("max_tokens", [10, 128, 256])
+    def test_text_without_word_breaks_is_read_within_the_bound(self, make: object, max_tokens: int) -> None:
+        """16 MB of hex digits took 21 s and 1.16 GB in ``ragtrim index`` when it was tokenized whole: the
+        tokenizer is now given at most ``prefix_chars`` characters of it in all, whatever follows."""
+        from ragtrim.scoring.embedding import prefix_chars
+        from ragtrim.scoring.onnx_backend import encode_prefixes
+
+        bound = prefix_chars(max_tokens)
+        spy = _Spy(make(max_tokens))  # type: ignore[operator]
+        hex_run = "0123456789abcdef" * (16 * 2**20 // 16)
+        texts = [hex_run, hex_run + " tail" * 10, "a" + "\u0301" * 2**20 + " tail", "short text"]
+        got = encode_prefixes(spy, texts, max_tokens)
+        assert max(spy.chars) <= 3 * bound + len("short text")  # one batch: every text within its bound
+        assert sum(spy.chars) <= 8 * bound  # every round, all texts together
+        assert [e.ids for e in got] == [spy.tok.encode(t[:bound]).ids for t in texts]  # type: ignore[attr-defined]
+
+    @pytest.mark.parametrize("make", [_bert_tokenizer, _metaspace_tokenizer])
+    def test_ordinary_text_is_read_as_before(self, make: object) -> None:
+        from ragtrim.scoring.onnx_backend import encode_prefixes
+
+        tok = make(128)  # type: ignore[operator]
+        texts = ["The Eiffel Tower, built in 1889, is 330 metres tall. " * 2000, _ZH * 3000, "word " * 50_000]
+        got = encode_prefixes(tok, texts, 128)
+        assert [e.ids for e in got] == [tok.encode(t).ids for t in texts]  # type: ignore[attr-defined]
