@@ -26,7 +26,8 @@ Catch ``RagtrimError`` to handle them all. The tree::
         ├── QueueFull, QueueTimeout (serve.limits)   no concurrency slot: the queue is full, or the wait ran out
         ├── StateUnavailable     (serve.limits)      the shared rate store (Redis) did not answer
         ├── UpstreamError        (serve.upstream)    the model server could not be reached
-        └── ClientGone           (serve.relay)       the client disconnected before its answer was complete
+        ├── ClientGone           (serve.relay)       the client disconnected before its answer was complete
+        └── BodyBroken           (serve.relay)       a relayed body's source failed after the response began
 
 Inside the HTML stage, ``ragtrim.html.tree.TooDeep`` (an ``InputError``) marks markup nested deeper than the parser
 takes; the stage answers it with a linear-time fallback, so it never reaches a caller.

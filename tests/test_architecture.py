@@ -202,7 +202,7 @@ def test_the_architecture_page_examples_run(tmp_path: Path) -> None:
 
 
 MAX_MODULE_LINES = 600
-NOT_SPLIT_YET = {"ragtrim.serve.app"}
+NOT_SPLIT_YET: set[str] = set()
 """Modules over the limit whose split is planned with other work on them (the gateway's lifecycle); the test fails
 as soon as one of them is under the limit, so the entry goes with the split."""
 

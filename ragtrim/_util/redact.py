@@ -92,9 +92,9 @@ def register_url_secrets(url: str | None) -> None:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password and its secret query values replaced by ``***`` (an unparsable URL is masked
-    from its userinfo on, since nothing in it can be trusted to be clean, unless it has no userinfo, query or
-    fragment to hide a secret in: ``http://host:port`` in a message stays as it is)."""
+    """``url`` with its password and its secret query values replaced by ``***``. An unparsable URL with userinfo
+    is masked from its userinfo on, since nothing in it can be trusted to be clean; one without keeps its host
+    and path (``http://host:port`` in a message stays as it is) and has its secret query values masked."""
     try:
         parts = urlsplit(url)
         has_password = parts.password is not None

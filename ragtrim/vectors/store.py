@@ -97,8 +97,14 @@ def store_size_bytes(value: object, *, source: str) -> int:
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         number = float(value)
     if number is None or not math.isfinite(number) or not MIN_STORE_MB <= number <= MAX_STORE_MB:
+        if number is not None and math.isfinite(number) and number > MAX_STORE_MB:
+            why = " (the unit is MiB)"
+        elif number is not None and number < MIN_STORE_MB:
+            why = ": a smaller store holds too few vectors to help"
+        else:
+            why = ""
         raise ConfigError(f"{source} must be a number of MiB from {MIN_STORE_MB} to {MAX_STORE_MB} (1 TiB), got "
-                          f"{value!r}; a store needs at least {MIN_STORE_MB} MiB to hold enough vectors to help")
+                          f"{value!r}{why}")
     return int(number * 2**20)
 
 

@@ -36,8 +36,7 @@ class TestRedactUrl:
 
     def test_an_unparsable_url_is_masked_from_its_userinfo_on(self) -> None:
         assert redact_url("redis://user:s3cret@host:notaport/0") == "redis://***"
-        assert redact_url("redis://host:notaport/0?password=s3cret") == "redis://***"
-        assert redact_url("redis://[::1/0#s3cret") == "redis://***"
+        assert redact_url("redis://user:s3cret@[::1/0") == "redis://***"
 
     def test_an_unparsable_url_with_nowhere_to_hide_a_secret_stays(self) -> None:
         assert redact_url("http://host:port") == "http://host:port"  # a placeholder in a message

@@ -47,8 +47,8 @@ def test_defaults_and_values() -> None:
     ({"vector_store_max_mb": 1e308}, r"got 1e\+308 \(the unit is MiB\)"),
     ({"vector_store_max_mb": float("inf")}, "trim.vector_store_max_mb must be a number of MiB.*got inf"),
     ({"vector_store_max_mb": float("nan")}, "trim.vector_store_max_mb must be a number of MiB.*got nan"),
-    ({"vector_store_max_mb": "big"}, "trim.vector_store_max_mb must be a number of MiB.*got 'big'"),
-    ({"vector_store_max_mb": "64"}, "trim.vector_store_max_mb must be a number of MiB.*got '64'"),
+    ({"vector_store_max_mb": "big"}, "trim.vector_store_max_mb must be a number of MiB, got the string 'big'"),
+    ({"vector_store_max_mb": "64"}, "trim.vector_store_max_mb must be a number of MiB, got the string '64'"),
     ({"vector_store_max_mb": True}, "trim.vector_store_max_mb must be a number of MiB.*got True"),
 ])
 def test_invalid_values_are_named(trim: dict[str, object], message: str) -> None:

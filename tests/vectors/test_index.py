@@ -157,9 +157,10 @@ class TestIndexCommand:
         corpus = tmp_path / "c.jsonl"
         corpus.write_text('"x"\n')
         assert main(["index", str(corpus), "--max-mb", size, "--store", str(tmp_path / "v.sqlite3")]) == 2
+        why = {"1e308": " (the unit is MiB)", "0.01": ": a smaller store holds too few vectors to help",
+               "-1": ": a smaller store holds too few vectors to help"}.get(size, "")
         assert capsys.readouterr().err == (f"ragtrim: error: --max-mb must be a number of MiB from 1 to 1048576 "
-                                           f"(1 TiB), got {size!r}; a store needs at least 1 MiB to hold enough "
-                                           "vectors to help\n")
+                                           f"(1 TiB), got {size!r}{why}\n")
         monkeypatch.setenv("RAGTRIM_VECTOR_STORE_MAX_MB", size)
         monkeypatch.delenv("RAGTRIM_VECTOR_STORE", raising=False)
         assert main(["index", str(corpus), "--quiet"]) == 2
