@@ -32,12 +32,14 @@ for _package in ("starlette", "uvicorn", "aiohttp", "prometheus_client"):  # one
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from ragtrim.serve.admission import Admission, Identity, key_id
 from ragtrim.serve.config import GatewayConfig, load_config, restart_only_changes
+from ragtrim.serve.drain import Drain, DrainMiddleware
 from ragtrim.serve.intake import Prepare, parse_and_prepare, read_body
 from ragtrim.serve.limiter import check_state_servers, shared_redis_problem
 from ragtrim.serve.limits import Gate, QueueFull, QueueTimeout
@@ -90,6 +92,7 @@ class Gateway:
         self.identities = self._identities(config)
         self.admission = Admission(config, self.store, self.metrics)
         self.probes = Probes(self)
+        self.drain = Drain(lambda: self.config.serve.drain_timeout_s)  # SIGTERM's drain (ragtrim.serve.drain)
         max_mb = config.trim.vector_store_max_mb
         configure_default_store(config.trim.vector_store,
                                 max_bytes=int(max_mb * 2**20) if max_mb is not None else None)
@@ -151,7 +154,8 @@ class Gateway:
             Route("/health/liveness", self.probes.liveness, methods=["GET"]),
             Route("/health/readiness", self.probes.readiness, methods=["GET"]),
             Route("/metrics", self.metrics_endpoint, methods=["GET"]),
-        ], lifespan=lifespan, exception_handlers={HTTPException: self._http_error, Exception: self._internal_error})
+        ], lifespan=lifespan, exception_handlers={HTTPException: self._http_error, Exception: self._internal_error},
+            middleware=[Middleware(DrainMiddleware, drain=self.drain)])
 
     def warm_up(self) -> None:
         """Load the tokenizer and the trimming code before the first request: loading them is seconds of work that
@@ -234,6 +238,7 @@ class Gateway:
     async def models(self, request: Request) -> Response:
         rec = Record(request_id=request_id(request), endpoint="models", started=time.perf_counter())
         try:
+            self.drain.refuse_new()
             rec.identity = self.authenticate(request)
             try:
                 resp = await self.upstream.request("GET", "/models")
@@ -290,6 +295,7 @@ class Gateway:
         rec = Record(request_id=request_id(request), endpoint=endpoint, started=time.perf_counter())
         try:
             try:
+                self.drain.refuse_new()
                 rec.identity = self.authenticate(request)
                 raw = await read_body(request, self.config.limits)
                 if self.log is not None and self.log.log_request:
