@@ -125,6 +125,18 @@ class TestEndpoints:
         assert r.status_code == 400
         assert r.json()["error"]["code"] == "invalid_json"
 
+    def test_a_user_message_without_content_is_400_not_forwarded(self, fake: Any, gateway: Any) -> None:
+        up = fake()
+        gw, _ = gateway({"upstream": {"url": up.url + "/v1"}})
+        r = httpx.post(gw.url + CHAT, json={"model": "m", "messages": [{"role": "system", "content": "be brief"},
+                                                                       {"role": "user"}]})
+        assert r.status_code == 400
+        assert r.json()["error"] == {
+            "message": "messages[1] (role 'user') has no 'content': a user message needs 'content', a string or an "
+                       "array of content parts",
+            "type": "invalid_request_error", "param": "messages[1].content", "code": "missing_required_parameter"}
+        assert debug_requests(up) == []
+
 
 DOCS = [
     "Paris is the capital and largest city of France.",
