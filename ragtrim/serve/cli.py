@@ -22,7 +22,8 @@ def add_cli(sub: Any) -> None:
                     "/v1/chat/completions): it trims the documents of each request ([trim]), folds old turns, "
                     "enforces per-key and per-org limits ([limits], shared through Redis when several replicas run), "
                     "and serves /metrics and health probes. Needs pip install 'ragtrim[serve]'. SIGHUP re-reads "
-                    "the config.",
+                    "the config; SIGTERM or SIGINT drains (readiness and new requests 503, requests in flight "
+                    "finish for up to [serve] drain_timeout_s, default 25 s).",
         epilog=epilog(["ragtrim serve --config gateway.toml",
                        "ragtrim serve --config gateway.toml --host 0.0.0.0 --port 8080 --log-level info",
                        "# gateway.toml: [upstream] url = \"http://127.0.0.1:8000/v1\"  [trim] budget = 0.25"],
