@@ -546,6 +546,8 @@ class Gateway:
             self.admission.release(g, rec.identity.org if rec.identity else "")
         if client_gone:
             rec.outcome, rec.status = "client_closed", 499
+        elif self.drain.cutting:  # ended by the drain's timeout with an error event (ragtrim.serve.drain)
+            rec.outcome, rec.error_code = "shutting_down", "shutting_down"
         usage = rec.extra.get("usage")
         if usage is None and rec.prepared is not None:
             # No usage chunk (an upstream without stream_options): count one token per content event.

@@ -40,11 +40,17 @@ class Drain:
         self.reason = ""
         self.since: float | None = None
         self._cut_now = False
+        self._cutting = False
         self._active: dict[asyncio.Task[Any], _Exchange] = {}
 
     @property
     def draining(self) -> bool:
         return self.since is not None
+
+    @property
+    def cutting(self) -> bool:
+        """The wait is over: what still runs is being ended."""
+        return self._cutting
 
     @property
     def in_flight(self) -> int:
@@ -80,6 +86,7 @@ class Drain:
         while self._active and not self._cut_now and loop.time() < deadline:
             await asyncio.sleep(0.02)
         if self._active:
+            self._cutting = True
             for task, exchange in list(self._active.items()):
                 exchange.cut = True
                 task.cancel()

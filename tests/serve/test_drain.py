@@ -39,7 +39,8 @@ def serve(tmp_path: Path) -> Iterator[Any]:
     def start(upstream_url: str, drain_timeout_s: float) -> Served:
         cfg = tmp_path / "gateway.toml"
         cfg.write_text(f'[upstream]\nurl = "{upstream_url}/v1"\ntokenizer = "whitespace"\n\n'
-                       f'[serve]\ndrain_timeout_s = {drain_timeout_s}\n\n[keys."sk-drain-test-key"]\nuser = "u"\n')
+                       f'[serve]\ndrain_timeout_s = {drain_timeout_s}\n\n[keys."sk-drain-test-key"]\nuser = "u"\n\n'
+                       f'[log]\npath = "{tmp_path / "requests.jsonl"}"\n')
         port = free_port()
         stderr = tmp_path / "stderr.txt"
         with stderr.open("wb") as err:
@@ -142,6 +143,8 @@ class TestDrain:
         cut = [line for line in log.splitlines() if "still running after the drain timeout" in line]
         assert len(cut) == 1 and cut[0].endswith("ended its stream with an error event and [DONE]"), log
         assert f"got {sig.name}: draining" in log
+        [record] = [json.loads(line) for line in (s.stderr.parent / "requests.jsonl").read_text().splitlines()]
+        assert record["outcome"] == "shutting_down" and record["error_code"] == "shutting_down"
         assert "Traceback" not in log and "CancelledError" not in log and "ERROR" not in log, log
 
     def test_a_request_still_waiting_for_its_answer_gets_a_503(self, fake: Any, serve: Any) -> None:
