@@ -185,9 +185,11 @@ class DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.drain = drain
         self._drain_task: asyncio.Task[None] | None = None
+        self._signals = 0
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.should_exit:  # the drain is over, or a third signal: uvicorn's own handling
+        self._signals += 1
+        if self.should_exit or self._signals > 2:  # the drain is over, or a third signal: uvicorn's own handling
             super().handle_exit(sig, frame)
         elif self.drain.draining:
             self.drain.cut_now()

@@ -147,6 +147,22 @@ class TestDrain:
         assert record["outcome"] == "shutting_down" and record["error_code"] == "shutting_down"
         assert "Traceback" not in log and "CancelledError" not in log and "ERROR" not in log, log
 
+    def test_a_second_signal_ends_the_wait_at_once(self, fake: Any, serve: Any) -> None:
+        up = fake(decode_ms=200, output_tokens=150)
+        s = serve(up.url, drain_timeout_s=60)
+        t, out, first = stream_in_thread(s.url)
+        assert first.wait(15)
+        os.kill(s.proc.pid, signal.SIGTERM)
+        time.sleep(0.5)
+        assert t.is_alive()  # still streaming: the drain waits
+        t_second = time.monotonic()
+        os.kill(s.proc.pid, signal.SIGTERM)
+        t.join(20)
+        assert out["ended"] - t_second < 5 and out["lines"][-1] == "data: [DONE]"
+        assert json.loads(out["lines"][-2].removeprefix("data: "))["error"]["code"] == "shutting_down"
+        assert s.proc.wait(timeout=20) == 0
+        assert "Traceback" not in s.log()
+
     def test_a_request_still_waiting_for_its_answer_gets_a_503(self, fake: Any, serve: Any) -> None:
         up = fake(base_ms=30000)  # the upstream takes 30 s before answering anything
         s = serve(up.url, drain_timeout_s=0.5)
