@@ -36,9 +36,9 @@ class Served:
 def serve(tmp_path: Path) -> Iterator[Any]:
     started: list[Served] = []
 
-    def start(upstream_url: str, drain_timeout_s: float) -> Served:
+    def start(upstream_url: str, drain_timeout_s: float, *, api_root: str = "/v1") -> Served:
         cfg = tmp_path / "gateway.toml"
-        cfg.write_text(f'[upstream]\nurl = "{upstream_url}/v1"\ntokenizer = "whitespace"\n\n'
+        cfg.write_text(f'[upstream]\nurl = "{upstream_url}{api_root}"\ntokenizer = "whitespace"\n\n'
                        f'[serve]\ndrain_timeout_s = {drain_timeout_s}\n\n[keys."sk-drain-test-key"]\nuser = "u"\n\n'
                        f'[log]\npath = "{tmp_path / "requests.jsonl"}"\n')
         port = free_port()
@@ -51,7 +51,7 @@ def serve(tmp_path: Path) -> Iterator[Any]:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if httpx.get(served.url + "/health/readiness", timeout=1).status_code == 200:
+                if httpx.get(served.url + "/health/liveness", timeout=1).status_code == 200:
                     return served
             except httpx.TransportError:
                 pass
@@ -192,3 +192,16 @@ class TestDrain:
         assert s.proc.wait(timeout=10) == 0
         assert time.monotonic() - t0 < 5
         assert "Traceback" not in s.log()
+
+    def test_an_upstream_url_without_v1_warns_once_and_is_not_ready(self, fake: Any, serve: Any) -> None:
+        up = fake()
+        s = serve(up.url, drain_timeout_s=5, api_root="")
+        r = httpx.get(s.url + "/health/readiness", timeout=5)
+        assert r.status_code == 503 and r.json()["upstream"].startswith("answers 404: GET ")
+        os.kill(s.proc.pid, signal.SIGTERM)
+        assert s.proc.wait(timeout=20) == 0
+        warnings = [line for line in s.log().splitlines() if "config warning" in line]
+        expected = (f"WARNING:     ragtrim serve: config warning: upstream.url '{up.url}' has no API version in "
+                    "its path: the gateway appends /chat/completions to it, and vLLM, llama.cpp's server and OpenAI "
+                    f"serve that only under /v1; if requests get upstream_404, write '{up.url}/v1'")
+        assert warnings == [expected], s.log()
