@@ -15,6 +15,7 @@ as it arrives, never held or parsed whole. Every answer that is not a success is
 from __future__ import annotations
 
 import asyncio
+import hmac
 import signal
 import threading
 import time
@@ -223,7 +224,7 @@ class Gateway:
         token = self.config.metrics.bearer_token
         if token:
             scheme, _, given = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not _same(given.strip(), token):
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
                 rec = Record(request_id=request_id(request), endpoint="metrics", started=time.perf_counter())
                 err = GatewayError(401, "/metrics needs 'Authorization: Bearer <metrics.bearer_token>'",
                                    type_="invalid_request_error", code="invalid_api_key", outcome="unauthorized")
@@ -317,6 +318,10 @@ class Gateway:
                 rec.outcome, rec.status, rec.error_code = "client_closed", 499, "client_closed"
                 self._finish(rec)
                 return Response(status_code=499)
+            except asyncio.CancelledError:  # ended by the drain's timeout (ragtrim.serve.drain answers the 503)
+                rec.outcome, rec.status, rec.error_code = "shutting_down", 503, "shutting_down"
+                self._finish(rec)
+                raise
         except Exception as exc:  # a bug, not the client's doing: still an OpenAI error, counted and logged
             logger.error("ragtrim serve: internal error on %s (request %s)", path, rec.request_id, exc_info=exc)
             if rec.charged and not rec.sent:
@@ -583,12 +588,6 @@ class Gateway:
                 m.tokens.labels("completion").inc(rec.completion_tokens)
         if self.log is not None:
             self.log.write(rec, time.perf_counter())
-
-
-def _same(a: str, b: str) -> bool:
-    import hmac
-
-    return hmac.compare_digest(a.encode(), b.encode())
 
 
 def create_app(config: GatewayConfig, *, counter: TokenCounter | None = None,

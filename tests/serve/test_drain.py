@@ -183,6 +183,8 @@ class TestDrain:
         log = s.log()
         assert "request req-waiting-1 still running after the drain timeout (0.5 s): answered 503 shutting_down" \
             in log, log
+        [record] = [json.loads(line) for line in (s.stderr.parent / "requests.jsonl").read_text().splitlines()]
+        assert (record["request_id"], record["outcome"], record["status"]) == ("req-waiting-1", "shutting_down", 503)
         assert "Traceback" not in log and "CancelledError" not in log, log
 
     def test_an_idle_gateway_stops_at_once(self, fake: Any, serve: Any) -> None:
