@@ -77,6 +77,18 @@ class RateStore(Protocol):
     async def close(self) -> None: ...
 
 
+def _give(w: list[float], previous: int, delta: float) -> None:
+    """Add ``delta`` to the current window's count at ``previous + 1``. A refund beyond the current window's count
+    takes the rest from the previous window: its charge came before the window turned, and given back to the
+    current window it would either vanish (the estimate floors a count at 0) or credit a later request."""
+    if delta >= 0:
+        w[previous + 1] += delta
+        return
+    here = min(-delta, max(0.0, w[previous + 1]))
+    w[previous + 1] -= here
+    w[previous] -= min(-delta - here, max(0.0, w[previous]))
+
+
 class MemoryRateStore:
     """Windows in a dict; exact for one gateway process."""
 
@@ -121,8 +133,8 @@ class MemoryRateStore:
     async def adjust(self, key: str, requests_delta: int, tokens_delta: int) -> None:
         if requests_delta or tokens_delta:
             w, frac = self._roll(key, time.time())
-            w[2] += requests_delta
-            w[4] += tokens_delta
+            _give(w, 1, requests_delta)
+            _give(w, 3, tokens_delta)
             if requests_delta > 0 or tokens_delta > 0:  # a late charge stays in the window for a window length
                 self._stamp(w, frac)
 
@@ -187,8 +199,23 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local w = tonumber(ARGV[1])
 local idx = math.floor(now / w)
 local cur = KEYS[1] .. ':' .. idx
-redis.call('HINCRBY', cur, 'r', tonumber(ARGV[2]))
-redis.call('HINCRBY', cur, 't', tonumber(ARGV[3]))
+local prev = KEYS[1] .. ':' .. (idx - 1)
+-- a refund beyond the current window's count takes the rest from the previous window (charged before it turned)
+local function give(field, delta)
+  if delta >= 0 then
+    redis.call('HINCRBY', cur, field, delta)
+    return
+  end
+  local here = math.min(-delta, math.max(0, tonumber(redis.call('HGET', cur, field) or '0')))
+  if here > 0 then redis.call('HINCRBY', cur, field, -here) end
+  local rest = -delta - here
+  if rest > 0 and redis.call('EXISTS', prev) == 1 then
+    local take = math.min(rest, math.max(0, tonumber(redis.call('HGET', prev, field) or '0')))
+    if take > 0 then redis.call('HINCRBY', prev, field, -take) end
+  end
+end
+give('r', tonumber(ARGV[2]))
+give('t', tonumber(ARGV[3]))
 if tonumber(ARGV[2]) > 0 or tonumber(ARGV[3]) > 0 then
   local at = math.floor((now - idx * w) / w * 1000000)
   redis.call('HSETNX', cur, 'f', at)

@@ -85,6 +85,27 @@ class TestMemoryRateStore:
 
         asyncio.run(run())
 
+    def test_a_refund_after_the_window_turned_goes_back_to_the_charge_s_window(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Two charges just before a window ends, one refunded just after it turned: the refund leaves the
+        previous window, so the next request is admitted (given back to the empty current window it vanished and
+        the burst still counted as two)."""
+        clock = [1_000 * 60.0 + 59.5]
+        monkeypatch.setattr("ragtrim.serve.rate_store.time.time", lambda: clock[0])
+
+        async def run() -> list[bool]:
+            store = MemoryRateStore(window_s=60)
+            admitted = [(await store.acquire("k", 2, None, 0)).admitted for _ in range(2)]
+            clock[0] += 0.7  # the window turns
+            await store.adjust("k", -1, 0)
+            await store.adjust("k", -5, 0)  # more than was charged: never below zero, never a credit
+            admitted.append((await store.acquire("k", 2, None, 0)).admitted)
+            admitted.append((await store.acquire("k", 2, None, 0)).admitted)
+            admitted.append((await store.acquire("k", 2, None, 0)).admitted)
+            return admitted
+
+        assert asyncio.run(run()) == [True, True, True, True, False]
+
 
 class TestFairGate:
     def test_immediate_and_queue_timeout(self) -> None:

@@ -91,6 +91,31 @@ def test_a_burst_waits_at_most_one_window_across_replicas(redis_server: RedisSer
     assert httpx.post(b.url + CHAT, json=BODY, headers=AUTH).status_code == 200
 
 
+def test_a_refund_after_the_window_turned_leaves_the_previous_window(redis_server: RedisServer) -> None:
+    """The Lua side of a refund: the current window holds nothing of the key, so the refund leaves the previous
+    window's count (never below zero) instead of vanishing into the current one."""
+    import redis.asyncio as aioredis
+
+    from ragtrim.serve.rate_store import RedisRateStore
+
+    async def run() -> tuple[Any, Any]:
+        store = RedisRateStore(url=redis_server.url, window_s=60, prefix="t:rl")
+        client = aioredis.from_url(redis_server.url)
+        seconds, micros = await client.time()
+        idx = int((seconds * 1000 + micros // 1000) // 60_000)
+        await client.hset(f"t:rl:k:{idx - 1}", mapping={"r": 2, "t": 50})
+        await store.adjust("k", -1, -80)
+        prev = await client.hgetall(f"t:rl:k:{idx - 1}")
+        cur = await client.hgetall(f"t:rl:k:{idx}")
+        await store.close()
+        await client.aclose()
+        return prev, cur
+
+    prev, cur = asyncio.run(run())
+    assert (int(prev[b"r"]), int(prev[b"t"])) == (1, 0)
+    assert int(cur.get(b"r", 0)) == 0 and int(cur.get(b"t", 0)) == 0
+
+
 def test_two_replicas_share_org_concurrency(redis_server: RedisServer, fake: Any, gateway: Any) -> None:
     redis_server.flush()
     up = fake(base_ms=500)
