@@ -81,7 +81,7 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
              "prompts_file": str(prompts / "nq20_middle_qlm.jsonl"),
              "tasks": [golden_acc, {"type": "accuracy", "set": "dev",
                                     "prompts_file": str(prompts / "nq20_middle_qlm_dev.jsonl")}]},
-            # the first-probe setting: random distractors instead of hard ones, same questions
+            # the easier setting: random distractors instead of hard ones, same questions
             # (make_prompts.py --distractors random --only-candidates random --candidates top1,top2 --trim-ratios 4)
             {"name": "270m_bf16kv_random", "engine": engine(m270, max_model_len=4096, eager=True),
              "prompts_file": str(prompts / "nq20_middle_random.jsonl"),
