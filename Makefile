@@ -41,7 +41,9 @@ bench-llamacpp: $(MODEL_STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/ragtrim-bench llamacpp cpu --questions $(LLAMACPP_QUESTIONS) \
 		--threads $(LLAMACPP_THREADS) --scorer $(LLAMACPP_SCORER)
 
-## The default test run (no model loading; < 10 minutes on 2 cores).
+## The default test run (no model loading; < 10 minutes on 2 cores), with the docs: every Python block and example
+## script under its extras (tests/test_doc_examples.py), the README's gateway example (tests/test_readme_gateway.py),
+## every relative link, anchor and named results file (tests/test_doc_links.py).
 test: $(CORE_STAMP)
 	$(BIN)/python -m pytest -q
 

@@ -60,7 +60,7 @@ def test_plan_is_wired(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFi
     assert rc == 0 and "kv_capacity_tokens" in out
 
 
-# -- issue 14 item 7: every failure is one line on stderr and a documented exit code ----------------------------
+# -- every failure is one line on stderr and a documented exit code ----------------------------
 def run_bytes(argv: list[str], stdin: bytes, monkeypatch: pytest.MonkeyPatch,
               capsysbinary: pytest.CaptureFixture[bytes]) -> tuple[int, bytes, str]:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="surrogateescape"))

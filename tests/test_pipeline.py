@@ -210,7 +210,7 @@ class Lengthen(Stage):
 
 
 class TestHardBudgetOnResultText:
-    """Issue 14 item 2: ``counter.count(result.text) <= budget``, separators included, whatever the chunks claim."""
+    """``counter.count(result.text) <= budget``, separators included, whatever the chunks claim."""
 
     def test_separators_count(self) -> None:
         from ragtrim import trim
@@ -266,7 +266,7 @@ class TestHardBudgetOnResultText:
 
 
 class TestConfigSafety:
-    """Issue 14 item 4: every config problem is a ConfigError; config strings read no arbitrary files."""
+    """Every config problem is a ConfigError; config strings read no arbitrary files."""
 
     @staticmethod
     def deep(n: int) -> list[object]:

@@ -86,7 +86,7 @@ def _ragtrim(s: dict[str, Path], *args: str, stdin: str = "") -> subprocess.Comp
 
 
 def test_the_readme_says_how_to_install_from_a_clone_or_a_wheel() -> None:
-    first_screen = README[: README.index("## What it saves")]  # install, disk, the ten-line example
+    first_screen = README[: README.index("## Results")]  # install, disk, the ten-line example
     assert "pip install ." in first_screen and "pip install '.[embeddings]'" in first_screen
     assert re.search(r"pip install '\./dist/ragtrim-[^']*\.whl\[embeddings\]'", first_screen)
     assert "pip install ragtrim\n" not in README and "pip install ragtrim`" not in README

@@ -132,8 +132,8 @@ _POWERS: U64Array = np.ones(1, dtype=np.uint64)
 _POWERS_CACHE_MAX = 1 << 16
 _GROUP_BYTES = 1 << 17
 """Characters of text hashed per vectorized pass (a text longer than this is cut at spaces into such segments):
-the temporary arrays, about 40 bytes per byte, stay cache-sized, and no numpy call holds the GIL for long (one
-12 MB text hashed in a single pass held it for 0.7 s and took 430 MiB)."""
+the temporary arrays, about 40 bytes per byte, stay cache-sized, and no numpy call holds the GIL for long (a text
+of megabytes hashed in a single pass holds it for most of a second and takes hundreds of MiB)."""
 _FOLD_WORDS = 1 << 17
 """Word hashes folded into shingle hashes per vectorized pass."""
 LONG_WORD_BYTES = 1 << 10
@@ -346,9 +346,9 @@ def shingle_hashes(text: str, shingle_words: int) -> U64Array:
 
 def sorted_unique(values: U64Array, *, in_place: bool = False) -> U64Array:
     """The distinct values of a 64-bit hash array, sorted: a sort (of ``values`` itself with ``in_place``, which
-    saves a copy of a big set), then a mask. numpy 2.4's ``np.unique`` hashes 64-bit integers instead, and took
-    3.2 s for a million distinct shingle hashes (0.11 s for 100,000), holding the GIL; the sort takes tens of
-    milliseconds and releases it."""
+    saves a copy of a big set), then a mask. numpy 2.4's ``np.unique`` hashes 64-bit integers instead, which takes
+    seconds for a million distinct shingle hashes while holding the GIL; the sort takes milliseconds and releases
+    it."""
     if in_place:
         values.sort()
         ordered = values

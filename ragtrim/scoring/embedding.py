@@ -58,8 +58,8 @@ def prefix_chars(max_tokens: int) -> int:
     """The most characters of a text that the model's tokenizer is given when the model reads ``max_tokens`` word
     pieces: ``max(MIN_PREFIX_CHARS, PREFIX_CHARS_PER_PIECE x max_tokens)`` (16,384 for 128 pieces, 32,768 for 256).
     Ordinary text holds its pieces in a few characters each, so this bound never changes what the model reads of it;
-    a text without spaces or word breaks (a run of hex digits, a base64 blob) was tokenized whole before, 21 s and
-    1.16 GB for 16 MB. The model reads the first ``max_tokens`` pieces of at most this many leading characters; a
+    a text without spaces or word breaks (a run of hex digits, a base64 blob) would otherwise be tokenized whole,
+    costing time and memory in proportion to its length. The model reads the first ``max_tokens`` pieces of at most this many leading characters; a
     word the bound cuts is read as far as it goes. Part of every stored vector's recipe."""
     return max(MIN_PREFIX_CHARS, PREFIX_CHARS_PER_PIECE * max_tokens)
 

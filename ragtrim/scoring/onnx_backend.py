@@ -156,9 +156,9 @@ characters."""
 
 
 def encode_prefixes(tokenizer: Any, texts: Sequence[str], max_tokens: int) -> list[Any]:
-    """The truncated encodings of ``texts``, tokenizing only a prefix of each long text (a 20-passage request spent
-    more time in the tokenizer than in a 10-piece model pass; 3.2 M characters of Chinese without a space took 30 s
-    and 2 GB when a text without spaces was tokenized whole), in one ``encode_batch`` call per round, which releases
+    """The truncated encodings of ``texts``, tokenizing only a prefix of each long text (tokenizing whole passages costs
+    more than a 10-piece model pass, and a text without spaces tokenized whole costs time and memory in proportion
+    to its length), in one ``encode_batch`` call per round, which releases
     the GIL (a prefetch tokenizes on the background thread while the caller's thread works).
 
     A prefix ends where the tokenizer starts a new word (``_lead``), so its pieces are the whole text's first

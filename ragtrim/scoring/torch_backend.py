@@ -2,8 +2,8 @@
 sentence-transformers in between. What the fast path runs on a CUDA device.
 
 sentence-transformers' ``encode`` spends most of a 20-passage, 16-piece call outside the model (its tokenizer
-call, feature dicts, per-batch sorting and device moves, a progress check): about 15 ms on the H200 host, for a
-model pass that takes 1-2 ms there. This scorer tokenizes with the same prefix encoding as the ONNX scorer
+call, feature dicts, per-batch sorting and device moves, a progress check), several times the model pass itself on a
+GPU. This scorer tokenizes with the same prefix encoding as the ONNX scorer
 (``ragtrim.scoring.onnx_backend.padded_batches``, one ``encode_batch`` call), moves one int64 array to the device, and runs the encoder in half
 precision (on CUDA) under ``torch.inference_mode`` with mean pooling and L2 normalization on the device.
 """

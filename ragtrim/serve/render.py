@@ -383,8 +383,8 @@ def count_text(text: str, counter: TokenCounter) -> int:
     """Tokens of ``text``. A long text is counted in pieces of at most ``PIECE_CHARS`` characters, each cut just
     before a space that precedes a non-space: a pre-token boundary of the BPE tokenizers (tiktoken's and the
     Hugging Face byte-level and metaspace ones start a new pre-token there), so the sum is the whole text's count.
-    Whole, a 12 MB message became a list of 1.8 million ints in one call: 65 MB at once, and 50-90 ms during
-    which the tokenizer held the interpreter lock."""
+    Counted whole, a message of megabytes becomes one list of millions of ints at once, built while the
+    tokenizer holds the interpreter lock."""
     if not text:
         return 0
     if len(text) <= PIECE_CHARS:

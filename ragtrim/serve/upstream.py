@@ -1,7 +1,7 @@
 """The model server behind the gateway: one pooled aiohttp session for the primary URL and the optional fallback.
 
-aiohttp rather than httpx on the hot path: a small non-streaming request cost 0.25 ms of client CPU with aiohttp
-against 3.2 ms with httpx 0.28 on this project's 2-core box (ragtrim-bench serve upstream_client), and the gateway's
+aiohttp rather than httpx on the hot path: a small non-streaming request costs several times less client CPU with
+aiohttp (``ragtrim-bench serve upstream_client``, benchmarks/results/serve/upstream_client.json), and the gateway's
 throughput is bounded by its CPU per request.
 """
 

@@ -42,7 +42,7 @@ def test_main_content_quality_on_sample_pages(shared_data: Path) -> None:
     assert sum(scores) / len(scores) >= 0.85
 
 
-# Issue 24: the same page in several scripts (the issue-24 researcher's sentences, Arabic added).
+# The same page in several scripts (hand-written sentences, Arabic added).
 LONG_PARAGRAPH = {
     "en": "The festival draws visitors from across the region, and the organisers expect record numbers this year, "
           "with new stages, food stalls, and a late-night lantern parade along the river.",

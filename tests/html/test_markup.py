@@ -100,7 +100,7 @@ class TestExtractFunctions:
 
 
 class TestProseAboutTags:
-    """Issue 14: prose that mentions tags lost the words between them ("Use the , in the head.")."""
+    """Prose that mentions tags once lost the words between them ("Use the , in the head.")."""
 
     PROSE = "Use the <title> element, e.g. <title>My page</title>, in the head."
 

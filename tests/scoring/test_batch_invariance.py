@@ -1,5 +1,5 @@
-"""Every embedding backend gives a text bitwise the same vector whatever other texts share its model call (issue 25,
-item 13), measured on the real MiniLM: each target alone, then inside batches of other sizes and neighbours."""
+"""Every embedding backend gives a text bitwise the same vector whatever other texts share its model call,
+measured on the real MiniLM: each target alone, then inside batches of other sizes and neighbours."""
 
 from __future__ import annotations
 

@@ -169,7 +169,7 @@ _LEAD_TEXTS = [
     # a word across the cut, a word past the 100-character [UNK] limit, CJK, accents, tabs and newlines
     "tiny " * 11 + "internationalization " * 30, "ab " * 20 + "z" * 150 + " tail" * 200,
     "東京は日本の首都です。 " * 60, "Café naïve résumé\tcoöperate\n" * 60, "x" + " " * 3000 + "y z " * 500,
-    # issue 24: text without spaces (unpunctuated Chinese, Thai, Korean, half-width kana), a run of stops, a long
+    # text without spaces (unpunctuated Chinese, Thai, Korean, half-width kana), a run of stops, a long
     # word of combining marks (which BERT's normalizer drops) or control characters, Latin then Chinese
     _ZH * 50, "กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทย" * 50, "요금제의월한도는오만원입니다" * 80, "ﾃｽﾄ" * 500,
     "。" * 3000, "Ab" * 3000 + _ZH * 100, "a" + "\u0301" * 2000 + " tail" * 100, "b" + "\x01" * 2000 + " tail" * 100,
@@ -235,8 +235,8 @@ def _metaspace_tokenizer(max_tokens: int) -> object:
 
 
 class TestLeadCut:
-    """``encode_prefixes`` reads a bounded prefix of text without spaces (issue 24: 3.2 M characters of unpunctuated
-    Chinese were tokenized whole, 30 s and 2 GB) and still gives the whole text's first pieces."""
+    """``encode_prefixes`` reads a bounded prefix of text without spaces (3.2 M characters of
+    unpunctuated Chinese tokenized whole took 30 s and 2 GB) and still gives the whole text's first pieces."""
 
     @pytest.mark.parametrize("make", [_bert_tokenizer, _metaspace_tokenizer])
     @pytest.mark.parametrize("max_tokens", [10, 64])

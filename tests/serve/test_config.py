@@ -1,4 +1,4 @@
-"""Gateway config: defaults, every invalid key named in its ConfigError, the issue's example file."""
+"""Gateway config: defaults, every invalid key named in its ConfigError, the docs' example file."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What OpenAI-compatible proxies answer besides completions (issue 27, item 4): embeddings, liveness and readiness
+"""What OpenAI-compatible proxies answer besides completions: embeddings, liveness and readiness
 probes, and a config reload on SIGHUP, tested on real servers (a real `ragtrim serve` process for the signal)."""
 
 from __future__ import annotations

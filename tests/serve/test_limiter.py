@@ -170,7 +170,7 @@ class TestLimiterWatch:
 @pytest.mark.parametrize("fail_open", [True, False])
 def test_a_full_redis_fails_as_configured_and_loudly(redis_servers: list[RedisServer], fake: Any, gateway: Any,
                                                      caplog: pytest.LogCaptureFixture, fail_open: bool) -> None:
-    """The issue's case: a Redis full of other data made rpm = 3 admit 8 of 8 with nothing in the log."""
+    """A Redis full of other data made rpm = 3 admit 8 of 8 with nothing in the log."""
     server = start_redis("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
     redis_servers.append(server)
     up = fake()

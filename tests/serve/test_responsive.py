@@ -22,7 +22,7 @@ pytest.importorskip("uvicorn", reason="the serve extra is not installed: pip ins
 
 from ragtrim_bench.serve.hostile_requests import HostileConfig, run
 
-# A 3 MB run keeps the suite's time bounded; ragtrim-bench serve hostile_requests sends the issue's 12 MB.
+# A 3 MB run keeps the suite's time bounded; ragtrim-bench serve hostile_requests sends 12 MB.
 SPACELESS_MB = 3.0
 CLASSES = ("idle", "large_body", "large_message", "huge_answers", "spaceless_documents", "readiness_flood")
 

@@ -1,4 +1,4 @@
-"""``ragtrim serve`` in front of vLLM on the GPU host, against vLLM directly with untrimmed prompts (issue 16).
+"""``ragtrim serve`` in front of vLLM on the GPU host, against vLLM directly with untrimmed prompts.
 
 Run on the GPU machine (vLLM importable, ``gpu suites --prepare-only`` done):
 

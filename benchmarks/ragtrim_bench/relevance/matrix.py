@@ -245,7 +245,7 @@ def compare(records: Sequence[Mapping[str, Any]], row: str, against: Sequence[st
 
 
 def comparisons(records: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Issue 23's targets, paired: the default against the best named scorer of each cell, and against the plain
+    """The default's targets, paired: the default against the best named scorer of each cell, and against the plain
     baseline."""
     from ragtrim.scoring.registry import SCORER_NAMES
 
