@@ -39,6 +39,25 @@ def submit_io(fn: Callable[..., T], *args: Any) -> Future[T]:
     return executor.submit(fn, *args)
 
 
+_COUNT: ThreadPoolExecutor | None = None
+
+
+def count_workers() -> int:
+    """Threads that count tokens beside the caller's (one per core, at most 4)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def submit_count(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """Run ``fn(*args)`` on ragtrim's counting threads (made on first use): native counting that releases the GIL,
+    started before the pipeline's stages and collected when they need it; never queued behind a model pass."""
+    global _COUNT
+    with _STATE_LOCK:
+        if _COUNT is None:
+            _COUNT = ThreadPoolExecutor(max_workers=count_workers(), thread_name_prefix="ragtrim-count")
+        executor = _COUNT
+    return executor.submit(fn, *args)
+
+
 _IN_FLIGHT = [0]  # background tasks submitted and not yet done
 _IN_FLIGHT_LOCK = fork_safe_lock()
 
@@ -82,9 +101,10 @@ def _after_fork_in_child() -> None:
     parent trimmed). Start from nothing: the executors are made again on first use (the locks are
     ``fork_safe_lock``s). The parent's futures never complete here: their owners forget them (see
     ``CachedEmbedder``)."""
-    global _BACKGROUND, _IO
+    global _BACKGROUND, _IO, _COUNT
     _BACKGROUND = None
     _IO = None
+    _COUNT = None
     _IN_FLIGHT[0] = 0
 
 

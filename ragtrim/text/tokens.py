@@ -82,6 +82,15 @@ class _CachedCounter(Component):
         self._cache.put(text, n, max_entries=self.cache_size)
         return n
 
+    def cached(self, text: str) -> bool:
+        """True when ``text``'s count is in the cache (counting it costs a lookup)."""
+        return self._cache.get(text) is not None
+
+    def remember(self, text: str, n: int) -> None:
+        """Put a count made elsewhere (``ragtrim.text.counting``, on worker threads) into the cache."""
+        if text:
+            self._cache.put(text, n, max_entries=self.cache_size)
+
     def clear_cache(self) -> None:
         self._cache.clear()
 
