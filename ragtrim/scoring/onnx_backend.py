@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -19,19 +20,20 @@ import unicodedata
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.paths import cache_dir
 from ragtrim._util.redact import get_logger
-from ragtrim._util.validate import Boolean, Constraints, Interval, Text
+from ragtrim._util.validate import Boolean, Constraints, Interval, Options, Text
 from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
-from ragtrim.scoring.device import default_threads
+from ragtrim.scoring.device import onnx_threads
 from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
 from ragtrim.scoring.fingerprint import content_fingerprint, file_fingerprint
+from ragtrim.scoring.onnx_rows import ROW_FILE, build_row_quantized
 
 logger = get_logger("ragtrim")
 
@@ -55,14 +57,28 @@ def _source_fingerprint(model_dir: str) -> str:
     return _fingerprint(Path(model_dir))
 
 
-def onnx_file(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> Path:
-    return export_dir(model) / ("model.int8.onnx" if quantized else "model.onnx")
+ActivationScales = Literal["row", "call"]
+"""How an int8 model quantizes its activations: ``row``, one scale per token row (``ragtrim.scoring.onnx_rows``:
+batch-invariant, so texts share calls); ``call``, ONNX Runtime's dynamic quantization, one scale per call (each text
+then runs alone)."""
 
 
-def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> bool:
+def onnx_file(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True,
+              activation_scales: ActivationScales = "row") -> Path:
+    if not quantized:
+        return export_dir(model) / "model.onnx"
+    return export_dir(model) / (ROW_FILE if activation_scales == "row" else "model.int8.onnx")
+
+
+def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True,
+                activation_scales: ActivationScales = "row") -> bool:
+    """True when the model file exists, or (the row-quantized one) can be built from the fp32 export without torch."""
     try:
-        return onnx_file(model, quantized=quantized).is_file()
-    except (MissingDependencyError, OSError):
+        path = onnx_file(model, quantized=quantized, activation_scales=activation_scales)
+        if quantized and activation_scales == "row" and not path.is_file():
+            return onnx_file(model, quantized=False).is_file() and importlib.util.find_spec("onnx") is not None
+        return path.is_file()
+    except (MissingDependencyError, OSError, ValueError):
         return False
 
 
@@ -71,7 +87,8 @@ _EXPORT_LOCK = fork_safe_lock()
 
 def export_onnx(model: str = DEFAULT_EMBEDDING_MODEL, *, force: bool = False) -> Path:
     """Export ``model`` (a sentence-transformers directory; default: the bundled MiniLM) to ONNX with mean pooling
-    and L2 normalization inside the graph, plus an int8 dynamically quantized copy; returns the folder.
+    and L2 normalization inside the graph, plus an int8 dynamically quantized copy and the batch-invariant int8 one
+    (``ragtrim.scoring.onnx_rows``); returns the folder.
 
     Files are written to a temporary name and renamed, so concurrent processes never see a half-written model.
     """
@@ -81,6 +98,8 @@ def export_onnx(model: str = DEFAULT_EMBEDDING_MODEL, *, force: bool = False) ->
     out = export_dir(model)
     with _EXPORT_LOCK:
         if not force and (out / "model.int8.onnx").is_file() and (out / "model.onnx").is_file():
+            if not (out / ROW_FILE).is_file():
+                build_row_quantized(out / "model.onnx", out / ROW_FILE)
             return out
         try:
             import torch
@@ -118,6 +137,7 @@ def export_onnx(model: str = DEFAULT_EMBEDDING_MODEL, *, force: bool = False) ->
             (Path(tmp) / "source.json").write_text(json.dumps({"model": str(src), "version": EXPORT_VERSION}))
             for f in ("source.json", "model.onnx", "model.int8.onnx"):
                 os.replace(Path(tmp) / f, out / f)
+        build_row_quantized(out / "model.onnx", out / ROW_FILE)
         return out
 
 
@@ -310,11 +330,13 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     """Cosine similarity of MiniLM embeddings computed by ONNX Runtime (int8 weights by default), without torch.
 
     The export is made once into ``cache_dir()`` (``ragtrim prepare`` does it ahead of time; otherwise the first
-    use does, which needs the ``embeddings`` extra). Texts are cut to ``max_seq_length`` word pieces, tokenized in
-    one batch and run through the model one text per call: int8 weights come with activations quantized on the fly
-    with one scale per call, so in a shared batch a text's vector depended on its neighbours
-    (benchmarks/results/relevance/batch_invariance.json). ``batch_size`` is kept for configs and unused. Embeddings
-    are cached per text like ``EmbeddingScorer``'s, and kept in the vector store.
+    use does, which needs the ``embeddings`` extra). Texts are cut to ``max_seq_length`` word pieces and tokenized in
+    one batch. With int8 weights and ``activation_scales="row"`` (the default: ``ragtrim.scoring.onnx_rows``) texts
+    of the same length share a model call, ``batch_size`` at most: every activation scale comes from its own token
+    row, so a text's vector is bitwise the one it gets alone. With ``activation_scales="call"`` (ONNX Runtime's
+    dynamic quantization, one scale per call) and with fp32 weights each text runs in a call of its own: there a
+    text's vector depended on its neighbours (benchmarks/results/relevance/batch_invariance.json). Embeddings are
+    cached per text like ``EmbeddingScorer``'s, and kept in the vector store.
     """
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
@@ -323,6 +345,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         "max_seq_length": [Interval(int, 8, None)],
         "threads": [Interval(int, 1, None), None],
         "batch_size": [Interval(int, 1, None)],
+        "activation_scales": [Options(get_args(ActivationScales))],
     }
 
     model: str = DEFAULT_EMBEDDING_MODEL
@@ -330,32 +353,42 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     max_seq_length: int = 256
     threads: int | None = None
     batch_size: int = 32
+    activation_scales: ActivationScales = "row"
     warms_up: ClassVar[bool] = True
-    batch_invariant: ClassVar[bool] = True  # one text per session call (``_model_pass``)
+    batch_invariant: ClassVar[bool] = True  # shared calls only where the model is batch-invariant (``_grouping``)
 
     @property
     def name(self) -> str:
-        return f"onnx{'-int8' if self.quantized else ''}:{Path(self.model).name}@{self.max_seq_length}"
+        precision = ("-int8row" if self.activation_scales == "row" else "-int8") if self.quantized else ""
+        return f"onnx{precision}:{Path(self.model).name}@{self.max_seq_length}"
+
+    def _path(self) -> Path:
+        return onnx_file(self.model, quantized=self.quantized, activation_scales=self.activation_scales)
+
+    def _grouping(self) -> BatchGrouping:
+        """``exact_length`` for the row-quantized model (batch-invariant), else one text per call."""
+        return "exact_length" if self.quantized and self.activation_scales == "row" else "single"
 
     def _recipe(self) -> str:
-        """The exported file's fingerprint (it holds the weights, quantized or not, and the pooling and
-        normalization in the graph), ONNX Runtime's and tokenizers' versions, the word pieces read, one text per
-        call, the CPU architecture, and the vector of a probe text here (``host_digest``: int8 kernels round
-        differently by instruction set). Not the thread count: one-text vectors are the same at 1 and 2 threads
+        """The model file's fingerprint (it holds the weights, quantized or not, and the pooling and normalization
+        in the graph), ONNX Runtime's and tokenizers' versions, the word pieces read, how texts share calls, the CPU
+        architecture, and the vector of a probe text here (``host_digest``: int8 kernels round differently by
+        instruction set). Not the thread count: a text's vector is the same at 1 and 2 threads
         (benchmarks/results/relevance/batch_invariance.json)."""
         ort = _import("onnxruntime")
         tokenizers = _import("tokenizers")
         self._parts()  # the export exists (it is made on first use)
-        path = onnx_file(self.model, quantized=self.quantized)
-        return (f"onnxruntime-{'int8' if self.quantized else 'fp32'}/{file_fingerprint(str(path))}/"
+        precision = ("int8row" if self.activation_scales == "row" else "int8") if self.quantized else "fp32"
+        grouping = "exact-length" if self._grouping() == "exact_length" else "single"
+        return (f"onnxruntime-{precision}/{file_fingerprint(str(self._path()))}/"
                 f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}/"
-                f"mean-l2/single/{platform.machine()}/probe-{self.host_digest()}")
+                f"mean-l2/{grouping}/{platform.machine()}/probe-{self.host_digest()}")
 
     def _parts(self) -> tuple[Any, Any]:
-        path = onnx_file(self.model, quantized=self.quantized)
+        path = self._path()
         if not path.is_file():
             export_onnx(self.model)
-        threads = self.threads if self.threads is not None else default_threads()
+        threads = self.threads if self.threads is not None else onnx_threads()
         return _session(path, threads), load_tokenizer(Path(resolve_model(self.model)), self.max_seq_length)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -369,10 +402,12 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         """The returned call tokenizes (``encode_batch`` releases the GIL), runs the session (which does too) and
         assembles the rows: on the background thread, nothing of it holds the caller's thread up."""
         texts = list(texts)
+        grouping = self._grouping()
+        batch_size = self.batch_size if grouping == "exact_length" else 1
 
         def run() -> np.ndarray:
             out = np.zeros((len(texts), 0), dtype=np.float32)
-            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, 1, "single"):
+            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, batch_size, grouping):
                 vectors = session.run(None, {"input_ids": ids, "attention_mask": mask,
                                              "token_type_ids": np.zeros_like(ids)})[0]
                 if out.shape[1] == 0:
@@ -381,4 +416,3 @@ class OnnxEmbeddingScorer(CachedEmbedder):
             return out
 
         return run
-
