@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ragtrim.serve.admission import Admission, Identity, key_id
+from ragtrim.serve.autotrim import AutoTrim
 from ragtrim.serve.config import GatewayConfig, load_config
 from ragtrim.serve.limits import Gate, QueueFull, QueueTimeout
 from ragtrim.serve.log import RequestLog
@@ -61,7 +62,7 @@ from ragtrim.vectors.store import configure_default_store
 
 logger = get_logger(__package__)  # the package logger, which `ragtrim serve` sends to stderr
 
-Prepare = Callable[[Any, GatewayConfig, TokenCounter], Prepared]
+Prepare = Callable[..., Prepared]  # (body, config, counter, *, auto) -> Prepared
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 # Config keys a reload cannot change in a running process (a new client, store, tokenizer or log file).
 _RESTART_ONLY = ("upstream", "log", "limits.state", "limits.window_s", "limits.state_timeout_s",
@@ -138,6 +139,7 @@ class Gateway:
                     if config.log.path else None)
         self.identities = self._identities(config)
         self.admission = Admission(config, self.store, self.metrics)
+        self.auto = AutoTrim(registry=self.metrics.registry)  # trim.scorer = "auto": learns the prefill cost
         self._readiness: tuple[float, int, dict[str, Any]] | None = None
         max_mb = config.trim.vector_store_max_mb
         configure_default_store(config.trim.vector_store,
@@ -191,6 +193,8 @@ class Gateway:
         holds the interpreter lock, which would otherwise stall every other request of the first one's client."""
         try:
             self.counter.count("warm up")
+            if self.config.trim.scorer == "auto" and self.config.trim.budget is not None:
+                self.auto.warm_up(self.counter)  # measure the recipes before the first request needs them
             if self.config.trim.budget is not None:
                 prepare_chat({"model": "warm-up", "messages": [{"role": "user", "content": "warm up"}],
                               "documents": ["The first warm-up passage.", "The second warm-up passage."],
@@ -456,7 +460,7 @@ class Gateway:
         if json_too_deep(body, depth):
             raise RequestError(f"the request body nests objects and arrays more than {depth} levels deep "
                                "(limits.max_json_depth)", code="json_too_deep")
-        prepared = prepare(body, config, self.counter)
+        prepared = prepare(body, config, self.counter, auto=self.auto)
         too_large = self._size_error(prepared, config)
         return prepared, b"" if too_large else dumps(prepared.body), too_large
 
@@ -660,6 +664,7 @@ class Gateway:
             rec.charged_tokens = total
 
     def _finish(self, rec: Record) -> None:
+        self.auto.observe_request(rec.prepared, rec.upstream_ttft_ms, rec.outcome)
         m = self.metrics
         m.requests.labels(rec.endpoint, rec.outcome).inc()
         if rec.error_code is not None:
