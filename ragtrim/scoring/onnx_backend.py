@@ -247,8 +247,9 @@ def _lead(text: str, chars: int, max_word: int | None) -> str:
     (``max_word``: its longest word) at the first whitespace, CJK ideograph or punctuation mark in
     ``[chars, 4 x chars)``. A window without one lies inside a single word: when more than ``max_word`` of its
     characters survive BERT's normalizer (combining marks and control characters do not), that word is one [UNK]
-    however it is cut, so the window's end will do. Otherwise the whole text."""
-    if len(text) <= 2 * chars:
+    however it is cut, so the window's end will do. Otherwise the whole text. A text of at most ``chars`` characters
+    is read whole."""
+    if len(text) <= chars:
         return text
     if max_word is None:
         cut = text.find(" ", chars)

@@ -64,31 +64,47 @@ class PendingCounts:
     def __init__(self, counter: TokenCounter, texts: Sequence[str]) -> None:
         self.counter = counter
         self.texts = list(texts)
-        self._futures: list[tuple[str, list[Future[int]]]] = []
+        self._blocks: list[tuple[int, str]] = []  # (index in texts, block)
+        self._futures: list[Future[list[int]]] = []
         self._done: dict[str, int] | None = None
 
-    def _start(self) -> None:
+    def _start(self, workers: int) -> None:
+        """Hand the texts' blocks to ``workers`` threads, in shares of about equal length (one task each: a task
+        per block cost more in hand-overs than a passage costs to count)."""
         enc = self.counter._load() if isinstance(self.counter, TiktokenCounter) else None
-        for text in dict.fromkeys(self.texts):
-            if enc is None or not text:
-                continue
-            self._futures.append((text, [submit_count(_count_block, enc, block) for block in additive_blocks(text)]))
+        if enc is None:
+            return
+        self._blocks = [(i, b) for i, text in enumerate(self.texts) if text for b in additive_blocks(text)]
+        share = sum(len(b) for _, b in self._blocks) / workers
+        group: list[str] = []
+        size = 0
+        for _, block in self._blocks:
+            group.append(block)
+            size += len(block)
+            if size >= share and len(self._futures) < workers - 1:
+                self._futures.append(submit_count(_count_blocks, enc, group))
+                group, size = [], 0
+        if group:
+            self._futures.append(submit_count(_count_blocks, enc, group))
 
     def result(self) -> dict[str, int]:
         """Each text's count (exactly ``counter.count(text)``)."""
         if self._done is None:
-            done: dict[str, int] = {}
-            for text, futures in self._futures:
-                done[text] = sum(f.result() for f in futures)
-                remember = getattr(self.counter, "remember", None)
-                if callable(remember):
-                    remember(text, done[text])
+            counts = [n for f in self._futures for n in f.result()]
+            totals: dict[int, int] = {}
+            for (i, _), n in zip(self._blocks, counts, strict=True):
+                totals[i] = totals.get(i, 0) + n
+            done = {self.texts[i]: n for i, n in totals.items()}
+            remember = getattr(self.counter, "remember", None)
+            if callable(remember):
+                for text, n in done.items():
+                    remember(text, n)
             self._done = done
         return self._done
 
 
-def _count_block(enc: object, block: str) -> int:
-    return len(enc.encode_ordinary(block))  # type: ignore[attr-defined]
+def _count_blocks(enc: object, blocks: list[str]) -> list[int]:
+    return [len(enc.encode_ordinary(b)) for b in blocks]  # type: ignore[attr-defined]
 
 
 def start_counts(counter: TokenCounter, texts: Sequence[str]) -> PendingCounts:
@@ -102,5 +118,5 @@ def start_counts(counter: TokenCounter, texts: Sequence[str]) -> PendingCounts:
     todo = [t for t in dict.fromkeys(texts) if t and not (callable(cached) and cached(t))]
     if sum(map(len, todo)) >= PARALLEL_MIN_CHARS:
         pending.texts = todo
-        pending._start()
+        pending._start(count_workers())
     return pending

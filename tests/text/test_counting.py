@@ -71,16 +71,22 @@ class TestStartCounts:
         from ragtrim.text import counting
 
         threads: set[str] = set()
-        real = counting._count_block
+        real = counting._count_blocks
 
-        def spy(enc: object, block: str) -> int:
+        def spy(enc: object, blocks: list[str]) -> list[int]:
             threads.add(threading.current_thread().name)
-            return real(enc, block)
+            return real(enc, blocks)
 
-        monkeypatch.setattr(counting, "_count_block", spy)
+        monkeypatch.setattr(counting, "_count_blocks", spy)
         monkeypatch.setattr(counting, "count_workers", lambda: 2)
         start_counts(TiktokenCounter(), ["x y\n" * PARALLEL_MIN_CHARS]).result()
         assert threads and all(t.startswith("ragtrim-count") for t in threads)
+
+    def test_shares_per_worker_keep_each_texts_count(self) -> None:
+        counter = TiktokenCounter()
+        texts = [f"text {i}\n" + "some words here.\n" * (50 * i + 1) for i in range(30)] + ["x" * 20_000 + "\ny" * 9]
+        got = start_counts(counter, texts).result()
+        assert got == {t: TiktokenCounter().count(t) for t in texts}
 
     def test_small_or_other_inputs_count_in_the_caller(self) -> None:
         assert start_counts(TiktokenCounter(), ["tiny"]).result() == {}

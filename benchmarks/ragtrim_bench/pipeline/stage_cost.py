@@ -216,7 +216,11 @@ def run(config: StageCostConfig, progress: bool = True) -> dict[str, Any]:
         rows = [m for m in measured if m.scorer == scorer]
         by_scorer[scorer] = {"all": summary(rows),
                              "by_column": {c: summary([m for m in rows if m.column == c]) for c in config.columns}}
-    return {"benchmark": "stage_cost", "config": config.__dict__, "by_scorer": by_scorer,
+    from ragtrim._util.background import SWITCH_INTERVAL_S
+    from ragtrim.scoring.auto import choose
+
+    return {"benchmark": "stage_cost", "config": config.__dict__, "auto": choose().to_dict(),
+            "switch_interval_s": SWITCH_INTERVAL_S, "by_scorer": by_scorer,
             "measure_wall_s": time.perf_counter() - started}
 
 
@@ -249,8 +253,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=defaults.limit, help="requests per column")
     parser.add_argument("--ratio", type=int, default=defaults.ratio)
     parser.add_argument("-o", "--output", type=Path, default=None, help="default: results/pipeline/stage_cost.json")
+    parser.add_argument("--switch-interval-s", type=float, default=None,
+                        help="the interpreter's switch interval while a model pass is in flight "
+                             "(ragtrim._util.background.SWITCH_INTERVAL_S; 0.005, the interpreter's default, turns "
+                             "the shorter interval off)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
+    if args.switch_interval_s is not None:
+        from ragtrim._util import background
+
+        background.SWITCH_INTERVAL_S = args.switch_interval_s
     split: Split = "dev" if args.split == "dev" else "heldout"
     config = StageCostConfig(scorers=_names(args.scorers), columns=_names(args.columns), split=split,
                              limit=args.limit, ratio=args.ratio)
