@@ -72,6 +72,11 @@ SURE_GAP = (0.5, 0.9)
 """BM25's decisiveness (``ragtrim.scoring.hybrid.decisiveness``) at which its weight starts to rise, and at which it
 reaches ``BALANCED_SURE_BM25_WEIGHT``: a key that one record holds word for word puts its record far above the
 rest (decisiveness near 1), while hard NQ distractors share the question's words with the gold."""
+ROW_MODEL_MAX_PIECES = 32
+"""Up to this many pieces a text, the ONNX path runs the row-quantized int8 model (``ragtrim.scoring.onnx_rows``),
+whose texts of one length share a model call: at 10 pieces a request's 21 texts cost 0.6x what one text per call
+costs. Above it, ONNX Runtime's own int8 model, one text per call: at 128 pieces the row model's per-row quantization
+costs about 1.5x (``ragtrim-bench relevance batch_invariance --backends onnx-int8@128,onnx-int8row@128``)."""
 FAST_CANDIDATES = 32
 """The fast path rescores at most this many texts, BM25's best: a 20-passage request is rescored whole, while a
 request of hundreds of chunks costs no more than 32 MiniLM passes."""
@@ -162,7 +167,8 @@ def prefix_minilm(backend: Backend, *, model: str = DEFAULT_EMBEDDING_MODEL, thr
     if backend == "torch-cuda":  # a direct torch call: sentence-transformers' encode costs 10x the model pass here
         return TorchEmbeddingScorer(model=model, device="cuda", max_seq_length=pieces)
     if backend == "onnxruntime-int8-cpu":
-        return OnnxEmbeddingScorer(model=model, max_seq_length=pieces, threads=threads)
+        scales = "row" if pieces <= ROW_MODEL_MAX_PIECES else "call"
+        return OnnxEmbeddingScorer(model=model, max_seq_length=pieces, threads=threads, activation_scales=scales)
     return EmbeddingScorer(model=model, device="cpu", max_seq_length=pieces, threads=threads)
 
 

@@ -64,14 +64,14 @@ then runs alone)."""
 
 
 def onnx_file(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True,
-              activation_scales: ActivationScales = "row") -> Path:
+              activation_scales: ActivationScales = "call") -> Path:
     if not quantized:
         return export_dir(model) / "model.onnx"
     return export_dir(model) / (ROW_FILE if activation_scales == "row" else "model.int8.onnx")
 
 
 def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True,
-                activation_scales: ActivationScales = "row") -> bool:
+                activation_scales: ActivationScales = "call") -> bool:
     """True when the model file exists, or (the row-quantized one) can be built from the fp32 export without torch."""
     try:
         path = onnx_file(model, quantized=quantized, activation_scales=activation_scales)
@@ -332,11 +332,12 @@ class OnnxEmbeddingScorer(CachedEmbedder):
 
     The export is made once into ``cache_dir()`` (``ragtrim prepare`` does it ahead of time; otherwise the first
     use does, which needs the ``embeddings`` extra). Texts are cut to ``max_seq_length`` word pieces and tokenized in
-    one batch. With int8 weights and ``activation_scales="row"`` (the default: ``ragtrim.scoring.onnx_rows``) texts
-    of the same length share a model call, ``batch_size`` at most: every activation scale comes from its own token
-    row, so a text's vector is bitwise the one it gets alone. With ``activation_scales="call"`` (ONNX Runtime's
-    dynamic quantization, one scale per call) and with fp32 weights each text runs in a call of its own: there a
-    text's vector depended on its neighbours (benchmarks/results/relevance/batch_invariance.json). Embeddings are
+    one batch. With ``activation_scales="call"`` (the default: ONNX Runtime's dynamic quantization, one activation
+    scale per call) and with fp32 weights each text runs in a call of its own: in a shared call a text's vector
+    depended on its neighbours (benchmarks/results/relevance/batch_invariance.json). With ``activation_scales="row"``
+    (``ragtrim.scoring.onnx_rows``) texts of the same length share a call, ``batch_size`` at most: every activation
+    scale comes from its own token row, so a text's vector is bitwise the one it gets alone; cheaper for short
+    reads (the ``fast`` recipe's 10 pieces), dearer for long ones (``ragtrim.scoring.auto.ROW_MODEL_MAX_PIECES``). Embeddings are
     cached per text like ``EmbeddingScorer``'s, and kept in the vector store.
     """
 
@@ -354,7 +355,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     max_seq_length: int = 256
     threads: int | None = None
     batch_size: int = 32
-    activation_scales: ActivationScales = "row"
+    activation_scales: ActivationScales = "call"
     warms_up: ClassVar[bool] = True
     batch_invariant: ClassVar[bool] = True  # shared calls only where the model is batch-invariant (``_grouping``)
 

@@ -51,13 +51,13 @@ class TestOnnxEmbeddingScorer:
         assert onnx_threads() == max(1, min(8, os.cpu_count() or 1))
 
     def test_name_says_precision_and_length(self) -> None:
-        assert OnnxEmbeddingScorer(max_seq_length=16).name == "onnx-int8row:all-MiniLM-L6-v2@16"
-        assert OnnxEmbeddingScorer(max_seq_length=16, activation_scales="call").name == "onnx-int8:all-MiniLM-L6-v2@16"
+        assert OnnxEmbeddingScorer(max_seq_length=16).name == "onnx-int8:all-MiniLM-L6-v2@16"
+        assert OnnxEmbeddingScorer(max_seq_length=16, activation_scales="row").name == "onnx-int8row:all-MiniLM-L6-v2@16"
         assert OnnxEmbeddingScorer(quantized=False).name == "onnx:all-MiniLM-L6-v2@256"
 
     def test_only_the_row_model_shares_calls(self) -> None:
-        assert OnnxEmbeddingScorer()._grouping() == "exact_length"
-        assert OnnxEmbeddingScorer(activation_scales="call")._grouping() == "single"
+        assert OnnxEmbeddingScorer(activation_scales="row")._grouping() == "exact_length"
+        assert OnnxEmbeddingScorer()._grouping() == "single"
         assert OnnxEmbeddingScorer(quantized=False)._grouping() == "single"
 
 
@@ -87,14 +87,14 @@ class TestExportAndScore:
                  "by Gustave Eiffel's engineering company and was criticised by artists at the time.")]
         reference = EmbeddingScorer().embed(texts)
         fp32 = OnnxEmbeddingScorer(quantized=False).embed(texts)  # padded batch: texts of different lengths
-        per_call = OnnxEmbeddingScorer(activation_scales="call").embed(texts)
-        per_row = OnnxEmbeddingScorer().embed(texts)  # exact-length groups of the row-quantized model
+        per_call = OnnxEmbeddingScorer().embed(texts)
+        per_row = OnnxEmbeddingScorer(activation_scales="row").embed(texts)  # exact-length groups of the row model
         assert np.min(np.sum(reference * fp32, axis=1)) > 0.999
         assert np.min(np.sum(reference * per_call, axis=1)) > 0.9
         assert np.min(np.sum(reference * per_row, axis=1)) > 0.99  # one scale per token row: closer to fp32
 
     def test_row_model_shares_calls_between_equal_lengths(self, exported: Path) -> None:
-        scorer = OnnxEmbeddingScorer(max_seq_length=10, vector_store=None)
+        scorer = OnnxEmbeddingScorer(max_seq_length=10, vector_store=None, activation_scales="row")
         session, tokenizer = scorer._parts()
         calls: list[int] = []
 

