@@ -280,7 +280,7 @@ def build_row_quantized(source: Path, target: Path) -> Path:
     try:
         import onnx
     except ImportError as exc:
-        raise MissingDependencyError("onnx", "embeddings", "building the batch-invariant int8 MiniLM") from exc
+        raise MissingDependencyError("onnx", "torch", "building the batch-invariant int8 MiniLM") from exc
     model = rewrite(onnx.load(str(source)), onnx)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".rowq-", suffix=".onnx")
     os.close(fd)

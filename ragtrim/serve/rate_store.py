@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
-from ragtrim._util.redact import redact_url, register_url_secrets
+from ragtrim._util.redact import redact, redact_url, register_url_secrets
 from ragtrim.serve.limits import RateDecision, StateUnavailable, WindowState, window_decision
 
 try:
@@ -37,6 +37,7 @@ class Breaker:
         self._open_until = 0.0
         self._tripped = False
         self._probing = False
+        self.last_error: BaseException | None = None  # what tripped it: the cause of the fast failures
 
     @property
     def is_open(self) -> bool:
@@ -45,7 +46,8 @@ class Breaker:
     async def call(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
         if self.open_s > 0 and self._tripped:
             if self._probing or self.clock() < self._open_until:
-                raise StateUnavailable(f"{what}: circuit open after a failure (retried every {self.open_s:g} s)")
+                raise StateUnavailable(f"{what}: circuit open after a failure (retried every {self.open_s:g} s)"
+                                       ) from self.last_error
             self._probing = True
         try:
             result = await fn()
@@ -54,6 +56,7 @@ class Breaker:
             if isinstance(exc, _REDIS_ERRORS):
                 self._tripped = True
                 self._open_until = self.clock() + self.open_s
+                self.last_error = exc
             raise
         self._probing = False
         self._tripped = False
@@ -66,6 +69,10 @@ class RateStore(Protocol):
     async def adjust(self, key: str, requests_delta: int, tokens_delta: int) -> None: ...
 
     async def ping(self) -> bool: ...
+
+    async def probe(self) -> str | None:
+        """None when the limiter can run; else what is wrong (``unreachable``, ``refuses writes``, ...)."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -108,6 +115,9 @@ class MemoryRateStore:
 
     async def ping(self) -> bool:
         return True
+
+    async def probe(self) -> str | None:
+        return None
 
     async def close(self) -> None:
         return None
@@ -220,16 +230,38 @@ class RedisRateStore:
         return await self.breaker.call(f"redis at {self.location}", fn)
 
     async def ping(self) -> bool:
+        return await self.probe() is None
+
+    async def probe(self) -> str | None:
+        """A write, as the rate scripts make (a probe key that expires): a Redis that answers PING but refuses
+        writes (``maxmemory`` reached under ``noeviction``, a read-only replica) cannot run the limiter."""
         client = self._redis()
         try:
-            return bool(await self.call(client.ping))
-        except _PING_ERRORS:
-            return False
+            await self.call(lambda: client.set(f"{self.prefix}:probe", "1", px=10_000))
+        except _PING_ERRORS as exc:
+            return state_problem(exc)
+        return None
 
     async def close(self) -> None:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+def state_problem(exc: BaseException) -> str:
+    """What a failure of the state store means, in words a readiness answer starts with: ``unreachable``,
+    ``refuses the password``, ``refuses writes``, then the (redacted) error."""
+    try:
+        from redis.exceptions import AuthenticationError, AuthorizationError, ResponseError
+    except ImportError:  # pragma: no cover
+        return f"unreachable ({redact(exc)})"
+    cause = exc.__cause__ if isinstance(exc, StateUnavailable) and exc.__cause__ is not None else exc
+    text = redact(cause) or type(cause).__name__
+    if isinstance(cause, (AuthenticationError, AuthorizationError)) or "WRONGPASS" in text or "NOAUTH" in text:
+        return f"refuses the password ({text})"
+    if isinstance(cause, ResponseError):
+        return f"refuses writes ({text})"
+    return f"unreachable ({text})"
 
 
 def make_store(state: str, *, window_s: float, timeout_s: float,

