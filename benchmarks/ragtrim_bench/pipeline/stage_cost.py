@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -195,6 +196,7 @@ def run(config: StageCostConfig, progress: bool = True) -> dict[str, Any]:
     from ragtrim.api import default_pipeline
     from ragtrim_bench.relevance.matrix import budget_for, context_tokens
 
+    load_at_start = os.getloadavg()
     counter = get_counter(None)
     requests = [(r, budget_for(context_tokens(r, counter), config.ratio))
                 for c in config.columns for r in build_column(c, config.split, limit=config.limit, seed=config.seed)]
@@ -218,8 +220,11 @@ def run(config: StageCostConfig, progress: bool = True) -> dict[str, Any]:
                              "by_column": {c: summary([m for m in rows if m.column == c]) for c in config.columns}}
     from ragtrim._util.background import SWITCH_INTERVAL_S
     from ragtrim.scoring.auto import choose
+    from ragtrim.vectors.store import default_store_spec
 
     return {"benchmark": "stage_cost", "config": config.__dict__, "auto": choose().to_dict(),
+            "state": "cold: in-process caches cleared before each request (models loaded and warmed)",
+            "vector_store": default_store_spec()[0], "load_average_at_start": list(load_at_start),
             "switch_interval_s": SWITCH_INTERVAL_S, "by_scorer": by_scorer,
             "measure_wall_s": time.perf_counter() - started}
 
