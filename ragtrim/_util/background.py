@@ -67,7 +67,8 @@ SWITCH_INTERVAL_S = 0.0005
 """The interpreter's thread switch interval while a model pass is in flight (its default is 5 ms): the pass runs
 native code that releases the GIL, and each time it comes back for the GIL (after the tokenizer, to launch the
 model, to collect the vectors) it waited up to a whole interval for the caller's thread, which is busy with the
-CPU stages; on a GPU host that tripled the pass. Restored when no pass is in flight."""
+CPU stages, so on a GPU host the pass took several times its own length (``ragtrim-bench pipeline stage_cost
+--switch-interval-s 0.005`` measures it with the default interval). Restored when no pass is in flight."""
 _SAVED_INTERVAL: list[float] = []
 
 

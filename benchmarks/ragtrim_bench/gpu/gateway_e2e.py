@@ -3,7 +3,7 @@
 Run on the GPU machine (vLLM importable, ``gpu suites --prepare-only`` done):
 
   RAGTRIM_DATA=.gpu/data python -m ragtrim_bench.gpu.gateway_e2e --out $OUT [--arms gpu-4x,gpu-8x,cpu-4x,...]
-  (session_e2e.sh runs it: ``gateway`` with the single arm of issue 16, ``latency`` with all of them)
+  (session_e2e.sh runs it: ``gateway`` with the BM25 arm, ``latency`` with the others)
 
 ``vllm serve`` (the Gemma-3-12B shape, dummy weights, CUDA graphs up to 1,024 tokens) listens on one port and one
 ``ragtrim serve`` per gateway arm (open mode, memory state, no vector store, limits far above the offered load) on
@@ -11,7 +11,7 @@ its own port; the gateways start while vLLM does. Arms (``ARMS``): ``gpu-4x`` / 
 (``balanced``: MiniLM on the GPU) at a quarter and an eighth of the document tokens; ``cpu-4x`` / ``cpu-8x``: the
 same with the gateway's process denied the GPU (``CUDA_VISIBLE_DEVICES=""``: int8 MiniLM on the host's CPU);
 ``cpu-auto-4x``: ``trim.scorer = "auto"`` on the CPU, which trims only as far as it pays, starting from
-``trim.prefill_ms_per_token`` = ``--prefill-ms-per-token`` and learning the rest; ``bm25-4x``: the issue-16 gateway.
+``trim.prefill_ms_per_token`` = ``--prefill-ms-per-token`` and learning the rest; ``bm25-4x``: BM25 with the GPU visible.
 The harness's OpenAI-compatible streaming client sends the same golden questions to each:
   direct    vLLM, the untrimmed prompt
   <arm>     that gateway, the prompt with the passages inside ``<context>...</context>``; the gateway trims them in
