@@ -332,8 +332,8 @@ class Gateway:
         """Parse, check, trim, count and encode the request in a worker thread: the event loop only waits."""
         config = self.config  # one config for the whole request, even if a reload lands meanwhile
         try:
-            prepared, content, too_large = await run_in_threadpool(parse_and_prepare, raw, prepare, config,
-                                                                   self.counter, self.auto)
+            prepared, content, too_large = await run_in_threadpool(parse_and_prepare, raw, prepare, config, self.counter,
+                                                                   self.auto if config.trim.scorer == "auto" else None)
         except RequestError as exc:
             raise GatewayError(400, str(exc), type_="invalid_request_error", param=exc.param, code=exc.code,
                                outcome="bad_request") from None

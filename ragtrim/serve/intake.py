@@ -67,8 +67,8 @@ def too_large(size: int, cap: int) -> GatewayError:
 def parse_and_prepare(raw: bytearray, prepare: Prepare, config: GatewayConfig, counter: TokenCounter,
                       auto: AutoTrim | None = None) -> tuple[Prepared, bytes, GatewayError | None]:
     """The request parsed, checked, trimmed and counted; its encoding for the upstream (empty when it is over
-    ``max_input_tokens``, which the third item then says). ``auto``: the gateway's cost-based recipe choice
-    (``trim.scorer = "auto"``)."""
+    ``max_input_tokens``, which the third item then says). ``auto``: the gateway's cost-based recipe choice, passed
+    to ``prepare`` only when given (``trim.scorer = "auto"``)."""
     try:
         body = loads(raw)
     except ValueError:  # orjson also refuses nesting past 1,024 levels here
@@ -77,7 +77,7 @@ def parse_and_prepare(raw: bytearray, prepare: Prepare, config: GatewayConfig, c
     if json_too_deep(body, depth):
         raise RequestError(f"the request body nests objects and arrays more than {depth} levels deep "
                            "(limits.max_json_depth)", code="json_too_deep")
-    prepared = prepare(body, config, counter, auto=auto)
+    prepared = prepare(body, config, counter) if auto is None else prepare(body, config, counter, auto=auto)
     too_many = size_error(prepared, config)
     return prepared, b"" if too_many else dumps(prepared.body), too_many
 
