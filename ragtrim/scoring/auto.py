@@ -33,7 +33,7 @@ from ragtrim.errors import ConfigError
 from ragtrim.scoring.base import Scorer
 from ragtrim.scoring.bm25 import BM25Scorer
 from ragtrim.scoring.cascade import CascadeScorer
-from ragtrim.scoring.device import cuda_available, default_threads, installed
+from ragtrim.scoring.device import cuda_available, installed, onnx_threads
 from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, EmbeddingScorer
 from ragtrim.scoring.hybrid import HybridScorer
 from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, is_exported
@@ -130,7 +130,7 @@ def _decide() -> AutoChoice:
     if torch_available() and cuda_available():
         return AutoChoice("balanced", "torch-cuda", "a CUDA device is present: MiniLM on the GPU, BM25 on the CPU")
     if onnx_available():
-        n = default_threads()
+        n = onnx_threads()
         return AutoChoice("balanced", "onnxruntime-int8-cpu",
                           f"no CUDA device{' that torch can use' if torch_available() else ''}: int8 MiniLM on ONNX "
                           f"Runtime ({n} thread{'s' * (n > 1)}), the cheapest CPU path measured", threads=n)

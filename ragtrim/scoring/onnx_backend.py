@@ -1,25 +1,27 @@
 """MiniLM through ONNX Runtime, without torch: ``OnnxEmbeddingScorer`` runs the int8 export of all-MiniLM-L6-v2 that
 ships with ragtrim (``ragtrim.scoring.onnx_export``) and needs only onnxruntime, tokenizers and numpy (the
 ``embeddings`` extra). Another model, or the fp32 graph, is exported into the cache folder once (the ``torch``
-extra).
+extra). ``activation_scales="row"`` runs the batch-invariant int8 model of ``ragtrim.scoring.onnx_rows`` instead,
+built once into the cache folder from the fp32 export (the ``torch`` extra).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import platform
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.redact import get_logger
-from ragtrim._util.validate import Boolean, Constraints, Interval, Text
+from ragtrim._util.validate import Boolean, Constraints, Interval, Options, Text
 from ragtrim.components import component, register
 from ragtrim.errors import MissingDependencyError
-from ragtrim.scoring.device import default_threads
+from ragtrim.scoring.device import onnx_threads
 from ragtrim.scoring.embedding import (
     DEFAULT_EMBEDDING_MODEL,
     CachedEmbedder,
@@ -29,11 +31,22 @@ from ragtrim.scoring.embedding import (
 from ragtrim.scoring.fingerprint import file_fingerprint
 from ragtrim.scoring.onnx_export import _import as import_extra
 from ragtrim.scoring.onnx_export import export_dir, export_onnx, is_default, shipped_dir
+from ragtrim.scoring.onnx_rows import ROW_FILE, build_row_quantized
 
 logger = get_logger("ragtrim")
 
-def onnx_file(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> Path:
-    """The ONNX graph the scorer runs: the shipped int8 export for the bundled model, else the cache's export."""
+ActivationScales = Literal["row", "call"]
+"""How an int8 model quantizes its activations: ``call``, ONNX Runtime's dynamic quantization, one scale per call
+(the shipped export; each text then runs alone); ``row``, one scale per token row (``ragtrim.scoring.onnx_rows``:
+batch-invariant, so texts of one length share a call)."""
+
+
+def onnx_file(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True,
+              activation_scales: ActivationScales = "call") -> Path:
+    """The ONNX graph the scorer runs: the shipped int8 export for the bundled model, else the cache's export; the
+    row-quantized model is always the cache's (built from the fp32 export)."""
+    if quantized and activation_scales == "row":
+        return export_dir(model) / ROW_FILE
     if quantized and is_default(model):
         return shipped_dir() / "model.int8.onnx"
     return export_dir(model) / ("model.int8.onnx" if quantized else "model.onnx")
@@ -44,11 +57,32 @@ def tokenizer_dir(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
     return shipped_dir() if is_default(model) else Path(resolve_model(model))
 
 
-def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> bool:
+def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True,
+                activation_scales: ActivationScales = "call") -> bool:
+    """True when the model file exists, or (the row-quantized one) can be built from the fp32 export without torch."""
     try:
-        return onnx_file(model, quantized=quantized).is_file()
-    except (MissingDependencyError, OSError):
+        path = onnx_file(model, quantized=quantized, activation_scales=activation_scales)
+        if quantized and activation_scales == "row" and not path.is_file():
+            return onnx_file(model, quantized=False).is_file() and importlib.util.find_spec("onnx") is not None
+        return path.is_file()
+    except (MissingDependencyError, OSError, ValueError):
         return False
+
+
+_ROW_LOCK = fork_safe_lock()
+
+
+def row_model(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
+    """The row-quantized int8 model of ``model`` in the cache folder, built once: from the fp32 export (made first
+    when missing, which needs the ``torch`` extra) by ``ragtrim.scoring.onnx_rows`` (needs ``onnx``)."""
+    target = onnx_file(model, activation_scales="row")
+    with _ROW_LOCK:
+        if not target.is_file():
+            fp32 = onnx_file(model, quantized=False)
+            if not fp32.is_file():
+                export_onnx(model)
+            build_row_quantized(fp32, target)
+    return target
 
 
 _SESSIONS: dict[tuple[str, int], Any] = {}
@@ -136,8 +170,9 @@ def _lead(text: str, chars: int, max_word: int | None) -> str:
     (``max_word``: its longest word) at the first whitespace, CJK ideograph or punctuation mark in
     ``[chars, 4 x chars)``. A window without one lies inside a single word: when more than ``max_word`` of its
     characters survive BERT's normalizer (combining marks and control characters do not), that word is one [UNK]
-    however it is cut, so the window's end will do. Otherwise the whole text."""
-    if len(text) <= 2 * chars:
+    however it is cut, so the window's end will do. Otherwise the whole text. A text of at most ``chars`` characters
+    is read whole."""
+    if len(text) <= chars:
         return text
     if max_word is None:
         cut = text.find(" ", chars)
@@ -222,12 +257,16 @@ def padded_batches(tokenizer: Any, texts: Sequence[str], max_tokens: int, batch_
 class OnnxEmbeddingScorer(CachedEmbedder):
     """Cosine similarity of MiniLM embeddings computed by ONNX Runtime (int8 weights by default), without torch.
 
-    The bundled model's int8 export ships with ragtrim; another ``model``, or ``quantized=False``, is exported once
-    into the cache folder on first use (the ``torch`` extra; ``ragtrim.scoring.onnx_export``). Texts are cut to ``max_seq_length`` word pieces, tokenized in
-    one batch and run through the model one text per call: int8 weights come with activations quantized on the fly
-    with one scale per call, so in a shared batch a text's vector depended on its neighbours
-    (benchmarks/results/relevance/batch_invariance.json). ``batch_size`` is kept for configs and unused. Embeddings
-    are cached per text like ``EmbeddingScorer``'s, and kept in the vector store.
+    The bundled model's int8 export ships with ragtrim; another ``model``, ``quantized=False`` or
+    ``activation_scales="row"`` is exported or built once into the cache folder on first use (the ``torch`` extra;
+    ``ragtrim.scoring.onnx_export``, ``row_model``). Texts are cut to ``max_seq_length`` word pieces and tokenized in
+    one batch. With ``activation_scales="call"`` (the default, the shipped model: ONNX Runtime's dynamic
+    quantization, one activation scale per call) and with fp32 weights each text runs in a call of its own: in a
+    shared call a text's vector depended on its neighbours (benchmarks/results/relevance/batch_invariance.json). With
+    ``activation_scales="row"`` (``ragtrim.scoring.onnx_rows``) texts of the same length share a call, ``batch_size``
+    at most: every activation scale comes from its own token row, so a text's vector is bitwise the one it gets
+    alone, and closer to the fp32 model's. Embeddings are cached per text like ``EmbeddingScorer``'s, and kept in the
+    vector store.
     """
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
@@ -236,6 +275,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         "max_seq_length": [Interval(int, 8, None)],
         "threads": [Interval(int, 1, None), None],
         "batch_size": [Interval(int, 1, None)],
+        "activation_scales": [Options(get_args(ActivationScales))],
     }
 
     model: str = DEFAULT_EMBEDDING_MODEL
@@ -243,33 +283,46 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     max_seq_length: int = 256
     threads: int | None = None
     batch_size: int = 32
+    activation_scales: ActivationScales = "call"
     warms_up: ClassVar[bool] = True
-    batch_invariant: ClassVar[bool] = True  # one text per session call (``_model_pass``)
+    batch_invariant: ClassVar[bool] = True  # shared calls only where the model is batch-invariant (``_grouping``)
 
     @property
     def name(self) -> str:
-        return f"onnx{'-int8' if self.quantized else ''}:{Path(self.model).name}@{self.max_seq_length}"
+        precision = ("-int8row" if self.activation_scales == "row" else "-int8") if self.quantized else ""
+        return f"onnx{precision}:{Path(self.model).name}@{self.max_seq_length}"
+
+    def _path(self) -> Path:
+        return onnx_file(self.model, quantized=self.quantized, activation_scales=self.activation_scales)
+
+    def _grouping(self) -> BatchGrouping:
+        """``exact_length`` for the row-quantized model (batch-invariant), else one text per call."""
+        return "exact_length" if self.quantized and self.activation_scales == "row" else "single"
 
     def _recipe(self) -> str:
-        """The exported file's fingerprint (it holds the weights, quantized or not, and the pooling and
-        normalization in the graph), ONNX Runtime's and tokenizers' versions, the word pieces read, one text per
-        call, the CPU architecture, and the vector of a probe text here (``host_digest``: int8 kernels round
-        differently by instruction set). Not the thread count: one-text vectors are the same at 1 and 2 threads
+        """The model file's fingerprint (it holds the weights, quantized or not, and the pooling and normalization
+        in the graph), ONNX Runtime's and tokenizers' versions, the word pieces read, how texts share calls, the CPU
+        architecture, and the vector of a probe text here (``host_digest``: int8 kernels round differently by
+        instruction set). Not the thread count: a text's vector is the same at 1 and 2 threads
         (benchmarks/results/relevance/batch_invariance.json)."""
         ort = _import("onnxruntime")
         tokenizers = _import("tokenizers")
-        self._parts()  # the export exists (it is made on first use)
-        path = onnx_file(self.model, quantized=self.quantized)
-        return (f"onnxruntime-{'int8' if self.quantized else 'fp32'}/{file_fingerprint(str(path))}/"
+        self._parts()  # the model file exists (an export or the row model is made on first use)
+        precision = ("int8row" if self.activation_scales == "row" else "int8") if self.quantized else "fp32"
+        grouping = "exact-length" if self._grouping() == "exact_length" else "single"
+        return (f"onnxruntime-{precision}/{file_fingerprint(str(self._path()))}/"
                 f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}-of-"
                 f"{prefix_chars(self.max_seq_length)}-chars/"
-                f"mean-l2/single/{platform.machine()}/probe-{self.host_digest()}")
+                f"mean-l2/{grouping}/{platform.machine()}/probe-{self.host_digest()}")
 
     def _parts(self) -> tuple[Any, Any]:
-        path = onnx_file(self.model, quantized=self.quantized)
+        path = self._path()
         if not path.is_file():
-            export_onnx(self.model)
-        threads = self.threads if self.threads is not None else default_threads()
+            if self.quantized and self.activation_scales == "row":
+                row_model(self.model)
+            else:
+                export_onnx(self.model)
+        threads = self.threads if self.threads is not None else onnx_threads()
         return _session(path, threads), load_tokenizer(tokenizer_dir(self.model), self.max_seq_length)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -283,10 +336,12 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         """The returned call tokenizes (``encode_batch`` releases the GIL), runs the session (which does too) and
         assembles the rows: on the background thread, nothing of it holds the caller's thread up."""
         texts = list(texts)
+        grouping = self._grouping()
+        batch_size = self.batch_size if grouping == "exact_length" else 1
 
         def run() -> np.ndarray:
             out = np.zeros((len(texts), 0), dtype=np.float32)
-            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, 1, "single"):
+            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, batch_size, grouping):
                 vectors = session.run(None, {"input_ids": ids, "attention_mask": mask,
                                              "token_type_ids": np.zeros_like(ids)})[0]
                 if out.shape[1] == 0:

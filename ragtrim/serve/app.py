@@ -39,6 +39,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ragtrim.serve.admission import Admission, Identity, key_id
+from ragtrim.serve.autotrim import AutoTrim
 from ragtrim.serve.config import GatewayConfig, load_config, restart_only_changes
 from ragtrim.serve.drain import Drain, DrainMiddleware
 from ragtrim.serve.intake import Prepare, parse_and_prepare, read_body
@@ -92,6 +93,7 @@ class Gateway:
                     if config.log.path else None)
         self.identities = self._identities(config)
         self.admission = Admission(config, self.store, self.metrics)
+        self.auto = AutoTrim(registry=self.metrics.registry)  # trim.scorer = "auto": learns the prefill cost
         self.probes = Probes(self)
         self.drain = Drain(lambda: self.config.serve.drain_timeout_s)  # SIGTERM's drain (ragtrim.serve.drain)
         max_mb = config.trim.vector_store_max_mb
@@ -163,6 +165,8 @@ class Gateway:
         holds the interpreter lock, which would otherwise stall every other request of the first one's client."""
         try:
             self.counter.count("warm up")
+            if self.config.trim.scorer == "auto" and self.config.trim.budget is not None:
+                self.auto.warm_up(self.counter)  # measure the recipes before the first request needs them
             if self.config.trim.budget is not None:
                 prepare_chat({"model": "warm-up", "messages": [{"role": "user", "content": "warm up"}],
                               "documents": ["The first warm-up passage.", "The second warm-up passage."],
@@ -339,8 +343,8 @@ class Gateway:
         """Parse, check, trim, count and encode the request in a worker thread: the event loop only waits."""
         config = self.config  # one config for the whole request, even if a reload lands meanwhile
         try:
-            prepared, content, too_large = await run_in_threadpool(parse_and_prepare, raw, prepare, config,
-                                                                   self.counter)
+            prepared, content, too_large = await run_in_threadpool(parse_and_prepare, raw, prepare, config, self.counter,
+                                                                   self.auto if config.trim.scorer == "auto" else None)
         except RequestError as exc:
             raise GatewayError(400, str(exc), type_="invalid_request_error", param=exc.param, code=exc.code,
                                outcome="bad_request") from None
@@ -575,6 +579,7 @@ class Gateway:
             rec.charged_tokens = total
 
     def _finish(self, rec: Record) -> None:
+        self.auto.observe_request(rec.prepared, rec.upstream_ttft_ms, rec.outcome)
         m = self.metrics
         m.requests.labels(rec.endpoint, rec.outcome).inc()
         if rec.error_code is not None:

@@ -51,6 +51,7 @@ class TrimConfig:
     context_tag: str = "context"
     vector_store: str = "default"
     vector_store_max_mb: float | None = None
+    prefill_ms_per_token: float | None = None  # scorer "auto": the upstream's cost until learned (serve.autotrim)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,8 +288,12 @@ def _trim(t: Mapping[str, Any]) -> TrimConfig:
             raise ConfigError(f"trim.vector_store_max_mb must be a number of MiB, got the string {max_mb!r}")
         store_size_bytes(max_mb, source="trim.vector_store_max_mb")
         max_mb = float(max_mb)
+    prefill = t.get("prefill_ms_per_token")
+    if prefill is not None:
+        prefill = _pos_float("trim.prefill_ms_per_token", prefill)
     return TrimConfig(budget=budget, history_turns=_int("trim.history_turns", t.get("history_turns", 0), minimum=0),
-                      scorer=scorer, context_tag=tag, vector_store=store, vector_store_max_mb=max_mb)
+                      scorer=scorer, context_tag=tag, vector_store=store, vector_store_max_mb=max_mb,
+                      prefill_ms_per_token=prefill)
 
 
 def _limits(t: Mapping[str, Any]) -> LimitsConfig:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
@@ -15,7 +15,10 @@ from ragtrim.serve.render import Prepared, RequestError
 from ragtrim.serve.responses import GatewayError, dumps, loads
 from ragtrim.text.tokens import TokenCounter
 
-Prepare = Callable[[Any, GatewayConfig, TokenCounter], Prepared]
+if TYPE_CHECKING:
+    from ragtrim.serve.autotrim import AutoTrim
+
+Prepare = Callable[..., Prepared]  # (body, config, counter, *, auto: AutoTrim | None) -> Prepared
 
 
 def json_too_deep(obj: Any, limit: int) -> bool:
@@ -61,10 +64,11 @@ def too_large(size: int, cap: int) -> GatewayError:
                         code="request_too_large", outcome="too_large", headers={"connection": "close"})
 
 
-def parse_and_prepare(raw: bytearray, prepare: Prepare, config: GatewayConfig,
-                      counter: TokenCounter) -> tuple[Prepared, bytes, GatewayError | None]:
+def parse_and_prepare(raw: bytearray, prepare: Prepare, config: GatewayConfig, counter: TokenCounter,
+                      auto: AutoTrim | None = None) -> tuple[Prepared, bytes, GatewayError | None]:
     """The request parsed, checked, trimmed and counted; its encoding for the upstream (empty when it is over
-    ``max_input_tokens``, which the third item then says)."""
+    ``max_input_tokens``, which the third item then says). ``auto``: the gateway's cost-based recipe choice, passed
+    to ``prepare`` only when given (``trim.scorer = "auto"``)."""
     try:
         body = loads(raw)
     except ValueError:  # orjson also refuses nesting past 1,024 levels here
@@ -73,7 +77,7 @@ def parse_and_prepare(raw: bytearray, prepare: Prepare, config: GatewayConfig,
     if json_too_deep(body, depth):
         raise RequestError(f"the request body nests objects and arrays more than {depth} levels deep "
                            "(limits.max_json_depth)", code="json_too_deep")
-    prepared = prepare(body, config, counter)
+    prepared = prepare(body, config, counter) if auto is None else prepare(body, config, counter, auto=auto)
     too_many = size_error(prepared, config)
     return prepared, b"" if too_many else dumps(prepared.body), too_many
 

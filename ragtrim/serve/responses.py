@@ -76,6 +76,8 @@ def trim_headers(p: Prepared) -> dict[str, str]:
         h["x-ragtrim-documents"] = f"{p.documents_kept}/{p.documents}"
     if p.history_turns_folded:
         h["x-ragtrim-history-folded"] = str(p.history_turns_folded)
+    if p.recipe:
+        h["x-ragtrim-recipe"] = p.recipe
     return h
 
 

@@ -94,6 +94,15 @@ class _CachedCounter(Component):
         cuts = (len(text) - 1) // block
         return sum(self._count_raw(text[i:i + block]) for i in range(0, len(text), block)) + cuts
 
+    def cached(self, text: str) -> bool:
+        """True when ``text``'s count is in the cache (counting it costs a lookup)."""
+        return self._cache.get(text) is not None
+
+    def remember(self, text: str, n: int) -> None:
+        """Put a count made elsewhere (``ragtrim.text.counting``, on worker threads) into the cache."""
+        if text:
+            self._cache.put(text, n, max_entries=self.cache_size)
+
     def clear_cache(self) -> None:
         self._cache.clear()
 

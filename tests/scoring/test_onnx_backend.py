@@ -15,9 +15,10 @@ import pytest
 
 from ragtrim._util.paths import cache_dir
 from ragtrim.errors import ConfigError, MissingDependencyError
-from ragtrim.scoring.device import default_threads
+from ragtrim.scoring.device import onnx_threads
 from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, is_exported, onnx_file, tokenizer_dir
 from ragtrim.scoring.onnx_export import EXPORT_VERSION, SHIPPED_FILES, export_dir, sha256, shipped_dir
+from ragtrim.scoring.onnx_rows import ROW_FILE
 
 
 class TestCacheDir:
@@ -43,17 +44,24 @@ class TestOnnxEmbeddingScorer:
         ({"max_seq_length": 4}, "max_seq_length must be >= 8"),
         ({"threads": 0}, "threads must be >= 1"),
         ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"activation_scales": "tensor"}, "activation_scales must be one of"),
     ])
     def test_invalid(self, kwargs: dict[str, object], message: str) -> None:
         with pytest.raises(ConfigError, match=message):
             OnnxEmbeddingScorer(**kwargs)  # type: ignore[arg-type]
 
-    def test_default_threads_leave_a_core_free(self) -> None:
-        assert 1 <= default_threads() <= max(1, (os.cpu_count() or 1))
+    def test_default_threads_use_the_cores(self) -> None:
+        assert onnx_threads() == max(1, min(8, os.cpu_count() or 1))
 
     def test_name_says_precision_and_length(self) -> None:
         assert OnnxEmbeddingScorer(max_seq_length=16).name == "onnx-int8:all-MiniLM-L6-v2@16"
+        assert OnnxEmbeddingScorer(max_seq_length=16, activation_scales="row").name == "onnx-int8row:all-MiniLM-L6-v2@16"
         assert OnnxEmbeddingScorer(quantized=False).name == "onnx:all-MiniLM-L6-v2@256"
+
+    def test_only_the_row_model_shares_calls(self) -> None:
+        assert OnnxEmbeddingScorer(activation_scales="row")._grouping() == "exact_length"
+        assert OnnxEmbeddingScorer()._grouping() == "single"
+        assert OnnxEmbeddingScorer(quantized=False)._grouping() == "single"
 
 
 class TestShippedExport:
@@ -96,6 +104,14 @@ class TestExportAndScore:
         assert (exported / "model.onnx").is_file() and (exported / "model.int8.onnx").is_file()
         assert not list(exported.glob("tmp*")), "temporary files left behind"
 
+    def test_row_model_is_built_on_first_use_from_the_fp32_export(self, exported: Path) -> None:
+        from ragtrim.scoring.onnx_backend import row_model
+
+        assert is_exported(activation_scales="row")  # buildable: the fp32 export is there and onnx imports
+        assert row_model() == exported / ROW_FILE == onnx_file(activation_scales="row")
+        assert (exported / ROW_FILE).is_file() and not list(exported.glob(".rowq-*"))
+        assert onnx_file() == shipped_dir() / "model.int8.onnx"  # the default still reads the shipped model
+
     def test_matches_sentence_transformers(self, exported: Path) -> None:
         from ragtrim.scoring.embedding import EmbeddingScorer
 
@@ -104,9 +120,25 @@ class TestExportAndScore:
                  "by Gustave Eiffel's engineering company and was criticised by artists at the time.")]
         reference = EmbeddingScorer().embed(texts)
         fp32 = OnnxEmbeddingScorer(quantized=False).embed(texts)  # padded batch: texts of different lengths
-        int8 = OnnxEmbeddingScorer().embed(texts)
+        per_call = OnnxEmbeddingScorer().embed(texts)
+        per_row = OnnxEmbeddingScorer(activation_scales="row").embed(texts)  # exact-length groups of the row model
         assert np.min(np.sum(reference * fp32, axis=1)) > 0.999
-        assert np.min(np.sum(reference * int8, axis=1)) > 0.9
+        assert np.min(np.sum(reference * per_call, axis=1)) > 0.9
+        assert np.min(np.sum(reference * per_row, axis=1)) > 0.99  # one scale per token row: closer to fp32
+
+    def test_row_model_shares_calls_between_equal_lengths(self, exported: Path) -> None:
+        scorer = OnnxEmbeddingScorer(max_seq_length=10, vector_store=None, activation_scales="row")
+        session, tokenizer = scorer._parts()
+        calls: list[int] = []
+
+        class Counting:
+            def run(self, names: object, feed: dict[str, np.ndarray]) -> object:
+                calls.append(len(feed["input_ids"]))
+                return session.run(names, feed)
+
+        texts = [f"passage {i} about the tower and the river and the old bridge" for i in range(12)] + ["short"]
+        scorer._model_pass(Counting(), tokenizer, texts)()
+        assert sorted(calls) == [1, 12]  # twelve texts of ten pieces in one call, the short one alone
 
     def test_the_shipped_export_is_what_the_exporter_makes(self, exported: Path) -> None:
         """A fresh export of the bundled model gives the shipped file's vectors (the export is deterministic: with
