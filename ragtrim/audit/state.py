@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragtrim.audit.breakdown import (
     Breakdown,
@@ -23,6 +23,7 @@ from ragtrim.audit.breakdown import (
     add_stats,
     part_tokens,
 )
+from ragtrim.audit.config import AuditConfig
 from ragtrim.audit.duplicates import DocumentAnalysis, DocumentCache
 from ragtrim.audit.prefix import DEFAULT_CACHE_TOKENS, PrefixAnalysis
 from ragtrim.audit.reader import MAX_SKIP_EXAMPLES, AuditRequest, SkipLog
@@ -30,9 +31,6 @@ from ragtrim.audit.savings import PrioritySample
 from ragtrim.audit.shards import LogShard, read_shard
 from ragtrim.errors import RagtrimError
 from ragtrim.text.tokens import TokenCounter, get_counter
-
-if TYPE_CHECKING:
-    from ragtrim.audit.core import AuditConfig
 
 _HASH_PROBE = "ragtrim.audit: text keys"
 """Every key of a text is Python's ``hash`` of it, which differs between processes unless PYTHONHASHSEED is set;

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from ragtrim.audit.breakdown import ConversationGrowth
-from ragtrim.audit.core import AuditConfig, build_report, check_not_empty, measure_sample, run_audit
+from ragtrim.audit.config import AuditConfig
+from ragtrim.audit.core import build_report, check_not_empty, measure_sample, run_audit
 from ragtrim.audit.prefix import PrefixCacheSim
 from ragtrim.audit.reader import EmptyLogError, parse_request
 from ragtrim.audit.savings import SavingsConfig
