@@ -11,7 +11,8 @@ stage's shingles and seeds, ``ragtrim.dedup``) shares an LSH band with a piece k
 agrees with it on at least ``threshold`` of its positions (an estimate of the word-shingle Jaccard; standard error
 about 0.035 at 0.8). Every number of a request depends on that request alone, so stretches of the log read apart
 add up exactly. Across requests, the first ``max_docs`` distinct documents of the log are followed (how often each
-is retrieved again), and ``near_duplicate_clusters`` groups them, in log order, with the same signatures.
+is retrieved again), and ``near_duplicate_clusters`` groups them, in log order, with the same signatures; every
+document of the log is estimated from a bounded sample (``ragtrim.audit.sketch``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from ragtrim.audit.breakdown import CountCache, Position, TopK
 from ragtrim.audit.reader import AuditRequest
+from ragtrim.audit.sketch import DocumentSketch, stable_key
 
 DEFAULT_MAX_DOCS = 200_000
 PREVIEW_CHARS = 160
@@ -40,6 +42,7 @@ class DocInfo:
     is_html: bool
     bands: tuple[bytes, ...]
     signature: Any  # numpy uint32 (num_perm,), or None
+    sketch_key: int  # the normalized text's stable key (``ragtrim.audit.sketch``)
 
 
 @dataclass(slots=True)
@@ -112,7 +115,7 @@ class DocumentCache:
             # A piece the HTML stage would leave as it is (no markup to render) is not HTML for the report either.
             is_html = raw_key in cleaned and cleaned[raw_key] != text
             self._info[raw_key] = DocInfo(norm_key, raw_tokens, clean_tokens, max(0, raw_tokens - clean_tokens),
-                                          is_html, bands, signature)
+                                          is_html, bands, signature, stable_key(normalized[raw_key]))
         for cache in (self._info, self._signed):
             if len(cache) > self.max_entries:
                 for k in list(islice(cache, len(cache) // 2)):
@@ -185,6 +188,7 @@ class DocumentAnalysis:
         self.untracked_pieces = 0
         self.top_duplicates = TopK()
         self.top_boilerplate = TopK()
+        self.sketch = DocumentSketch()
 
     def cache(self, counts: CountCache, *, html: bool = True) -> DocumentCache:
         """A ``DocumentCache`` with this analysis's MinHash parameters."""
@@ -245,13 +249,16 @@ class DocumentAnalysis:
             if info.norm_key in seen_norms:  # then dedup drops the cleaned copy
                 exact += info.clean_tokens
                 self.exact_duplicate_pieces += 1
+                self.sketch.add(info.sketch_key, info.tokens, 0)
                 continue
             if not kept_bands.isdisjoint(info.bands) and any(
                     not set(k.bands).isdisjoint(info.bands) and agreement(k.signature, info.signature) >= threshold
                     for k in kept):
                 near += info.clean_tokens
                 self.near_duplicate_pieces += 1
+                self.sketch.add(info.sketch_key, info.tokens, 0)
                 continue
+            self.sketch.add(info.sketch_key, info.tokens, 1)
             seen_norms.add(info.norm_key)
             kept_bands.update(info.bands)
             kept.append(info)
@@ -279,6 +286,7 @@ class DocumentAnalysis:
             setattr(self, name, getattr(self, name) + getattr(later, name))
         self.top_duplicates.absorb(later.top_duplicates)
         self.top_boilerplate.absorb(later.top_boilerplate)
+        self.sketch.absorb(later.sketch)
         table = self._table
         for raw_key, theirs in later._table.items():
             mine = table.get(raw_key)
@@ -355,6 +363,7 @@ class DocumentAnalysis:
                 "most_retrieved": [
                     {"first_request_id": e.first_request_id, "requests": e.requests, "tokens": e.tokens,
                      **({"preview": e.preview} if self.keep_text else {})} for e in top_docs[:10]],
+                "whole_log": self.sketch.to_dict(self.context_tokens),
             },
             "html": {
                 "html_pieces": self.html_pieces,
