@@ -3,6 +3,7 @@ their stated relative standard errors of the truth on logs of thousands of docum
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -54,7 +55,7 @@ def test_merged_in_parts_equals_one_pass() -> None:
     one = sketch_of(pieces, 64)
     for cuts in ([1000], [10, 5000, 5001, 9000], list(range(500, len(pieces), 500))):
         bounds = [0, *cuts, len(pieces)]
-        parts = [sketch_of(pieces[a:b], 64) for a, b in zip(bounds, bounds[1:], strict=False)]
+        parts = [sketch_of(pieces[a:b], 64) for a, b in itertools.pairwise(bounds)]
         merged = parts[0]
         for p in parts[1:]:
             merged.absorb(p)
