@@ -74,16 +74,17 @@ class BatchIndexer:
     """A Ray Data actor: the embedders rebuilt here, checked against this job's recipes, and each batch of passages
     stored through ``index_passages``."""
 
-    def __init__(self, specs: bytes, recipes: list[str], store: str, max_bytes: int | None, clean_html: bool) -> None:
+    def __init__(self, specs: bytes, recipes: list[str], store: str, max_bytes: int | None, clean_html: bool,
+                 threads: int) -> None:
         import platform
 
         configure_default_store(store, max_bytes=max_bytes)
-        self.embedders = [cls(**params) for cls, params in pickle.loads(specs)]
+        self.embedders = [_with_threads(cls, params, threads, wanted)
+                          for (cls, params), wanted in zip(pickle.loads(specs), recipes, strict=True)]
         self.clean_html = clean_html
         self.error = b""  # returned for every batch: an actor that fails to start would be started again and again
         for embedder, wanted in zip(self.embedders, recipes, strict=True):
-            persist = embedder._persistence()
-            mine = persist[1] if persist is not None else None
+            mine = _recipe(embedder)
             if mine != wanted and not self.error:
                 self.error = pack_error(VectorStoreError(
                     f"worker on {platform.node()} embeds {embedder.name} with recipe {mine!r}, not the recipe of the "
@@ -106,6 +107,21 @@ class BatchIndexer:
                 error = pack_error(exc)
         return {"passages": np.array([len(texts)]), "stored": np.array([stored]), "already": np.array([already]),
                 "error": np.array([error], dtype=object)}
+
+
+def _recipe(embedder: CachedEmbedder) -> str | None:
+    persist = embedder._persistence()
+    return persist[1] if persist is not None else None
+
+
+def _with_threads(cls: type[CachedEmbedder], params: dict[str, Any], threads: int, wanted: str) -> CachedEmbedder:
+    """The embedder with ``threads`` CPU threads (the CPUs its worker holds; left to itself, a model takes half the
+    host's cores in every worker) when that leaves its recipe as ``wanted``, else as configured."""
+    if "threads" in params and params["threads"] is None:
+        fitted = cls(**{**params, "threads": threads})
+        if _recipe(fitted) == wanted:
+            return fitted
+    return cls(**params)
 
 
 def corpus_files(paths: Sequence[str | Path]) -> list[str]:
@@ -143,19 +159,21 @@ def run_ray_index(corpus: Sequence[str | Path], *, store: str, scorer: Scorer | 
     recipes = driver_recipes(specs, store, max_bytes)
     started = time.perf_counter()
     count = stored = already = 0
+    opts = options or RayOptions()
     try:
-        with ray_session(options or RayOptions()) as ray:
+        with ray_session(opts) as ray:
             quiet_data_context(ray, ordered=False)
-            workers = worker_count(ray, options or RayOptions())
+            workers = worker_count(ray, opts)
             ds = ray.data.from_items([{"path": f} for f in files], override_num_blocks=max(1, len(files)))
             # Reading holds no CPU of its own: the embedders hold them all, and reading is a small part of the work.
             ds = ds.flat_map(read_file, fn_kwargs={"text_field": text_field, "title_field": title_field},
                              num_cpus=0, runtime_env=runtime_env())
             ds = ds.map_batches(
                 BatchIndexer, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=workers),
-                num_cpus=(options or RayOptions()).cpus_per_worker, runtime_env=runtime_env(),
+                num_cpus=opts.cpus_per_worker, runtime_env=runtime_env(),
                 fn_constructor_kwargs={"specs": pickle.dumps(specs), "recipes": recipes, "store": store,
-                                       "max_bytes": max_bytes, "clean_html": clean_html})
+                                       "max_bytes": max_bytes, "clean_html": clean_html,
+                                       "threads": max(1, round(opts.cpus_per_worker))})
             for row in ds.iter_rows():
                 if row["error"]:
                     raise unpack_error(row["error"])

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ragtrim.testing import FakeEmbedder
+from ragtrim_bench.common.procs import descendants
 
 
 @contextmanager
@@ -31,34 +32,6 @@ def local_ray(cpus: int = 2) -> Iterator[Any]:
     finally:
         ray.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
-
-
-def descendants(root: int | None = None) -> dict[int, str]:
-    """pid -> command line of every process started below ``root`` (default: this one), read from /proc. Ray names
-    a worker's process after what it runs: ``ray::MapWorker(MapBatches(ShardAuditor)).submit`` while an actor works
-    on a batch."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    out: dict[int, str] = {}
-    todo = [os.getpid() if root is None else root]
-    while todo:
-        for pid in children.get(todo.pop(), []):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    out[pid] = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            except OSError:
-                continue
-            todo.append(pid)
-    return out
 
 
 def kill_busy_worker(actor: str) -> str | None:

@@ -94,5 +94,11 @@ def test_refused_and_unreadable_logs_fail_as_locally(ray_instance: Any, tmp_path
         f.write(json.dumps({"messages": [{"role": "user", "content": "caf"}]}).encode()[:-4] + b"\xe9\"}]}\n")
     with pytest.raises(InputError, match="not UTF-8 at line 1"):
         run_ray_audit([good, latin], CFG, OPTIONS)
+
+
+def test_stdin_and_a_full_sample_are_refused_before_any_work(tmp_path: Path) -> None:
+    good = write_log(tmp_path / "good.jsonl", 5, seed=18)
+    with pytest.raises(ConfigError, match="stdin"):
+        run_ray_audit(["-"], CFG, OPTIONS)
     with pytest.raises(ConfigError, match="--sample 0"):
         run_ray_audit(good, AuditConfig(savings=SavingsConfig(sample=0)), OPTIONS)
