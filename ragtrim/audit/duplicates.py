@@ -51,8 +51,7 @@ class _Entry:
 
     norm_key: int
     tokens: int
-    bands: tuple[bytes, ...]
-    signature: Any
+    signature: bytes | None  # the MinHash signature's bytes (its LSH bands are slices of it): cheap to send
     preview: str = ""
     requests: int = 0
     pieces: int = 0
@@ -137,9 +136,7 @@ class DocumentCache:
             if len(shingles) == 0:
                 self._signed[k] = ((), None)
                 continue
-            # the band's number first, so that equal rows of two different bands are different keys
-            self._signed[k] = (tuple(bytes((b,)) + sig[b * rows:(b + 1) * rows].tobytes()
-                                     for b in range(self.bands)), sig)
+            self._signed[k] = (band_keys(sig.tobytes(), self.bands, rows), sig)
 
     def _clean(self, text: str) -> str:
         if self._cleaner is None:
@@ -147,6 +144,13 @@ class DocumentCache:
 
             self._cleaner = HtmlCleaner()
         return str(self._cleaner.clean(text).text)
+
+
+def band_keys(signature: bytes, bands: int, rows: int) -> tuple[bytes, ...]:
+    """The LSH band keys of a signature (uint32 bytes): each band's number, then its rows, so that equal rows of
+    two different bands are different keys."""
+    width = 4 * rows
+    return tuple(bytes((b,)) + signature[b * width:(b + 1) * width] for b in range(bands))
 
 
 def agreement(a: Any, b: Any) -> float:
@@ -218,8 +222,8 @@ class DocumentAnalysis:
         if len(self._table) >= self.max_docs and not self.mergeable:
             return None
         full = len(self._table) >= self.max_docs  # mergeable: counted, but no merged table can take it
-        entry = _Entry(info.norm_key, info.tokens, () if full else info.bands, None if full else info.signature,
-                       text[:PREVIEW_CHARS] if self.keep_text and not full else "")
+        signature = None if full or info.signature is None else info.signature.tobytes()
+        entry = _Entry(info.norm_key, info.tokens, signature, text[:PREVIEW_CHARS] if self.keep_text and not full else "")
         self._table[raw_key] = entry
         return entry
 
@@ -304,6 +308,8 @@ class DocumentAnalysis:
         """(distinct normalized documents, near-duplicate clusters, documents indexed) of the followed documents,
         in log order: a document starts a cluster unless it shares an LSH band with an earlier one and agrees with
         it on at least ``threshold`` of the signature (a text without words is a cluster of its own)."""
+        import numpy as np
+
         seen: set[int] = set()
         first_in_band: dict[bytes, int] = {}
         signatures: list[Any] = []
@@ -315,12 +321,14 @@ class DocumentAnalysis:
             if e.signature is None:
                 clusters += 1
                 continue
-            candidates = sorted({first_in_band[k] for k in e.bands if k in first_in_band})
-            if not any(agreement(signatures[i], e.signature) >= self.threshold for i in candidates):
+            signature = np.frombuffer(e.signature, dtype=np.uint32)
+            bands = band_keys(e.signature, self.bands, self.rows)
+            candidates = sorted({first_in_band[k] for k in bands if k in first_in_band})
+            if not any(agreement(signatures[i], signature) >= self.threshold for i in candidates):
                 clusters += 1
-            for k in e.bands:
+            for k in bands:
                 first_in_band.setdefault(k, len(signatures))
-            signatures.append(e.signature)
+            signatures.append(signature)
         return len(seen), clusters, len(signatures)
 
     @property
