@@ -23,7 +23,8 @@ def add_cli(subparsers: Any) -> None:
     a = subparsers.add_parser(
         "audit", help="where a service's prompt tokens go, what a prefix cache could serve and what ragtrim would "
                       "save, from a JSONL log of OpenAI requests (docs/audit.md)",
-        description="Audit a request log: JSONL (plain or gzip) of OpenAI chat or completions bodies, Anthropic "
+        description="Audit request logs (several are read as one, in the order given): JSONL (plain or gzip) of "
+                    "OpenAI chat or completions bodies, Anthropic "
                     "Messages bodies, OpenAI/vLLM or Anthropic batch lines, the gateway's request log (log_request = "
                     "true), ragtrim requests, or a vLLM server log with --enable-log-requests. The format is told "
                     "from the first lines. Writes audit.json (every number) and audit.html (a static page with "
@@ -65,8 +66,8 @@ def add_cli(subparsers: Any) -> None:
                    help="output tokens per request when the log has neither usage nor max_tokens")
     from ragtrim.engines.options import add_engine_args
 
-    add_engine_args(a, "shards of the logs (each file; plain files also in --shard-mb byte ranges)")
-    a.add_argument("--shard-mb", type=float, default=64, help="--engine ray: plain logs are read in byte ranges of "
+    engine = add_engine_args(a, "shards of the logs (each file; plain files also in --shard-mb byte ranges)")
+    engine.add_argument("--shard-mb", type=float, default=64, help="--engine ray: plain logs are read in byte ranges of "
                                                               "about this size (default 64); gzip files whole")
     a.set_defaults(func=run_cli)
 

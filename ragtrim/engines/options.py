@@ -37,7 +37,7 @@ class RayOptions:
         return self.address or os.environ.get(ADDRESS_ENV) or None
 
 
-def add_engine_args(parser: Any, what: str) -> None:
+def add_engine_args(parser: Any, what: str) -> Any:
     """``--engine`` and the Ray engine's options (``ragtrim audit`` and ``ragtrim index``; docs/scale.md)."""
     e = parser.add_argument_group("engine (docs/scale.md)")
     e.add_argument("--engine", choices=list(ENGINES), default="local",
@@ -48,3 +48,4 @@ def add_engine_args(parser: Any, what: str) -> None:
                         "machine for the job)")
     e.add_argument("--workers", type=int, default=None, help=f"--engine ray: {what} processed at once (default: "
                                                             "every CPU of the cluster)")
+    return e

@@ -36,7 +36,7 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     from ragtrim.engines.options import add_engine_args
 
-    add_engine_args(p, "batches embedded")
+    add_engine_args(p, "batches (--batch-size passages each)")
     p.set_defaults(func=run_index)
 
 

@@ -65,7 +65,13 @@ def test_a_worker_killed_mid_job(ray_instance: Any, tmp_path: Path) -> None:
     assert comparable(r) == comparable(run_audit(log, CFG))
 
 
-def test_malformed_and_truncated_shards_are_counted_per_file(ray_instance: Any, tmp_path: Path) -> None:
+def test_malformed_and_truncated_shards_are_counted_per_file(ray_instance: Any, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also: the savings sample trimmed on the workers (as a sample over ``LOCAL_TRIM_MAX`` is) gives the same
+    savings as in this process."""
+    import ragtrim.engines.ray_audit
+
+    monkeypatch.setattr(ragtrim.engines.ray_audit, "LOCAL_TRIM_MAX", 0)
     good = write_log(tmp_path / "good.jsonl", 120, seed=15)
     bad = tmp_path / "bad.jsonl"
     lines = ['{"messages": [{"role": "user", "content": "fine"}]}', "{broken", "[1, 2]", '{"messages": "nope"}',
@@ -80,6 +86,7 @@ def test_malformed_and_truncated_shards_are_counted_per_file(ray_instance: Any, 
     assert files[1]["requests"] == 1 and files[1]["skipped_lines"]["by_reason"] == {
         "bad_messages": 1, "empty_messages": 1, "not_a_request": 1, "not_json": 2}
     assert not files[2]["complete"] and files[2]["stopped_after_line"] > 0 and not r["input"]["complete"]
+    assert r["savings"]["sampled_requests"] == 12
     assert comparable(r) == comparable(run_audit(paths, CFG))
 
 
