@@ -38,6 +38,9 @@ from ragtrim.vectors.index import IndexReport, embedders_of, index_passages, rea
 from ragtrim.vectors.store import OFF, configure_default_store
 
 EmbedderSpec = tuple[type[CachedEmbedder], dict[str, Any]]
+BLOCK_BYTES = 256 * 2**10
+"""Ray Data block size of the passages read: a few hundred passages, so that one large corpus file is spread over
+every embedding actor (Ray Data's default, 128 MiB, gives one file's passages to one actor)."""
 
 
 def embedder_specs(embedders: Sequence[CachedEmbedder]) -> list[EmbedderSpec]:
@@ -162,7 +165,8 @@ def run_ray_index(corpus: Sequence[str | Path], *, store: str, scorer: Scorer | 
     opts = options or RayOptions()
     try:
         with ray_session(opts) as ray:
-            quiet_data_context(ray, ordered=False)
+            ctx = quiet_data_context(ray, ordered=False)
+            block_bytes, ctx.target_max_block_size = ctx.target_max_block_size, BLOCK_BYTES
             workers = worker_count(ray, opts)
             ds = ray.data.from_items([{"path": f} for f in files], override_num_blocks=max(1, len(files)))
             # Reading holds no CPU of its own: the embedders hold them all, and reading is a small part of the work.
@@ -174,14 +178,17 @@ def run_ray_index(corpus: Sequence[str | Path], *, store: str, scorer: Scorer | 
                 fn_constructor_kwargs={"specs": pickle.dumps(specs), "recipes": recipes, "store": store,
                                        "max_bytes": max_bytes, "clean_html": clean_html,
                                        "threads": max(1, round(opts.cpus_per_worker))})
-            for row in ds.iter_rows():
-                if row["error"]:
-                    raise unpack_error(row["error"])
-                count += int(row["passages"])
-                stored += int(row["stored"])
-                already += int(row["already"])
-                if progress is not None:
-                    progress(int(row["passages"]))
+            try:
+                for row in ds.iter_rows():
+                    if row["error"]:
+                        raise unpack_error(row["error"])
+                    count += int(row["passages"])
+                    stored += int(row["stored"])
+                    already += int(row["already"])
+                    if progress is not None:
+                        progress(int(row["passages"]))
+            finally:
+                ctx.target_max_block_size = block_bytes
     except Exception as exc:  # a worker's InputError (a bad corpus line) or VectorStoreError is raised as itself
         found = ragtrim_error(exc)
         if found is exc:

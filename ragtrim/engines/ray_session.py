@@ -16,6 +16,9 @@ from ragtrim.errors import MissingDependencyError, RagtrimError
 
 HASH_SEED = "20241"
 """PYTHONHASHSEED of every worker: the audit keys texts by Python's ``hash``, which must agree across processes."""
+AGENT_TIMEOUT_MS = 300_000
+"""How long a Ray instance started here waits for its node agents to start (they import for seconds to minutes on a
+loaded machine)."""
 logger = logging.getLogger("ragtrim")
 
 
@@ -43,6 +46,8 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
     if address is None:
         kwargs["num_cpus"] = options.workers if options.workers is not None else os.cpu_count() or 1
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report leaves the machine
+    if address is None:  # Ray's node agents start slowly on a busy machine, and the node gives up on them in time
+        os.environ.setdefault("RAY_agent_register_timeout_ms", str(AGENT_TIMEOUT_MS))
     ray.init(address=address, **kwargs)
     try:
         yield ray

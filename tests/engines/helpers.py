@@ -22,7 +22,10 @@ def local_ray(cpus: int = 2) -> Iterator[Any]:
     shut down and removed on exit."""
     import ray
 
+    from ragtrim.engines.ray_session import AGENT_TIMEOUT_MS
+
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_agent_register_timeout_ms", str(AGENT_TIMEOUT_MS))  # a loaded machine starts them slowly
     temp = tempfile.mkdtemp(prefix="rt-ray-", dir="/tmp")
     context = ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False,
                        _temp_dir=temp)

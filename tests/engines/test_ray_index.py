@@ -16,6 +16,7 @@ from ragtrim.engines.ray_index import run_ray_index
 from ragtrim.errors import InputError, VectorStoreError
 from ragtrim.testing import FakeEmbedder
 from ragtrim.vectors.index import index_passages, read_corpus
+from ragtrim_bench.common.procs import descendants
 from tests.engines.helpers import DriverOnlyEmbedder, kill_busy_worker
 
 pytest.importorskip("ray")
@@ -23,14 +24,18 @@ pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWa
 OPTIONS = RayOptions(workers=2)
 
 
-def corpus(folder: Path, files: int, per_file: int) -> Path:
+def corpus(folder: Path, files: int, per_file: int, *, page: bool = True, pad: int = 0) -> Path:
+    """``files`` JSONL files of ``per_file`` passages (``pad`` more sentences each: 32 make a 1 KB passage), and an
+    HTML page."""
     folder.mkdir()
+    more = " The tower stands by the river." * pad
     for k in range(files):
         (folder / f"part{k}.jsonl").write_text("".join(
-            json.dumps({"title": f"Doc {k}", "text": f"Passage {k}-{i}: the tower number {i} by river {k}."}) + "\n"
-            for i in range(per_file)))
-    (folder / "page.html").write_text("<html><body><nav>Home | About</nav><article><p>" + "The tower stands by the "
-                                      "river. " * 8 + "</p></article></body></html>")
+            json.dumps({"title": f"Doc {k}", "text": f"Passage {k}-{i}: the tower number {i} by river {k}.{more}"})
+            + "\n" for i in range(per_file)))
+    if page:
+        (folder / "page.html").write_text("<html><body><nav>Home | About</nav><article><p>"
+                                          + "The tower stands by the river. " * 8 + "</p></article></body></html>")
     return folder
 
 
@@ -58,21 +63,26 @@ def test_same_vectors_under_the_same_keys_and_a_rerun_resumes(ray_instance: Any,
     assert local.stored == 451 and vectors(store) == vectors(tmp_path / "local.sqlite3")
 
 
-def test_a_worker_killed_mid_job(ray_instance: Any, tmp_path: Path) -> None:
-    docs = corpus(tmp_path / "corpus", 4, 1500)
+def test_a_worker_killed_mid_job_and_one_file_spread_over_every_worker(ray_instance: Any, tmp_path: Path) -> None:
+    # one file of 6 MB: Ray Data's default would give it to one actor in one task; the engine's 256 KiB blocks
+    # spread it over both
+    docs = corpus(tmp_path / "corpus", 1, 6000, page=False, pad=32)
     killed: list[str | None] = []
+    busy: list[int] = []
     done = [0]
 
     def kill_once(n: int) -> None:
         done[0] += n
-        if done[0] >= 64 and not killed:
+        busy.append(sum(1 for title in descendants().values() if "(BatchIndexer))." in title))
+        if done[0] >= 640 and not killed:
             killed.append(kill_busy_worker("BatchIndexer"))
 
     store = tmp_path / "ray.sqlite3"
     report = run_ray_index([docs], store=str(store), scorer=FakeEmbedder(recipe="fake-v1"), options=OPTIONS,
                            batch_size=16, progress=kill_once)
     assert killed and killed[0] is not None and killed[0].endswith(".submit"), killed
-    assert report.passages == 6001 and report.stored + report.already == 6001
+    assert max(busy) == 2, busy
+    assert report.passages == 6000 and report.stored + report.already == 6000
     index_passages(read_corpus([docs]), scorer=FakeEmbedder(recipe="fake-v1", vector_store=str(tmp_path / "l.db")))
     assert vectors(store) == vectors(tmp_path / "l.db")
 
