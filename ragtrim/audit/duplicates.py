@@ -122,14 +122,12 @@ class DocumentCache:
 
     def _sign(self, normalized: dict[int, str]) -> None:
         from ragtrim.dedup.minhash import minhash_signatures
-        from ragtrim.dedup.shingles import batch_shingle_hashes, word_text
+        from ragtrim.dedup.shingles import batch_shingle_hashes, sorted_unique, word_text
 
         fresh = {k: word_text(n) for k, n in normalized.items() if k not in self._signed}
         if not fresh:
             return
-        import numpy as np
-
-        sets = [np.unique(h) for h in batch_shingle_hashes(list(fresh.values()), self.shingle_words)]
+        sets = [sorted_unique(h) for h in batch_shingle_hashes(list(fresh.values()), self.shingle_words)]
         sigs = minhash_signatures(sets, self.num_perm, self.seed)
         rows = self.rows
         for k, sig, shingles in zip(fresh, sigs, sets, strict=True):

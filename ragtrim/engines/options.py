@@ -38,8 +38,9 @@ class RayOptions:
 
 
 def add_engine_args(parser: Any, what: str) -> Any:
-    """``--engine`` and the Ray engine's options (``ragtrim audit`` and ``ragtrim index``; docs/scale.md)."""
-    e = parser.add_argument_group("engine (docs/scale.md)")
+    """``--engine`` and the Ray engine's options (``ragtrim audit`` and ``ragtrim index``; the guide: ``ragtrim docs
+    scale``)."""
+    e = parser.add_argument_group("engine (full guide: ragtrim docs scale)")
     e.add_argument("--engine", choices=list(ENGINES), default="local",
                    help="local: this process (default); ray: the workers of a Ray cluster (pip install "
                         "'ragtrim[ray]')")

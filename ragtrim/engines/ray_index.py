@@ -31,10 +31,17 @@ from ragtrim.engines.ray_session import (
     unpack_error,
     worker_count,
 )
-from ragtrim.errors import InputError, RagtrimError, VectorStoreError
+from ragtrim.errors import ConfigError, InputError, RagtrimError, VectorStoreError
 from ragtrim.scoring.base import Scorer
 from ragtrim.scoring.embedding import CachedEmbedder
-from ragtrim.vectors.index import IndexReport, embedders_of, index_passages, read_corpus, resolve_index_scorer
+from ragtrim.vectors.index import (
+    STDIN_NAMES,
+    IndexReport,
+    embedders_of,
+    index_passages,
+    read_corpus,
+    resolve_index_scorer,
+)
 from ragtrim.vectors.store import OFF, configure_default_store
 
 EmbedderSpec = tuple[type[CachedEmbedder], dict[str, Any]]
@@ -59,7 +66,7 @@ def driver_recipes(specs: Sequence[EmbedderSpec], store: str, max_bytes: int | N
         if persist is None:
             raise VectorStoreError(f"{embedder.name} has no vector store to fill (vector_store={store!r}; a store "
                                    "needs a built-in model backend on the CPU and a store that opens)")
-        recipes.append(persist[1])
+        recipes.append(persist.recipe)
     return recipes
 
 
@@ -98,7 +105,7 @@ class BatchIndexer:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         error = self.error or next((bytes(e) for e in batch["error"] if e), b"")
         texts = [str(t) for t, e in zip(batch["text"], batch["error"], strict=True) if not e]
-        stored = already = 0
+        stored = already = repaired = 0
         if not error:
             try:
                 for embedder in self.embedders:
@@ -106,15 +113,16 @@ class BatchIndexer:
                                             clean_html=self.clean_html)
                     stored += report.stored
                     already += report.already
+                    repaired += report.repaired
             except RagtrimError as exc:  # the store failed: the job fails with it, as the local engine does
                 error = pack_error(exc)
         return {"passages": np.array([len(texts)]), "stored": np.array([stored]), "already": np.array([already]),
-                "error": np.array([error], dtype=object)}
+                "repaired": np.array([repaired]), "error": np.array([error], dtype=object)}
 
 
 def _recipe(embedder: CachedEmbedder) -> str | None:
     persist = embedder._persistence()
-    return persist[1] if persist is not None else None
+    return persist.recipe if persist is not None else None
 
 
 def _with_threads(cls: type[CachedEmbedder], params: dict[str, Any], threads: int, wanted: str) -> CachedEmbedder:
@@ -131,6 +139,8 @@ def corpus_files(paths: Sequence[str | Path]) -> list[str]:
     """The files of ``paths`` in ``read_corpus``'s order (a folder: its files in name order)."""
     files: list[str] = []
     for raw in paths:
+        if str(raw) in STDIN_NAMES:
+            raise ConfigError("--engine ray reads files that every worker opens; stdin ('-') is for --engine local")
         path = Path(raw)
         if path.is_dir():
             files += [str(p) for p in sorted(p for p in path.rglob("*") if p.is_file())]
@@ -161,7 +171,7 @@ def run_ray_index(corpus: Sequence[str | Path], *, store: str, scorer: Scorer | 
     specs = embedder_specs(embedders)
     recipes = driver_recipes(specs, store, max_bytes)
     started = time.perf_counter()
-    count = stored = already = 0
+    count = stored = already = repaired = 0
     opts = options or RayOptions()
     try:
         with ray_session(opts) as ray:
@@ -185,6 +195,7 @@ def run_ray_index(corpus: Sequence[str | Path], *, store: str, scorer: Scorer | 
                     count += int(row["passages"])
                     stored += int(row["stored"])
                     already += int(row["already"])
+                    repaired += int(row["repaired"])
                     if progress is not None:
                         progress(int(row["passages"]))
             finally:
@@ -194,8 +205,8 @@ def run_ray_index(corpus: Sequence[str | Path], *, store: str, scorer: Scorer | 
         if found is exc:
             raise
         raise found from None
-    return IndexReport(passages=count, stored=stored, already=already, embedders=tuple(e.name for e in embedders),
-                       seconds=time.perf_counter() - started)
+    return IndexReport(passages=count, stored=stored, already=already, repaired=repaired,
+                       embedders=tuple(e.name for e in embedders), seconds=time.perf_counter() - started)
 
 
 def run_ray_index_cli(args: Any, *, progress: Callable[[int], None]) -> IndexReport:

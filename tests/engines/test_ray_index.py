@@ -1,5 +1,6 @@
 """``ragtrim index --engine ray`` on a real Ray instance (2 CPUs, started here): the local engine's vectors under the
-local engine's keys, a run that resumes, a worker killed mid-job, a worker whose recipe differs, a malformed file."""
+local engine's keys, a run that resumes and repairs a damaged vector, a worker killed mid-job, a worker whose recipe
+differs, a malformed file, stdin refused."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ragtrim.cli import main
 from ragtrim.engines.options import RayOptions
 from ragtrim.engines.ray_index import run_ray_index
-from ragtrim.errors import InputError, VectorStoreError
+from ragtrim.errors import ConfigError, InputError, VectorStoreError
 from ragtrim.testing import FakeEmbedder
 from ragtrim.vectors.index import index_passages, read_corpus
+from ragtrim.vectors.store import pack
 from ragtrim_bench.common.procs import descendants
 from tests.engines.helpers import DriverOnlyEmbedder, kill_busy_worker
 
@@ -56,9 +59,14 @@ def test_same_vectors_under_the_same_keys_and_a_rerun_resumes(ray_instance: Any,
     first = run_ray_index([docs / "part0.jsonl"], store=str(store), scorer=FakeEmbedder(recipe="fake-v1"),
                           options=OPTIONS, batch_size=32, title_field="title", progress=seen.append)
     assert (first.passages, first.stored, first.already) == (150, 150, 0) and sum(seen) == 150
+    with sqlite3.connect(store) as conn:  # one stored vector of the wrong width: damaged, computed again
+        conn.execute("UPDATE vectors SET value = ? WHERE key = (SELECT min(key) FROM vectors)",
+                     (pack(np.ones(10, dtype=np.float32)),))
+    conn.close()
     again = run_ray_index([docs], store=str(store), scorer=FakeEmbedder(recipe="fake-v1"), options=OPTIONS,
                           batch_size=32, title_field="title")
-    assert (again.passages, again.stored, again.already) == (451, 301, 150)  # only what the first run left
+    # only what the first run left, and the damaged one repaired
+    assert (again.passages, again.stored, again.already, again.repaired) == (451, 301, 149, 1)
     assert again.embedders == local.embedders == ("fake-embedding:fake-v1",)
     assert local.stored == 451 and vectors(store) == vectors(tmp_path / "local.sqlite3")
 
@@ -101,6 +109,9 @@ def test_a_malformed_file_fails_as_locally(ray_instance: Any, tmp_path: Path, ca
     (docs / "part1.jsonl").write_text('{"text": "fine"}\n{"text": 3}\n')
     with pytest.raises(InputError, match="part1.jsonl:2: no text field"):
         run_ray_index([docs], store=str(tmp_path / "v.sqlite3"), scorer=FakeEmbedder(recipe="fake-v1"),
+                      options=OPTIONS)
+    with pytest.raises(ConfigError, match="stdin \\('-'\\) is for --engine local"):
+        run_ray_index(["-"], store=str(tmp_path / "v.sqlite3"), scorer=FakeEmbedder(recipe="fake-v1"),
                       options=OPTIONS)
     assert main(["index", str(docs), "--engine", "ray", "--scorer", "bm25", "--store",
                  str(tmp_path / "w.sqlite3")]) == 1
