@@ -9,13 +9,15 @@ up to ``--passages``) embedded by the ``balanced`` scorer on ONNX Runtime's CPU 
 into a fresh SQLite store, by the local engine and the Ray engine; passages per second and whether the stores hold
 the same bytes. ``--gpu``: one actor per GPU embeds the same passages with torch on CUDA (the GPU's ``balanced``
 model pass), without a store: no CUDA backend has a store recipe yet, so this arm is the embedding rate only.
+``--no-ray``: the local engine's arms alone, and ``--gpu`` as one model pass on ``cuda:0`` in this process, for a host
+without the ``ray`` extra; ``--threads 1`` then makes the local index rate a per-core rate.
 
 One Ray instance is started here for the run, with as many CPUs as the largest worker count (and the GPUs it finds).
 Before timing, each job runs once on a small input (models exported and loaded, caches warm). Timings on a shared,
 loaded machine are provisional: the result records the load average.
 
 Usage: ragtrim-bench scale throughput [--jobs audit,index] [--workers 1,2] [--audit-requests N] [--passages N]
-  [--gpu] [-o PATH]   -> results/scale/throughput.json
+  [--threads N] [--gpu] [--no-ray] [-o PATH]   -> results/scale/throughput.json
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ class ThroughputConfig:
     batch_size: int = 64
     repeat: int = 1
     gpu: bool = False
+    ray: bool = True
+    threads: int | None = None
+    """ONNX threads of the local index arm and of each Ray index worker (None: one a Ray worker, ONNX's own choice
+    locally)."""
 
 
 # -- pure functions (tests/bench/scale/test_throughput.py) -----------------------------------------------------------
@@ -182,7 +188,10 @@ def audit_arm(cfg: ThroughputConfig) -> dict[str, Any]:
     log = audit_log(cfg.audit_requests)
     audit_cfg = AuditConfig(savings=None)
     shard_bytes = int(cfg.shard_mb * 2**20)
-    run_ray_audit(audit_log(500), audit_cfg, RayOptions(workers=1), shard_bytes=shard_bytes)  # warm-up
+    if cfg.ray:
+        run_ray_audit(audit_log(500), audit_cfg, RayOptions(workers=1), shard_bytes=shard_bytes)  # warm-up
+    else:
+        run_audit(audit_log(500), audit_cfg)
     walls = []
     for _ in range(cfg.repeat):
         t0 = time.perf_counter()
@@ -193,7 +202,7 @@ def audit_arm(cfg: ThroughputConfig) -> dict[str, Any]:
                            "requests": requests, "local": {"wall_s": round(median(walls), 2),
                                                            "requests_per_s": round(requests / median(walls), 1)},
                            "ray": []}
-    for n in cfg.workers:
+    for n in cfg.workers if cfg.ray else ():
         rows = []
         for _ in range(cfg.repeat):
             def job(progress: Progress, n: int = n) -> dict[str, Any]:
@@ -222,20 +231,22 @@ def index_arm(cfg: ThroughputConfig) -> dict[str, Any]:
     from ragtrim.vectors.index import IndexReport, index_passages, read_corpus
 
     files = corpus(cfg.passages)
-    scorer = balanced_scorer(backend="onnxruntime-int8-cpu")
+    scorer = balanced_scorer(backend="onnxruntime-int8-cpu", threads=cfg.threads)
     work = Path(tempfile.mkdtemp(prefix="rt-scale-"))
     try:
         warm = work / "warm.sqlite3"
         index_passages(read_corpus(files[:1]), scorer=scorer, store=str(warm))  # export and load the model
-        run_ray_index(files[:1], store=str(work / "warm-ray.sqlite3"), scorer=scorer, options=RayOptions(workers=1))
+        if cfg.ray:
+            run_ray_index(files[:1], store=str(work / "warm-ray.sqlite3"), scorer=scorer,
+                          options=RayOptions(workers=1))
         local_store = work / "local.sqlite3"
         t0 = time.perf_counter()
         local = index_passages(read_corpus(files), scorer=scorer, store=str(local_store), batch_size=cfg.batch_size)
         local_wall = time.perf_counter() - t0
         out: dict[str, Any] = {"passages": local.passages, "scorer": "balanced, onnxruntime-int8-cpu",
-                               "local": {"wall_s": round(local_wall, 2),
+                               "local": {"wall_s": round(local_wall, 2), "threads": cfg.threads,
                                          "passages_per_s": round(local.passages / local_wall, 1)}, "ray": []}
-        for n in cfg.workers:
+        for n in cfg.workers if cfg.ray else ():
             store = work / f"ray-{n}.sqlite3"
             def job(progress: Progress, n: int = n, store: Path = store) -> IndexReport:
                 return run_ray_index(files, store=str(store), scorer=scorer, options=RayOptions(workers=n),
@@ -272,6 +283,29 @@ class GpuEmbedder:
         return {"passages": np.array([len(batch["text"])])}
 
 
+GPU_NOTE = ("embedding only (torch on CUDA, 128 pieces, batches of --batch-size): no store recipe exists for a CUDA "
+            "backend yet")
+
+
+def gpu_local_arm(cfg: ThroughputConfig) -> dict[str, Any]:
+    """The GPU arm without Ray: one ``GpuEmbedder`` on ``cuda:0`` in this process."""
+    from ragtrim.vectors.index import read_corpus
+
+    texts = list(read_corpus(corpus(cfg.passages)))
+    embedder = GpuEmbedder()
+    progress = Progress()
+    t0 = time.perf_counter()
+    for start in range(0, len(texts), cfg.batch_size):
+        batch = texts[start:start + cfg.batch_size]
+        embedder({"text": batch})
+        progress.add(len(batch))
+    wall = time.perf_counter() - t0
+    steady = steady_rate(progress.events)
+    return {"gpus": 1, "engine": "local", "passages": progress.done, "wall_s": round(wall, 2),
+            "passages_per_s": round(progress.done / wall, 1),
+            "steady_passages_per_s": round(steady, 1) if steady else None, "note": GPU_NOTE}
+
+
 def gpu_arm(cfg: ThroughputConfig, gpus: int) -> dict[str, Any]:
     import ray
 
@@ -286,11 +320,9 @@ def gpu_arm(cfg: ThroughputConfig, gpus: int) -> dict[str, Any]:
         progress.add(int(row["passages"]))
     wall = time.perf_counter() - t0
     steady = steady_rate(progress.events)
-    return {"gpus": gpus, "passages": progress.done, "wall_s": round(wall, 2),
+    return {"gpus": gpus, "engine": "ray", "passages": progress.done, "wall_s": round(wall, 2),
             "passages_per_s": round(progress.done / wall, 1),
-            "steady_passages_per_s": round(steady, 1) if steady else None,
-            "note": "embedding only (torch on CUDA, 128 pieces, batches of --batch-size): no store recipe exists for "
-                    "a CUDA backend yet"}
+            "steady_passages_per_s": round(steady, 1) if steady else None, "note": GPU_NOTE}
 
 
 def run(cfg: ThroughputConfig) -> dict[str, Any]:
@@ -299,6 +331,16 @@ def run(cfg: ThroughputConfig) -> dict[str, Any]:
 
     result: dict[str, Any] = {"benchmark": "scale_throughput", "config": asdict(cfg),
                               "load_average_before": load_average()}
+    if not cfg.ray:
+        if "audit" in cfg.jobs:
+            result["audit"] = audit_arm(cfg)
+        if "index" in cfg.jobs:
+            result["index"] = index_arm(cfg)
+        if cfg.gpu:
+            result["gpu"] = gpu_local_arm(cfg) if cuda_devices() else {"note": "no CUDA device"}
+        result["load_average_after"] = load_average()
+        result["plan"] = plans(result)
+        return result
     with ray_session(RayOptions(workers=max(cfg.workers))) as ray:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         if "audit" in cfg.jobs:
@@ -312,14 +354,29 @@ def run(cfg: ThroughputConfig) -> dict[str, Any]:
     return result
 
 
+def cuda_devices() -> int:
+    """CUDA devices torch sees (0 without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return int(torch.cuda.device_count())
+
+
 def plans(result: dict[str, Any]) -> dict[str, Any]:
-    """The 100M plan's inputs: the best per-worker rate measured (steady state, per worker) of each job."""
+    """The 100M plan's inputs: the best per-worker rate measured (steady state, per worker) of each job; without Ray
+    rows, the local engine's rate where it is one core's (the audit always, the index with one thread)."""
     out: dict[str, Any] = {}
-    for job, key in (("audit", "steady_requests_per_s"), ("index", "steady_passages_per_s")):
-        rows = [r for r in result.get(job, {}).get("ray", []) if r.get(key)]
+    for job, key, local_key in (("audit", "steady_requests_per_s", "requests_per_s"),
+                                ("index", "steady_passages_per_s", "passages_per_s")):
+        measured = result.get(job, {})
+        rows = [r for r in measured.get("ray", []) if r.get(key)]
+        local = measured.get("local", {})
         if rows:
             best = max(rows, key=lambda r: r[key] / r["workers"])
             out[job] = {"from_workers": best["workers"], **plan(best[key] / best["workers"])}
+        elif local.get(local_key) and (job == "audit" or local.get("threads") == 1):
+            out[job] = {"from_engine": "local", **plan(local[local_key])}
     gpu = result.get("gpu", {})
     if gpu.get("steady_passages_per_s"):
         out["index_gpu"] = {"from_gpus": gpu["gpus"], **plan(gpu["steady_passages_per_s"] / gpu["gpus"],
@@ -336,21 +393,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--passages", type=int, default=ThroughputConfig.passages)
     parser.add_argument("--batch-size", type=int, default=ThroughputConfig.batch_size)
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--gpu", action="store_true", help="add the GPU actor arm (index)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="ONNX threads of the local index arm and of each Ray index worker (default: one a Ray "
+                             "worker, ONNX's choice locally)")
+    parser.add_argument("--gpu", action="store_true", help="add the GPU arm (index): an actor a GPU, or with "
+                                                           "--no-ray one GPU in this process")
+    parser.add_argument("--no-ray", action="store_true",
+                        help="the local engine's arms (and --gpu in this process) alone: no Ray needed")
     parser.add_argument("-o", "--output", type=Path, default=None, help="default: results/scale/throughput.json")
     args = parser.parse_args(argv)
     cfg = ThroughputConfig(jobs=tuple(j for j in args.jobs.split(",") if j),
                            workers=tuple(int(w) for w in args.workers.split(",")),
                            audit_requests=args.audit_requests, shard_mb=args.shard_mb, passages=args.passages,
-                           batch_size=args.batch_size, repeat=args.repeat, gpu=args.gpu)
+                           batch_size=args.batch_size, repeat=args.repeat, gpu=args.gpu, ray=not args.no_ray,
+                           threads=args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     result = run(replace(cfg))
     out = write_result(args.output or result_path(__spec__.name), result, command=command_line(__spec__.name, argv),
                        packages=("ray", "pyarrow", "onnxruntime", "torch"))
     for job in ("audit", "index"):
         if job in result:
+            print(job, "local", result[job]["local"])
             for row in result[job]["ray"]:
                 print(job, {k: v for k, v in row.items()})
+    if "gpu" in result:
+        print("gpu", result["gpu"])
     print("plan", json.dumps(result["plan"]))
     print(f"wrote {out}")
     return 0
