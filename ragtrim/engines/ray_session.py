@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ragtrim._util.redact import get_logger
 from ragtrim.engines.options import RayOptions
 from ragtrim.errors import MissingDependencyError, RagtrimError
 
@@ -19,7 +20,7 @@ HASH_SEED = "20241"
 AGENT_TIMEOUT_MS = 300_000
 """How long a Ray instance started here waits for its node agents to start (they import for seconds to minutes on a
 loaded machine)."""
-logger = logging.getLogger("ragtrim")
+logger = get_logger("ragtrim")
 
 
 def import_ray() -> Any:
@@ -58,7 +59,8 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
 def quiet_data_context(ray: Any, *, ordered: bool = True) -> Any:
     """Ray Data's context for ragtrim's jobs: results in input order (``ordered``), no progress bars of its own (the
     command draws one), and Ray Data's per-job log lines left out."""
-    logging.getLogger("ray.data").setLevel(logging.ERROR)  # before the context: it warns that bars are off
+    # before the context: it warns that bars are off (Ray's logger, with the redacting filter as ragtrim's have)
+    get_logger("ray.data").setLevel(logging.ERROR)
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = ordered
     ctx.enable_progress_bars = False
