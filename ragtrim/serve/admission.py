@@ -1,4 +1,4 @@
-"""Admission of a request: the caller's per-key rate limits (requests and tokens per minute, kept in the rate store)
+"""Admission of a request: the caller's per-key rate limits (requests and tokens per window, kept in the rate store)
 and its concurrency slots (the long-request lane, the key's own, the org's), taken in one fixed order.
 """
 
@@ -119,8 +119,14 @@ class Admission:
                     local.max_queued, local.max_queued_per_user = lim.max_queued, per_user
 
     # -- rate limits ------------------------------------------------------------------------------------------------
+    @property
+    def per_window(self) -> str:
+        """The rate window in words: ``per minute`` for the default 60 s, else ``per 4 s window``."""
+        window_s = self.config.limits.window_s
+        return "per minute" if window_s == 60 else f"per {window_s:g} s window"
+
     async def rate(self, ident: Identity, tokens: int) -> RateDecision | None:
-        """Charge one request and ``tokens`` to the key's per-minute limits (None: the key has none); a request
+        """Charge one request and ``tokens`` to the key's limits per ``limits.window_s`` (None: the key has none); a request
         over a limit is refused with a 429 that says when to retry."""
         if ident.rpm is None and ident.tpm is None:
             return None
@@ -140,14 +146,14 @@ class Admission:
             if math.isinf(wait):
                 what = "tokens" if decision.reason == "tokens" else "requests"
                 # Waiting cannot help: tell the OpenAI SDKs not to retry (they honour x-should-retry).
-                raise GatewayError(429, f"this request needs {tokens} {what}, more than the key's whole per-minute "
-                                   f"limit ({ident.tpm if what == 'tokens' else ident.rpm}); lower max_tokens or "
-                                   "the prompt", type_=what, code="rate_limit_exceeded",
+                raise GatewayError(429, f"this request needs {tokens} {what}, more than the key's whole limit of "
+                                   f"{ident.tpm if what == 'tokens' else ident.rpm} {what} {self.per_window}; lower "
+                                   "max_tokens or the prompt", type_=what, code="rate_limit_exceeded",
                                    headers={**headers, "x-should-retry": "false"}, outcome="rate_limited")
             headers["retry-after"] = str(max(1, math.ceil(wait)))
             limit = ident.rpm if decision.reason == "requests" else ident.tpm
-            raise GatewayError(429, f"rate limit reached for user {ident.user!r} on {decision.reason} per minute: "
-                               f"limit {limit}; retry in {wait:.1f} s", type_=decision.reason,
+            raise GatewayError(429, f"rate limit reached for user {ident.user!r} on {decision.reason} "
+                               f"{self.per_window}: limit {limit}; retry in {wait:.1f} s", type_=decision.reason,
                                code="rate_limit_exceeded", headers=headers, outcome="rate_limited")
         return decision
 

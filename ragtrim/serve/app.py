@@ -15,6 +15,7 @@ as it arrives, never held or parsed whole. Every answer that is not a success is
 from __future__ import annotations
 
 import asyncio
+import hmac
 import signal
 import threading
 import time
@@ -32,12 +33,14 @@ for _package in ("starlette", "uvicorn", "aiohttp", "prometheus_client"):  # one
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from ragtrim.serve.admission import Admission, Identity, key_id
 from ragtrim.serve.config import GatewayConfig, load_config, restart_only_changes
+from ragtrim.serve.drain import Drain, DrainMiddleware
 from ragtrim.serve.intake import Prepare, parse_and_prepare, read_body
 from ragtrim.serve.limiter import check_state_servers, shared_redis_problem
 from ragtrim.serve.limits import Gate, QueueFull, QueueTimeout
@@ -90,6 +93,7 @@ class Gateway:
         self.identities = self._identities(config)
         self.admission = Admission(config, self.store, self.metrics)
         self.probes = Probes(self)
+        self.drain = Drain(lambda: self.config.serve.drain_timeout_s)  # SIGTERM's drain (ragtrim.serve.drain)
         max_mb = config.trim.vector_store_max_mb
         configure_default_store(config.trim.vector_store,
                                 max_bytes=int(max_mb * 2**20) if max_mb is not None else None)
@@ -151,7 +155,8 @@ class Gateway:
             Route("/health/liveness", self.probes.liveness, methods=["GET"]),
             Route("/health/readiness", self.probes.readiness, methods=["GET"]),
             Route("/metrics", self.metrics_endpoint, methods=["GET"]),
-        ], lifespan=lifespan, exception_handlers={HTTPException: self._http_error, Exception: self._internal_error})
+        ], lifespan=lifespan, exception_handlers={HTTPException: self._http_error, Exception: self._internal_error},
+            middleware=[Middleware(DrainMiddleware, drain=self.drain)])
 
     def warm_up(self) -> None:
         """Load the tokenizer and the trimming code before the first request: loading them is seconds of work that
@@ -219,7 +224,7 @@ class Gateway:
         token = self.config.metrics.bearer_token
         if token:
             scheme, _, given = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not _same(given.strip(), token):
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
                 rec = Record(request_id=request_id(request), endpoint="metrics", started=time.perf_counter())
                 err = GatewayError(401, "/metrics needs 'Authorization: Bearer <metrics.bearer_token>'",
                                    type_="invalid_request_error", code="invalid_api_key", outcome="unauthorized")
@@ -234,6 +239,7 @@ class Gateway:
     async def models(self, request: Request) -> Response:
         rec = Record(request_id=request_id(request), endpoint="models", started=time.perf_counter())
         try:
+            self.drain.refuse_new()
             rec.identity = self.authenticate(request)
             try:
                 resp = await self.upstream.request("GET", "/models")
@@ -290,6 +296,7 @@ class Gateway:
         rec = Record(request_id=request_id(request), endpoint=endpoint, started=time.perf_counter())
         try:
             try:
+                self.drain.refuse_new()
                 rec.identity = self.authenticate(request)
                 raw = await read_body(request, self.config.limits)
                 if self.log is not None and self.log.log_request:
@@ -311,6 +318,10 @@ class Gateway:
                 rec.outcome, rec.status, rec.error_code = "client_closed", 499, "client_closed"
                 self._finish(rec)
                 return Response(status_code=499)
+            except asyncio.CancelledError:  # ended by the drain's timeout (ragtrim.serve.drain answers the 503)
+                rec.outcome, rec.status, rec.error_code = "shutting_down", 503, "shutting_down"
+                self._finish(rec)
+                raise
         except Exception as exc:  # a bug, not the client's doing: still an OpenAI error, counted and logged
             logger.error("ragtrim serve: internal error on %s (request %s)", path, rec.request_id, exc_info=exc)
             if rec.charged and not rec.sent:
@@ -540,6 +551,8 @@ class Gateway:
             self.admission.release(g, rec.identity.org if rec.identity else "")
         if client_gone:
             rec.outcome, rec.status = "client_closed", 499
+        elif self.drain.cutting:  # ended by the drain's timeout with an error event (ragtrim.serve.drain)
+            rec.outcome, rec.error_code = "shutting_down", "shutting_down"
         usage = rec.extra.get("usage")
         if usage is None and rec.prepared is not None:
             # No usage chunk (an upstream without stream_options): count one token per content event.
@@ -575,12 +588,6 @@ class Gateway:
                 m.tokens.labels("completion").inc(rec.completion_tokens)
         if self.log is not None:
             self.log.write(rec, time.perf_counter())
-
-
-def _same(a: str, b: str) -> bool:
-    import hmac
-
-    return hmac.compare_digest(a.encode(), b.encode())
 
 
 def create_app(config: GatewayConfig, *, counter: TokenCounter | None = None,

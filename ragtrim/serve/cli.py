@@ -22,7 +22,8 @@ def add_cli(sub: Any) -> None:
                     "/v1/chat/completions): it trims the documents of each request ([trim]), folds old turns, "
                     "enforces per-key and per-org limits ([limits], shared through Redis when several replicas run), "
                     "and serves /metrics and health probes. Needs pip install 'ragtrim[serve]'. SIGHUP re-reads "
-                    "the config.",
+                    "the config; SIGTERM or SIGINT drains (readiness and new requests 503, requests in flight "
+                    "finish for up to [serve] drain_timeout_s, default 25 s).",
         epilog=epilog(["ragtrim serve --config gateway.toml",
                        "ragtrim serve --config gateway.toml --host 0.0.0.0 --port 8080 --log-level info",
                        "# gateway.toml: [upstream] url = \"http://127.0.0.1:8000/v1\"  [trim] budget = 0.25"],
@@ -77,26 +78,27 @@ def _require_extra() -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     _require_extra()
-    import uvicorn
 
     from ragtrim.serve.config import load_config
 
     _redact_output()
+    _log_to_stderr()  # before the config is read: its warnings go out as the gateway's log lines
     config = load_config(args.config)
-    _log_to_stderr()
     # Parsing, counting and trimming run in worker threads; a 1 ms switch interval (Python's default is 5 ms)
     # hands the interpreter lock back to the event loop sooner while they run, so small requests and probes
     # wait less behind a large one (benchmarks/ragtrim_bench/serve_hostile.py).
     sys.setswitchinterval(0.001)
     from ragtrim.serve.app import Gateway
+    from ragtrim.serve.drain import serve_with_drain
 
     gateway = Gateway(config, config_path=args.config)  # SIGHUP re-reads this file
     gateway.check_state_servers()
     app = gateway.app()
     print(f"ragtrim serve: {args.host}:{args.port} -> {redact_url(config.upstream.url)} "
           f"({len(config.keys) or 'no'} keys, state {redact_url(config.limits.state)})", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
-                timeout_graceful_shutdown=5)
+    # SIGTERM and SIGINT drain: requests in flight finish for up to serve.drain_timeout_s (ragtrim.serve.drain).
+    serve_with_drain(app, gateway.drain, host=args.host, port=args.port, log_level=args.log_level,
+                     access_log=args.access_log)
     return 0
 
 

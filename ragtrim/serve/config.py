@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from ragtrim._util.redact import register_secret, register_url_secrets
+from ragtrim._util.redact import get_logger, redact_url, register_secret, register_url_secrets
 from ragtrim.api import ScorerChoice
 from ragtrim.errors import ConfigError
+from ragtrim.serve.secret_refs import SECRET_FIELDS, URL_FIELDS, is_reference, resolve_references
+
+logger = get_logger(__name__)
 
 ScorerName = ScorerChoice
 
@@ -100,6 +105,18 @@ class LogConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """``drain_timeout_s``: on SIGTERM or SIGINT, how long requests in flight may take to finish (new ones get 503)
+    before each unfinished stream is ended with an error event and ``[DONE]`` (``ragtrim.serve.drain``)."""
+
+    drain_timeout_s: float = 25.0  # under Kubernetes' default 30 s grace period, so the cut streams end cleanly
+
+
+DRAIN_TIMEOUT_DEFAULT_S = 25.0
+DRAIN_TIMEOUT_MAX_S = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayConfig:
     upstream: UpstreamConfig
     trim: TrimConfig = field(default_factory=TrimConfig)
@@ -108,6 +125,7 @@ class GatewayConfig:
     orgs: Mapping[str, OrgConfig] = field(default_factory=dict)
     log: LogConfig = field(default_factory=LogConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
 
     @property
     def open_mode(self) -> bool:
@@ -121,7 +139,7 @@ class GatewayConfig:
         return self.limits.default_org_concurrency
 
 
-_SECTIONS = ("upstream", "trim", "limits", "keys", "orgs", "log", "metrics")
+_SECTIONS = ("upstream", "trim", "limits", "keys", "orgs", "log", "metrics", "serve")
 RESTART_ONLY = ("upstream", "log", "limits.state", "limits.window_s", "limits.state_timeout_s",
                 "limits.state_breaker_s", "trim.vector_store", "trim.vector_store_max_mb")
 """Config keys a reload cannot change in a running process (a new client, store, tokenizer or log file)."""
@@ -155,14 +173,16 @@ def load_config(path: str | Path) -> GatewayConfig:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"gateway config {str(p)!r} is not valid TOML: {exc}") from None
-    return parse_config(raw)
+    return parse_config(raw, base_dir=p.parent)
 
 
-def parse_config(raw: Mapping[str, Any]) -> GatewayConfig:
-    """Validate a parsed TOML document (a mapping) into a ``GatewayConfig``."""
+def parse_config(raw: Mapping[str, Any], *, base_dir: Path | None = None) -> GatewayConfig:
+    """Validate a parsed TOML document (a mapping) into a ``GatewayConfig``. Secrets written as ``env:NAME`` or
+    ``file:PATH`` are resolved first (``ragtrim.serve.secret_refs``; a relative path is read from ``base_dir``)."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"gateway config must be a table, got {type(raw).__name__}")
     _register_raw_secrets(raw)  # first, so that no error about a bad value can quote a secret
+    raw = resolve_references(raw, base_dir=base_dir)
     _no_unknown("", raw, _SECTIONS)
     upstream = _upstream(_table(raw, "upstream", required=True))
     trim = _trim(_table(raw, "trim"))
@@ -171,8 +191,9 @@ def parse_config(raw: Mapping[str, Any]) -> GatewayConfig:
     keys = {k: _key(i, k, t) for i, (k, t) in enumerate(_table(raw, "keys").items(), 1)}
     log = _log(_table(raw, "log"))
     metrics = _metrics(_table(raw, "metrics"))
+    serve = _serve(_table(raw, "serve"))
     config = GatewayConfig(upstream=upstream, trim=trim, limits=limits, keys=keys, orgs=orgs, log=log,
-                           metrics=metrics)
+                           metrics=metrics, serve=serve)
     _register_secrets(config)
     from ragtrim.serve.limiter import shared_redis_problem
 
@@ -185,22 +206,20 @@ def parse_config(raw: Mapping[str, Any]) -> GatewayConfig:
 def _register_raw_secrets(raw: Mapping[str, Any]) -> None:
     """Every string of the config that is or holds a secret, registered before any check can quote it (a SIGHUP
     reload parses a new file whose keys the running process has not seen)."""
-    for section, names in _SECRET_FIELDS.items():
+    for section, names in SECRET_FIELDS.items():
         t = raw.get(section)
         if isinstance(t, Mapping):
             for name in names:
                 value = t.get(name)
-                if isinstance(value, str):
-                    register_url_secrets(value) if name in _URL_FIELDS else register_secret(value)
+                if isinstance(value, str) and not is_reference(value):  # a reference is a name, not a secret
+                    register_url_secrets(value) if name in URL_FIELDS else register_secret(value)
     keys = raw.get("keys")
     if isinstance(keys, Mapping):
         for key in keys:
-            register_secret(str(key))
+            if not is_reference(key):
+                register_secret(str(key))
 
 
-_SECRET_FIELDS = {"upstream": ("url", "fallback_url", "api_key", "fallback_api_key"),
-                  "limits": ("state",), "trim": ("vector_store",), "metrics": ("bearer_token",)}
-_URL_FIELDS = frozenset({"url", "fallback_url", "state", "vector_store"})
 
 
 def _register_secrets(c: GatewayConfig) -> None:
@@ -226,6 +245,11 @@ def _upstream(t: Mapping[str, Any]) -> UpstreamConfig:
             key_name = "api_key" if name == "url" else "fallback_api_key"
             raise ConfigError(f"upstream.{name} carries a user and password and upstream.{key_name} is set: a "
                               "request has one Authorization header; keep one of them")
+        if u and not _has_api_root(u):
+            logger.warning("ragtrim serve: config warning: upstream.%s %r has no API version in its path: the "
+                           "gateway appends /chat/completions to it, and vLLM, llama.cpp's server and OpenAI serve "
+                           "that only under /v1; if requests get upstream_404, write %r", name, redact_url(u),
+                           redact_url(u) + "/v1")
     return UpstreamConfig(
         url=url,
         fallback_url=fallback,
@@ -336,6 +360,27 @@ def _log(t: Mapping[str, Any]) -> LogConfig:
     _no_unknown("log", t, LogConfig.__slots__)
     return LogConfig(path=_str("log.path", t.get("path", "")), log_text=_bool("log.log_text", t.get("log_text", False)),
                      log_request=_bool("log.log_request", t.get("log_request", False)))
+
+
+def _serve(t: Mapping[str, Any]) -> ServeConfig:
+    _no_unknown("serve", t, ServeConfig.__slots__)
+    drain = _float("serve.drain_timeout_s", t.get("drain_timeout_s", DRAIN_TIMEOUT_DEFAULT_S), minimum=0.0)
+    if drain > DRAIN_TIMEOUT_MAX_S:
+        raise ConfigError(f"serve.drain_timeout_s must be at most {DRAIN_TIMEOUT_MAX_S:g} seconds, got {drain:g}; "
+                          "0 ends streams at once on SIGTERM")
+    return ServeConfig(drain_timeout_s=drain)
+
+
+# A path segment that names an API version: /v1, /v1beta, /v2 (Gemini's OpenAI layer is /v1beta/openai).
+_API_ROOT = re.compile(r"(^|/)v\d+[a-z0-9]*(/|$)")
+
+
+def _has_api_root(url: str) -> bool:
+    try:
+        path = urlsplit(url).path
+    except ValueError:  # unparsable: whatever fails with it is reported by the upstream call, not guessed here
+        return True
+    return _API_ROOT.search(path) is not None
 
 
 # -- value checks ---------------------------------------------------------------------------------------------------

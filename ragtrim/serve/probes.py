@@ -1,5 +1,5 @@
-"""The gateway's probes: ``/health/liveness`` (the process answers), ``/health/readiness`` (the upstream and the
-limiter's state store answer; one check in flight at a time, its answer kept for a second) and ``/healthz`` (the
+"""The gateway's probes: ``/health/liveness`` (the process answers), ``/health/readiness`` (the upstream serves its
+model list and the limiter's state store answers; one check in flight at a time, its answer kept for a second) and ``/healthz`` (the
 limiter's state store), none of which needs a key.
 """
 
@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ragtrim._util.redact import redact_url
 from ragtrim.serve.admission import Admission
 from ragtrim.serve.config import GatewayConfig
 from ragtrim.serve.rate_store import RateStore
@@ -21,6 +22,22 @@ READINESS_CACHE_S = 1.0
 """How long a readiness answer is kept: probes cannot make more upstream calls than one per this (and the check)."""
 
 Readiness = tuple[float, int, dict[str, Any]]  # (monotonic time the check ended, status, body)
+
+
+def upstream_verdict(status: int, url: str) -> str:
+    """What the status of the upstream's ``GET /models`` says about serving a request: ``ok`` (2xx, 3xx, and 429,
+    which says the server and the path are right and only its own rate limit is spent), else why not. A 404 is the
+    usual sign of a URL without its API root (``.../v1``): every request would get ``upstream_404``; a 401 or 403
+    refuses the gateway's credentials, which every request would meet too."""
+    if status < 400 or status == 429:
+        return "ok" if status < 400 else "ok (answers 429: rate limited)"
+    where = f"GET {redact_url(url)}/models"
+    if status == 404:
+        return (f"answers 404: {where} not found; upstream.url must be the API root the endpoints hang under, "
+                "usually ending in /v1")
+    if status in (401, 403):
+        return f"answers {status}: {where} refuses the gateway's credentials (upstream.api_key)"
+    return f"answers {status}: {where}"
 
 
 class Probed(Protocol):
@@ -93,7 +110,8 @@ class Probes:
         except (UpstreamError, TimeoutError) as exc:
             return f"unreachable ({type(exc).__name__})"
         await resp.close()
-        return "ok" if resp.status < 500 else f"answers {resp.status}"
+        return upstream_verdict(resp.status, self.gateway.config.upstream.fallback_url if fallback
+                                else self.gateway.config.upstream.url)
 
     async def limiter_state(self) -> tuple[bool, dict[str, str]]:
         """Whether the limiter can run (its state store takes a write), and what a probe answer says about it:

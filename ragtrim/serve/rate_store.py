@@ -82,7 +82,9 @@ class MemoryRateStore:
 
     def __init__(self, *, window_s: float = 60.0) -> None:
         self.window_s = window_s
-        # key -> [window index, previous requests, current requests, previous tokens, current tokens]
+        # key -> [window index, previous requests, current requests, previous tokens, current tokens,
+        #         previous first, previous last, current first, current last]: the charges' times as fractions of
+        #         their window (first -1: no charge yet)
         self._windows: dict[str, list[float]] = {}
 
     def _roll(self, key: str, now: float) -> tuple[list[float], float]:
@@ -90,28 +92,39 @@ class MemoryRateStore:
         frac = (now - idx * self.window_s) / self.window_s
         w = self._windows.get(key)
         if w is None:
-            w = self._windows[key] = [idx, 0.0, 0.0, 0.0, 0.0]
+            w = self._windows[key] = [idx, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, -1.0, 1.0]
         elif w[0] != idx:
             if w[0] == idx - 1:
-                w[:] = [idx, w[2], 0.0, w[4], 0.0]
+                w[:] = [idx, w[2], 0.0, w[4], 0.0, max(0.0, w[7]), w[8], -1.0, 1.0]
             else:
-                w[:] = [idx, 0.0, 0.0, 0.0, 0.0]
+                w[:] = [idx, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, -1.0, 1.0]
         return w, frac
+
+    @staticmethod
+    def _stamp(w: list[float], frac: float) -> None:
+        if w[7] < 0:
+            w[7] = frac
+        w[8] = frac
 
     async def acquire(self, key: str, rpm: int | None, tpm: int | None, tokens: int) -> RateDecision:
         w, frac = self._roll(key, time.time())
-        decision = window_decision(WindowState(w[1], w[2], frac), WindowState(w[3], w[4], frac), rpm, tpm, tokens,
-                                   self.window_s)
+        times = {"previous_first": w[5], "previous_last": w[6], "current_first": max(0.0, w[7]),
+                 "current_last": w[8]}
+        decision = window_decision(WindowState(w[1], w[2], frac, **times), WindowState(w[3], w[4], frac, **times),
+                                   rpm, tpm, tokens, self.window_s)
         if decision.admitted:
             w[2] += 1
             w[4] += tokens
+            self._stamp(w, frac)
         return decision
 
     async def adjust(self, key: str, requests_delta: int, tokens_delta: int) -> None:
         if requests_delta or tokens_delta:
-            w, _ = self._roll(key, time.time())
+            w, frac = self._roll(key, time.time())
             w[2] += requests_delta
             w[4] += tokens_delta
+            if requests_delta > 0 or tokens_delta > 0:  # a late charge stays in the window for a window length
+                self._stamp(w, frac)
 
     async def ping(self) -> bool:
         return True
@@ -124,7 +137,9 @@ class MemoryRateStore:
 
 
 # KEYS[1]: key prefix. ARGV: window ms, rpm (-1: none), tpm (-1: none), tokens.
-# Returns {admitted, prev requests, cur requests, prev tokens, cur tokens, fraction * 1e6}, counts before charging.
+# Returns {admitted, prev requests, cur requests, prev tokens, cur tokens, fraction * 1e6, prev first, prev last,
+# cur first, cur last}: counts before charging, and where each window's first and last charges fell (fractions * 1e6,
+# -1 when unknown: a window written before the times were kept).
 _ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -142,24 +157,43 @@ local pr = math.max(0, tonumber(pv[1] or '0'))
 local pt = math.max(0, tonumber(pv[2] or '0'))
 local cr = math.max(0, tonumber(cv[1] or '0'))
 local ct = math.max(0, tonumber(cv[2] or '0'))
+local pf = tonumber(redis.call('HGET', prev, 'f') or '-1')
+local pl = tonumber(redis.call('HGET', prev, 'l') or '-1')
+local cf = tonumber(redis.call('HGET', cur, 'f') or '-1')
+local cl = tonumber(redis.call('HGET', cur, 'l') or '-1')
+-- the previous window's weight: its charges spread evenly between its first and last (limits.previous_weight)
+local f0 = 0
+local l0 = 1
+if pf >= 0 and pl >= 0 then f0 = pf / 1000000; l0 = pl / 1000000 end
+local weight = 1
+if frac >= l0 then weight = 0 elseif frac > f0 then weight = (l0 - frac) / (l0 - f0) end
 local ok = 1
-if rpm >= 0 and pr * (1 - frac) + cr + 1 > rpm then ok = 0 end
-if tpm >= 0 and (tokens > tpm or pt * (1 - frac) + ct + tokens > tpm) then ok = 0 end
+if rpm >= 0 and pr * weight + cr + 1 > rpm then ok = 0 end
+if tpm >= 0 and (tokens > tpm or pt * weight + ct + tokens > tpm) then ok = 0 end
+local at = math.floor(frac * 1000000)
 if ok == 1 then
   redis.call('HINCRBY', cur, 'r', 1)
   redis.call('HINCRBY', cur, 't', tokens)
+  redis.call('HSETNX', cur, 'f', at)
+  redis.call('HSET', cur, 'l', at)
   redis.call('PEXPIRE', cur, 2 * w + 1000)
 end
-return {ok, pr, cr, pt, ct, math.floor(frac * 1000000)}
+return {ok, pr, cr, pt, ct, at, pf, pl, cf, cl}
 """
 
 _ADJUST = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local w = tonumber(ARGV[1])
-local cur = KEYS[1] .. ':' .. math.floor(now / w)
+local idx = math.floor(now / w)
+local cur = KEYS[1] .. ':' .. idx
 redis.call('HINCRBY', cur, 'r', tonumber(ARGV[2]))
 redis.call('HINCRBY', cur, 't', tonumber(ARGV[3]))
+if tonumber(ARGV[2]) > 0 or tonumber(ARGV[3]) > 0 then
+  local at = math.floor((now - idx * w) / w * 1000000)
+  redis.call('HSETNX', cur, 'f', at)
+  redis.call('HSET', cur, 'l', at)
+end
 redis.call('PEXPIRE', cur, 2 * w + 1000)
 return 1
 """
@@ -202,14 +236,18 @@ class RedisRateStore:
     async def acquire(self, key: str, rpm: int | None, tpm: int | None, tokens: int) -> RateDecision:
         self._redis()
         try:
-            ok, pr, cr, pt, ct, frac_e6 = await self.call(lambda: self._acquire(
+            ok, pr, cr, pt, ct, frac_e6, *times_e6 = await self.call(lambda: self._acquire(
                 keys=[f"{self.prefix}:{key}"],
                 args=[int(self.window_s * 1000), -1 if rpm is None else rpm, -1 if tpm is None else tpm, tokens]))
         except _REDIS_ERRORS as exc:
             raise StateUnavailable(f"redis at {self.location}: {exc}") from exc
         frac = int(frac_e6) / 1e6
-        decision = window_decision(WindowState(float(pr), float(cr), frac), WindowState(float(pt), float(ct), frac),
-                                   rpm, tpm, tokens, self.window_s)
+        pf, pl, cf, cl = (int(x) / 1e6 for x in times_e6)
+        times = {"previous_first": pf if pf >= 0 and pl >= 0 else 0.0, "previous_last": pl if pf >= 0 and pl >= 0
+                 else 1.0, "current_first": cf if cf >= 0 and cl >= 0 else 0.0,
+                 "current_last": cl if cf >= 0 and cl >= 0 else 1.0}
+        decision = window_decision(WindowState(float(pr), float(cr), frac, **times),
+                                   WindowState(float(pt), float(ct), frac, **times), rpm, tpm, tokens, self.window_s)
         admitted = bool(int(ok))
         if decision.admitted != admitted:  # float rounding at the edge: the server's answer is the one charged
             decision = replace(decision, admitted=admitted, reason="" if admitted else decision.reason or "requests")

@@ -22,6 +22,7 @@ from ragtrim.openai_text import (
 )
 from ragtrim.openai_text import text_of as _text_of
 from ragtrim.serve.config import GatewayConfig
+from ragtrim.serve.messages import message_problem
 from ragtrim.text.tokens import TokenCounter
 
 CHAT_FIELDS = frozenset({
@@ -95,6 +96,9 @@ def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter) -> Pre
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise RequestError(f"messages[{i}] must be an object with a string 'role'", param=f"messages[{i}]",
                                code="invalid_type")
+        problem = message_problem(i, m)
+        if problem is not None:
+            raise RequestError(problem[0], param=problem[1], code=problem[2])
     budget_override = _budget_override(body)
     tag = config.trim.context_tag
     docs = _documents(body.get("documents"))

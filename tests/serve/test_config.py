@@ -134,3 +134,54 @@ class TestGatewayConfig:
         c = parse_config(base())
         with pytest.raises(dataclasses.FrozenInstanceError):
             c.limits.queue_timeout_s = 5  # type: ignore[misc]
+
+
+class TestDrainTimeout:
+    def test_default_and_a_set_value(self) -> None:
+        assert parse_config(base()).serve.drain_timeout_s == 25.0
+        assert parse_config(base(serve={"drain_timeout_s": 0})).serve.drain_timeout_s == 0.0
+        assert parse_config(base(serve={"drain_timeout_s": 7.5})).serve.drain_timeout_s == 7.5
+
+    @pytest.mark.parametrize(("value", "message"), [
+        (-1, r"serve.drain_timeout_s must be >= 0.0, got -1"),
+        ("30s", r"serve.drain_timeout_s must be a number, got '30s'"),
+        (True, r"serve.drain_timeout_s must be a number, got True"),
+        (float("nan"), r"serve.drain_timeout_s must be a number, got nan"),
+        (7200, r"serve.drain_timeout_s must be at most 3600 seconds, got 7200"),
+    ])
+    def test_invalid_values_are_named(self, value: Any, message: str) -> None:
+        with pytest.raises(ConfigError, match=message):
+            parse_config(base(serve={"drain_timeout_s": value}))
+
+    def test_unknown_serve_key(self) -> None:
+        with pytest.raises(ConfigError, match=r"unknown config key 'serve.drain_timeout'"):
+            parse_config(base(serve={"drain_timeout": 5}))
+
+
+class TestApiRootWarning:
+    """An upstream URL without an API version segment loads, with one warning line that names the likely fix."""
+
+    @pytest.mark.parametrize("url", ["http://127.0.0.1:8000/v1", "https://api.openai.com/v1/",
+                                     "https://generativelanguage.googleapis.com/v1beta/openai",
+                                     "https://x.openai.azure.com/openai/v1"])
+    def test_no_warning_with_a_version(self, url: str, caplog: pytest.LogCaptureFixture) -> None:
+        with caplog.at_level("WARNING", logger="ragtrim.serve"):
+            parse_config({"upstream": {"url": url}})
+        assert caplog.records == []
+
+    def test_one_line_naming_the_fix(self, caplog: pytest.LogCaptureFixture) -> None:
+        with caplog.at_level("WARNING", logger="ragtrim.serve"):
+            c = parse_config({"upstream": {"url": "http://user:pw-secret-123@127.0.0.1:8000/"}})
+        assert c.upstream.url == "http://user:pw-secret-123@127.0.0.1:8000"
+        [record] = caplog.records
+        line = record.getMessage()
+        assert "\n" not in line and "pw-secret-123" not in line
+        assert line.startswith("ragtrim serve: config warning: upstream.url 'http://user:***@127.0.0.1:8000' has "
+                               "no API version in its path")
+        assert line.endswith("if requests get upstream_404, write 'http://user:***@127.0.0.1:8000/v1'")
+
+    def test_the_fallback_url_too(self, caplog: pytest.LogCaptureFixture) -> None:
+        with caplog.at_level("WARNING", logger="ragtrim.serve"):
+            parse_config({"upstream": {"url": "http://a/v1", "fallback_url": "http://b:8001"}})
+        assert [r.getMessage().split(" has ")[0] for r in caplog.records] == [
+            "ragtrim serve: config warning: upstream.fallback_url 'http://b:8001'"]

@@ -106,6 +106,29 @@ class TestProbes:
         assert r.status_code == 503 and r.json()["status"] == "not ready"
         assert r.json()["upstream"].startswith("unreachable")
 
+    def test_not_ready_when_the_model_list_is_not_found(self, fake: Any, gateway: Any) -> None:
+        """An upstream URL without /v1: the server answers, but GET /models is a 404, as every request would be."""
+        up = fake()
+        gw, _ = gateway({"upstream": {"url": up.url}})
+        r = httpx.get(gw.url + "/health/readiness")
+        assert r.status_code == 503 and r.json()["status"] == "not ready"
+        assert r.json()["upstream"] == (f"answers 404: GET {up.url}/models not found; upstream.url must be the API "
+                                        "root the endpoints hang under, usually ending in /v1")
+        chat = httpx.post(gw.url + "/v1/chat/completions",
+                          json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert chat.status_code == 404  # what readiness foretold
+
+    @pytest.mark.parametrize(("status", "verdict"), [
+        (200, "ok"), (307, "ok"), (429, "ok (answers 429: rate limited)"),
+        (401, "answers 401: GET http://u:***@h/v1/models refuses the gateway's credentials (upstream.api_key)"),
+        (403, "answers 403: GET http://u:***@h/v1/models refuses the gateway's credentials (upstream.api_key)"),
+        (405, "answers 405: GET http://u:***@h/v1/models"), (500, "answers 500: GET http://u:***@h/v1/models"),
+    ])
+    def test_what_each_status_of_the_model_list_means(self, status: int, verdict: str) -> None:
+        from ragtrim.serve.probes import upstream_verdict
+
+        assert upstream_verdict(status, "http://u:pw@h/v1") == verdict
+
     def test_ready_through_the_fallback(self, fake: Any, gateway: Any) -> None:
         backup = fake(name="backup")
         gw, _ = gateway({"upstream": {"url": f"http://127.0.0.1:{free_port()}/v1",

@@ -72,6 +72,25 @@ def test_tpm_correction_is_shared(redis_server: RedisServer, fake: Any, gateway:
     assert r.headers["x-ratelimit-remaining-tokens"] == str(1000 - 4 - 408)
 
 
+def test_a_burst_waits_at_most_one_window_across_replicas(redis_server: RedisServer, fake: Any,
+                                                           gateway: Any) -> None:
+    """The charges' times are kept in Redis too: after a burst, retry and reset are within the 4 s window, and the
+    request fits again when they say."""
+    redis_server.flush()
+    up = fake()
+    cfg = {"upstream": {"url": up.url + "/v1"}, "keys": keys(rpm=2),
+           "limits": {"state": redis_server.url, "state_timeout_s": 5.0, "window_s": 4}}
+    a, _ = gateway(cfg)
+    b, _ = gateway(cfg)
+    assert [httpx.post(g.url + CHAT, json=BODY, headers=AUTH).status_code for g in (a, b)] == [200, 200]
+    limited = httpx.post(a.url + CHAT, json=BODY, headers=AUTH)
+    assert limited.status_code == 429
+    wait_s = float(limited.json()["error"]["message"].rpartition("retry in ")[2].removesuffix(" s"))
+    assert 0 < wait_s <= 4.0 and int(limited.headers["retry-after"]) <= 4
+    time.sleep(wait_s + 0.2)
+    assert httpx.post(b.url + CHAT, json=BODY, headers=AUTH).status_code == 200
+
+
 def test_two_replicas_share_org_concurrency(redis_server: RedisServer, fake: Any, gateway: Any) -> None:
     redis_server.flush()
     up = fake(base_ms=500)

@@ -159,6 +159,49 @@ class TestPrepareChat:
         assert p.body["messages"] == msgs and p.history_turns_folded == 0
 
 
+class TestMessageRules:
+    """The message rules of OpenAI's API, each a 400 naming the message's index and the rule."""
+
+    @pytest.mark.parametrize(("message", "param", "code", "says"), [
+        ({"role": "user"}, "messages[1].content", "missing_required_parameter", "(role 'user') has no 'content'"),
+        ({"role": "user", "content": None}, "messages[1].content", "missing_required_parameter",
+         "(role 'user') has 'content': null"),
+        ({"role": "system"}, "messages[1].content", "missing_required_parameter", "a system message needs"),
+        ({"role": "assistant"}, "messages[1].content", "missing_required_parameter",
+         "has neither 'content' nor 'tool_calls'"),
+        ({"role": "user", "content": []}, "messages[1].content", "invalid_value", "is an empty array"),
+        ({"role": "user", "content": 42}, "messages[1].content", "invalid_type",
+         "must be a string or an array of content parts, got int"),
+        ({"role": "user", "content": ["hi"]}, "messages[1].content[0]", "invalid_type",
+         "must be an object with a string 'type'"),
+        ({"role": "user", "content": [{"type": "text"}]}, "messages[1].content[0].text", "invalid_type",
+         "is a text part without a string 'text'"),
+        ({"role": "tool", "content": "42"}, "messages[1].tool_call_id", "missing_required_parameter",
+         "needs a string 'tool_call_id'"),
+        ({"role": "function", "content": "42"}, "messages[1].name", "missing_required_parameter",
+         "needs a string 'name'"),
+    ])
+    def test_refused(self, message: dict[str, Any], param: str, code: str, says: str) -> None:
+        body = {"model": "m", "messages": [{"role": "user", "content": "first"}, message]}
+        with pytest.raises(RequestError) as info:
+            prepare_chat(body, cfg(), WS)
+        assert info.value.param == param and info.value.code == code
+        assert str(info.value).startswith("messages[1]") and says in str(info.value)
+
+    @pytest.mark.parametrize("message", [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                               "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "assistant", "tool_calls": []},
+        {"role": "assistant", "content": "sure"},
+        {"role": "tool", "content": "42", "tool_call_id": "c1"},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "x"}}]},
+        {"role": "developer", "content": "be brief"},
+        {"role": "critic", "content": None},  # not OpenAI's: left to the upstream's chat template
+    ])
+    def test_accepted(self, message: dict[str, Any]) -> None:
+        prepare_chat({"model": "m", "messages": [message, {"role": "user", "content": "q"}]}, cfg(), WS)
+
+
 class TestPrepareCompletion:
     def test_context_replaced_in_place(self) -> None:
         prompt = "Read:\n<context>cats purr loudly\n\ndogs bark at night\n\nfish swim</context>\nDo dogs bark?"

@@ -57,15 +57,7 @@ def test_every_class_ran_and_was_answered(report: dict[str, Any]) -> None:
     assert t["nothing_missing_from_metrics"] and t["no_request_unanswered"]
 
 
-# Counting a run without spaces: ragtrim.text.tokens hands tiktoken the whole text, whose byte-pair merge of one
-# pre-token of 2 MB takes about 90 MB, of 3 MB about 140 MB, of 12 MB about 550 MB; the dedup stage's hashing adds
-# to it. Strict: the day the count is bounded, this case passes and the marker must go.
-_COUNTING = pytest.mark.xfail(strict=True, reason="tiktoken's memory for one long pre-token (ragtrim.text.tokens "
-                              "counts whole texts); see the module comment")
-
-
-@pytest.mark.parametrize("cls", [pytest.param(c, marks=_COUNTING) if c == "spaceless_documents" else c
-                                 for c in CLASSES])
+@pytest.mark.parametrize("cls", CLASSES)
 def test_rss_grows_at_most_100_mb(report: dict[str, Any], cls: str) -> None:
     c = by_class(report)[cls]
     assert c["rss_growth_mb"] <= 100, f"{cls}: RSS grew {c['rss_growth_mb']} MB"
