@@ -20,6 +20,8 @@ Catch ``RagtrimError`` to handle them all. The tree::
     │   └── OutputNotWritable    (audit.cli)         ``ragtrim audit``: ``--out`` cannot hold the report
     ├── CatalogError         (_util.catalog)    the generated catalog of lazy names cannot be built
     ├── AttemptFailed        (gate.client)      ``ragtrim gate``: one try at an arm failed (counted, never raised)
+    ├── HashSeedMismatch     (audit.state)      partial audits to merge were made by processes that hash text
+    │                                           differently (a different PYTHONHASHSEED; the Ray engine sets one)
     └── ServeError                              the gateway (``ragtrim serve``); each is answered as an HTTP error
         ├── GatewayError         (serve.responses)   an error response: status, OpenAI error type and code
         ├── RequestError         (serve.render)      a request the gateway cannot forward as sent

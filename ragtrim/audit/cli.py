@@ -23,15 +23,17 @@ def add_cli(subparsers: Any) -> None:
     """Register the ``audit`` subcommand."""
     a = subparsers.add_parser(
         "audit", help="where a service's prompt tokens go, what a prefix cache could serve and what ragtrim would "
-                      "save, from a JSONL log of OpenAI requests",
-        description="Audit a request log: JSONL (plain or gzip) of OpenAI chat or completions bodies, Anthropic "
+                      "save, from JSONL logs of OpenAI requests",
+        description="Audit request logs (several are read as one, in the order given): JSONL (plain or gzip) of "
+                    "OpenAI chat or completions bodies, Anthropic "
                     "Messages bodies, OpenAI/vLLM or Anthropic batch lines, the gateway's request log (log_request = "
                     "true), ragtrim requests, or a vLLM server log with --enable-log-requests. The format is told "
                     "from the first lines. Writes audit.json (every number) and audit.html (a static page with "
                     "plots) into --out.",
         epilog=epilog(AUDIT_EXAMPLES, topic="audit", extra=AUDIT_EXIT_CODES),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    a.add_argument("log", help="request log (JSONL or JSONL.gz; - for stdin)")
+    a.add_argument("logs", nargs="+", metavar="LOG",
+                   help="request logs (JSONL or JSONL.gz; - for stdin), read as one log in the order given")
     a.add_argument("--out", default="audit-report", help="output folder (default: audit-report)")
     a.add_argument("--tokenizer", default=None, help="cl100k_base (default), hf:<tokenizer.json>, approx, ...")
     a.add_argument("--no-text", action="store_true", help="keep request text (prompt and document previews) out "
@@ -66,6 +68,11 @@ def add_cli(subparsers: Any) -> None:
     g.add_argument("--block-size", type=int, default=16, help="vLLM --block-size (the prefix cache's unit)")
     a.add_argument("--output-tokens", type=int, default=256,
                    help="output tokens per request when the log has neither usage nor max_tokens")
+    from ragtrim.engines.options import add_engine_args
+
+    engine = add_engine_args(a, "shards of the logs (each file; plain files also in --shard-mb byte ranges)")
+    engine.add_argument("--shard-mb", type=float, default=64, help="--engine ray: plain logs are read in byte ranges of "
+                                                              "about this size (default 64); gzip files whole")
     a.set_defaults(func=run_cli)
 
 
@@ -73,6 +80,7 @@ AUDIT_EXAMPLES = [
     "ragtrim audit requests.jsonl.gz                        # writes audit-report/audit.html and audit.json",
     "ragtrim audit requests.jsonl.gz --budget 0.25 --model-config /models/gemma-3-12b-it --gpu-mem-gib 141",
     "ragtrim audit gateway-requests.jsonl --no-text --out /tmp/audit   # keep prompt text out of the report",
+    "ragtrim audit logs/2026-11-*.jsonl.gz --engine ray --ray-address ray://head:10001   # shards on a Ray cluster",
 ]
 AUDIT_EXIT_CODES = """exit codes:
   0  the report is written and covers the whole log
@@ -125,7 +133,7 @@ def _image_tokens(args: argparse.Namespace) -> int:
 
 def config_from_args(args: argparse.Namespace) -> Any:
     from ragtrim.audit.capacity import PlannerConfig
-    from ragtrim.audit.core import AuditConfig
+    from ragtrim.audit.config import AuditConfig
     from ragtrim.audit.savings import SavingsConfig, TTFTCurve
 
     if (args.model_config is None) != (args.gpu_mem_gib is None):
@@ -151,6 +159,8 @@ def run_cli(args: argparse.Namespace) -> int:
     from ragtrim.audit.core import run_audit, write_report
 
     config = config_from_args(args)  # bad arguments first (exit 2), then the output folder (exit 3)
+    if args.engine == "ray" and not args.shard_mb > 0:
+        raise ConfigError(f"--shard-mb must be > 0, got {args.shard_mb}")
     created = not Path(args.out).exists()
     try:
         check_out_dir(args.out)
@@ -158,7 +168,14 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"ragtrim: error: {exc}", file=sys.stderr)
         return 3
     try:
-        report = run_audit(args.log, config)
+        if args.engine == "ray":
+            from ragtrim.engines.options import RayOptions
+            from ragtrim.engines.ray_audit import run_ray_audit
+
+            report = run_ray_audit(args.logs, config, RayOptions(address=args.ray_address, workers=args.workers),
+                                   shard_bytes=int(args.shard_mb * 2**20), progress=_shard_progress)
+        else:
+            report = run_audit(args.logs, config)
     except BaseException:
         if created:  # leave no empty folder behind a failed audit
             with contextlib.suppress(OSError):
@@ -175,10 +192,17 @@ def run_cli(args: argparse.Namespace) -> int:
     inp = report["input"]
     if not inp["complete"]:
         print(f"ragtrim: warning: the log ends early: reading stopped after line {inp['stopped_after_line']:,} of "
-              f"{args.log} ({inp['stop_reason']}); the report covers the {inp['requests']:,} requests read",
-              file=sys.stderr)
+              f"{inp.get('stopped_in', args.logs[0])} ({inp['stop_reason']}); the report covers the "
+              f"{inp['requests']:,} requests read", file=sys.stderr)
         return 1
     return 0
+
+
+def _shard_progress(done: int, total: int) -> None:
+    import sys
+
+    print(f"\rragtrim audit: {done:,} of {total:,} shards", end="\n" if done == total else "", file=sys.stderr,
+          flush=True)
 
 
 def summary_lines(r: dict[str, Any]) -> list[str]:

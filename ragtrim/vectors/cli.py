@@ -19,7 +19,8 @@ def add_cli(sub: Any) -> None:
         "index", help="fill the passage-vector store ahead of time, so that trims of these passages need no model "
                       "pass",
         epilog=epilog(["ragtrim index corpus/                  # every .jsonl and text file under corpus/",
-                       "ragtrim index passages.jsonl --title-field title --store redis://cache:6379/0"],
+                       "ragtrim index passages.jsonl --title-field title --store redis://cache:6379/0",
+                       "ragtrim index shards/*.jsonl --engine ray --store redis://cache:6379/0   # on a Ray cluster"],
                       topic="relevance"),
         description="Embed every passage of CORPUS with the model(s) of the scorer that will read them (default: "
                     "the auto scorer, as trim() uses) and store the vectors the store lacks. CORPUS: .jsonl files "
@@ -39,6 +40,9 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--no-html-cleanup", action="store_true",
                    help="store markup as given (default: under the HTML stage's cleaned text, which trims embed)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    from ragtrim.engines.options import add_engine_args
+
+    add_engine_args(p, "batches (--batch-size passages each)")
     p.set_defaults(func=run_index)
 
 
@@ -67,7 +71,12 @@ def run_index(args: argparse.Namespace) -> int:
     location = shared.store.location if shared is not None else "off"
     passages = read_corpus(args.corpus, text_field=args.text_field, title_field=args.title_field)
     with tqdm(desc="ragtrim index", unit=" passages", disable=args.quiet, file=sys.stderr) as bar:
-        report = index_passages(passages, scorer=args.scorer, batch_size=args.batch_size,
-                                clean_html=not args.no_html_cleanup, progress=bar.update)
+        if args.engine == "ray":
+            from ragtrim.engines.ray_index import run_ray_index_cli
+
+            report = run_ray_index_cli(args, progress=bar.update)
+        else:
+            report = index_passages(passages, scorer=args.scorer, batch_size=args.batch_size,
+                                    clean_html=not args.no_html_cleanup, progress=bar.update)
     print(json.dumps({"store": location, **report.to_dict()}))
     return 0
