@@ -412,7 +412,8 @@ class SentenceCompressor(Stage):
         kind = answer_kind(query)  # the query is parsed once, not once per text
         if kind is None:
             return own
-        return own + self.answer_hint_weight * match * np.array([holds_kind(kind, t) for t in texts])
+        out: np.ndarray = own + self.answer_hint_weight * match * np.array([holds_kind(kind, t) for t in texts])
+        return out
 
     def _word_window(self, query: str, sentence: _Sentence, offset: int, span: tuple[int, int], room: int,
                      counter: TokenCounter, what: str) -> tuple[_Sentence, str] | None:
