@@ -23,10 +23,11 @@ _PIPE_ROW = re.compile(r"^[ \t]*\|")
 _TAB_ROW = re.compile(r"^[^\n\t]*\S\t+\S")
 _RULE_ROW = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$")
 _HEADING_START = re.compile(
-    r"^(?:#{1,6}\s|(?:article|section|clause|schedule|exhibit|annex|appendix|part)\s+[0-9ivxlc]+\b"
-    r"|\d{1,3}(?:\.\d{1,3})*\.?\s|[ivxlc]{1,6}\.\s|[a-z]\.\s)",
-    re.IGNORECASE,
+    r"^(?:#{1,6}\s|(?i:article|section|clause|schedule|exhibit|annex|appendix|part)\s+(?i:[0-9]+|[ivxlc]+)\b"
+    r"|\d{1,3}(?:\.\d{1,3})*\.?\s+[A-Z]|[IVXLC]{1,6}\.\s+[A-Z][a-z])"
 )
+"""A Markdown heading; "Section 3", "ARTICLE V"; a number before a capitalized word ("10.7 Governing", "1. Services":
+not "10 apples"); a Roman numeral before a word ("IV. Remedies": not the initials of "I. M. Pei")."""
 MAX_HEADING_WORDS = 10
 MAX_HEADING_CHARS = 100
 MAX_CAPTION_CHARS = 200
