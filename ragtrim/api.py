@@ -34,9 +34,14 @@ def resolve_scorer(scorer: ScorerChoice) -> str:
     return choose().scorer if scorer == "auto" else scorer
 
 
-def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") -> list[Stage]:
+def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto",
+                   keep: float | None = None) -> list[Stage]:
     """HTML cleanup -> exact and near duplicates -> relevance scores -> [query-aware sentence compression -> hard
     token budget, when ``budget`` is given] -> best chunks first.
+
+    With ``keep`` (retention mode) the compression step is replaced by ``RetentionFilter``: the fewest best chunks
+    that hold the answer with probability ``keep`` under the scorer's calibration, whole; ``budget`` then caps
+    them (``ragtrim.stages.retention``).
 
     Chosen by the QA savings benchmark (docs/qa-benchmark.md) and the net-latency benchmark (docs/latency.md):
     passages ranked by ``scorer`` (``auto``: ``balanced``, BM25 mixed with MiniLM over each passage's first 128 word
@@ -54,6 +59,14 @@ def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") 
     from ragtrim.stages.relevance import RelevanceFilter
 
     stages: list[Stage] = [HtmlCleaner(), DuplicateFilter(), RelevanceFilter(scorer=scorer, top_k=None)]
+    if keep is not None:
+        from ragtrim.stages.retention import RetentionFilter
+
+        stages.append(RetentionFilter(keep=keep, calibration=resolve_scorer(scorer), max_tokens=budget))
+        if budget is not None:
+            stages.append(TokenBudget(max_tokens=budget))
+        stages.append(Reorder(strategy="score"))
+        return stages
     if budget is not None:
         stages += [SentenceCompressor(scorer="bm25", max_tokens=budget), TokenBudget(max_tokens=budget)]
     stages.append(Reorder(strategy="score"))
@@ -61,9 +74,10 @@ def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") 
 
 
 def default_pipeline(
-    *, budget: int | None = None, tokenizer: str | TokenCounter | None = None, scorer: ScorerChoice = "auto"
+    *, budget: int | None = None, tokenizer: str | TokenCounter | None = None, scorer: ScorerChoice = "auto",
+    keep: float | None = None,
 ) -> Pipeline:
-    return Pipeline(default_stages(budget=budget, scorer=scorer), tokenizer=tokenizer)
+    return Pipeline(default_stages(budget=budget, scorer=scorer, keep=keep), tokenizer=tokenizer)
 
 
 def trim(
@@ -76,6 +90,7 @@ def trim(
     history: Iterable[Any] | None = None,
     state: Any = None,
     scorer: ScorerChoice = "auto",
+    keep: float | None = None,
 ) -> TrimResult:
     """Trim retrieved ``chunks`` for ``query`` to at most ``budget`` tokens.
 
@@ -87,9 +102,15 @@ def trim(
     ``embeddings`` extra is installed, else BM25) or a named scorer (``bm25``, ``embedding``, ``hybrid``, ``fast``:
     ``ragtrim.scoring.registry.SCORER_NAMES``). Pass ``pipeline`` to use
     your own stages.
+
+    ``keep`` (retention mode, a probability in (0, 1)): instead of a blind ratio, keep the fewest best chunks that
+    hold the answer with that probability, by the scorer's calibration on the quality matrix's dev columns (for
+    ``auto``, ``balanced`` and ``bm25``); ``budget`` is then a cap. The estimate, and whether ranking was unsure, are
+    in the trace (the ``retention`` stage's info).
     """
     if pipeline is None:
-        pipeline = default_pipeline(budget=budget, tokenizer=tokenizer, scorer=scorer)
-    elif budget is not None or tokenizer is not None:
-        raise ConfigError("pass either pipeline= or budget=/tokenizer=, not both; put the budget stage in your pipeline")
+        pipeline = default_pipeline(budget=budget, tokenizer=tokenizer, scorer=scorer, keep=keep)
+    elif budget is not None or tokenizer is not None or keep is not None:
+        raise ConfigError("pass either pipeline= or budget=/tokenizer=/keep=, not both; put the budget stage in your "
+                          "pipeline")
     return pipeline.run(chunks, query=query, history=history, state=state)

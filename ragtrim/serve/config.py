@@ -35,9 +35,11 @@ class TrimConfig:
     """``budget``: None (documents rendered, not trimmed), a share in (0, 1] of the documents' tokens (float) or a
     token count (int >= 1). ``vector_store``: where model scorers keep passage vectors (``"default"``: SQLite in
     ragtrim's cache folder, unless ``$RAGTRIM_VECTOR_STORE`` says otherwise; ``"off"``; a file path; a
-    ``redis://`` URL, which replicas share), at most ``vector_store_max_mb`` MiB (None: 256)."""
+    ``redis://`` URL, which replicas share), at most ``vector_store_max_mb`` MiB (None: 256). ``keep``: retention
+    mode, the probability in (0, 1) that the answer survives (``trim(keep=...)``); ``budget`` is then a cap."""
 
     budget: float | int | None = None
+    keep: float | None = None
     history_turns: int = 0
     scorer: ScorerName = "bm25"
     context_tag: str = "context"
@@ -188,7 +190,18 @@ def _trim(t: Mapping[str, Any]) -> TrimConfig:
     max_mb = t.get("vector_store_max_mb")
     if max_mb is not None:
         max_mb = _pos_float("trim.vector_store_max_mb", max_mb)
-    return TrimConfig(budget=budget, history_turns=_int("trim.history_turns", t.get("history_turns", 0), minimum=0),
+    keep = t.get("keep")
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep < 1):
+        raise ConfigError(f"trim.keep must be a probability between 0 and 1 (exclusive), e.g. 0.95, got {keep!r}")
+    if keep is not None:
+        from ragtrim.api import resolve_scorer
+        from ragtrim.stages.retention import calibrated_scorers
+
+        if resolve_scorer(scorer) not in calibrated_scorers():
+            raise ConfigError(f"trim.keep needs a calibrated scorer ({', '.join(calibrated_scorers())} or 'auto'), "
+                              f"got trim.scorer = {scorer!r}")
+    return TrimConfig(budget=budget, keep=float(keep) if keep is not None else None,
+                      history_turns=_int("trim.history_turns", t.get("history_turns", 0), minimum=0),
                       scorer=scorer, context_tag=tag, vector_store=store, vector_store_max_mb=max_mb)
 
 

@@ -304,11 +304,14 @@ def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter:
         return [], 0, 0
     tokens = sum(count_text(d, counter) for d in docs)
     budget = document_budget(tokens, config.trim.budget, override)
-    if budget is None or budget >= tokens:
+    keep = config.trim.keep
+    if budget is not None and budget >= tokens:
+        budget = None  # nothing to cut for it: at most retention mode runs
+    if budget is None and keep is None:
         return docs, tokens, tokens
     from ragtrim.api import default_pipeline
 
-    pipeline = default_pipeline(budget=budget, tokenizer=counter, scorer=config.trim.scorer)
+    pipeline = default_pipeline(budget=budget, tokenizer=counter, scorer=config.trim.scorer, keep=keep)
     result = pipeline.run(docs, query=query)
     kept = [c.text for c in result.chunks]
     return kept, result.tokens_before, result.tokens_after
