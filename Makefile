@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 CORE_STAMP := $(VENV)/.core-installed
 MODEL_STAMP := $(VENV)/.models-installed
-# The CPU build of torch (pip takes it from local disk on our machines); installed before the embeddings extra so
-# that sentence-transformers does not pull a multi-GB CUDA build.
+# The CPU build of torch (pip takes it from local disk on our machines); installed before the torch extra so that
+# sentence-transformers does not pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: bench test test-models test-all test-wheel bench-llamacpp lint typecheck clean
@@ -20,7 +20,7 @@ $(CORE_STAMP): pyproject.toml benchmarks/pyproject.toml
 
 $(MODEL_STAMP): $(CORE_STAMP)
 	$(BIN)/python -m pip install -q '$(TORCH_SPEC)'
-	$(BIN)/python -m pip install -q -e '.[embeddings,ko]'
+	$(BIN)/python -m pip install -q -e '.[embeddings,torch,ko]'
 	touch $@
 
 ## The main job: token savings of the default pipeline on the example corpus (examples/, shipped in the package).

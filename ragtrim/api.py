@@ -18,15 +18,17 @@ ScorerChoice = Literal["auto", "given", "bm25", "embedding", "hybrid", "balanced
 
 
 def embeddings_available() -> bool:
-    """True when the ``embeddings`` extra (sentence-transformers and the bundled MiniLM) is installed."""
-    from ragtrim.scoring.auto import embeddings_available as available
+    """True when MiniLM can run here: the ``embeddings`` extra (onnxruntime and tokenizers; the model ships with
+    ragtrim) or the ``torch`` extra is installed."""
+    from ragtrim.scoring.auto import embeddings_available as sentence_transformers
+    from ragtrim.scoring.auto import onnx_available, torch_available
 
-    return available()
+    return onnx_available() or torch_available() or sentence_transformers()
 
 
 def resolve_scorer(scorer: ScorerChoice) -> str:
     """The named scorer ``scorer`` stands for: ``auto`` is decided once per process by ``ragtrim.scoring.auto.choose``
-    (``fast`` when MiniLM can run, else ``bm25``); the decision and its reason are in ``to_dict()`` and the trace."""
+    (``balanced`` when MiniLM can run, else ``bm25``); the decision and its reason are in ``to_dict()`` and the trace."""
     from ragtrim.scoring.auto import choose
     from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
 
@@ -78,6 +80,16 @@ def default_pipeline(
     keep: float | None = None,
 ) -> Pipeline:
     return Pipeline(default_stages(budget=budget, scorer=scorer, keep=keep), tokenizer=tokenizer)
+
+
+def lossless_pipeline(*, tokenizer: str | TokenCounter | None = None) -> Pipeline:
+    """What can go without losing anything a reader needs: HTML cleanup and exact and near-duplicate documents, in
+    their order (no ranking, no budget). The gateway's ``[trim] budget = "lossless"``; ``ragtrim audit`` measures
+    the same stages when it runs without ``--budget``."""
+    from ragtrim.stages.dedup import DuplicateFilter
+    from ragtrim.stages.html import HtmlCleaner
+
+    return Pipeline([HtmlCleaner(), DuplicateFilter()], tokenizer=tokenizer)
 
 
 def trim(

@@ -7,7 +7,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from ragtrim.errors import ConfigError
+from ragtrim._util.cli_help import epilog
+from ragtrim.errors import ConfigError, OutputError
 
 
 def _budget(text: str) -> float:
@@ -22,13 +23,14 @@ def add_cli(subparsers: Any) -> None:
     """Register the ``audit`` subcommand."""
     a = subparsers.add_parser(
         "audit", help="where a service's prompt tokens go, what a prefix cache could serve and what ragtrim would "
-                      "save, from a JSONL log of OpenAI requests (docs/audit.md)",
+                      "save, from a JSONL log of OpenAI requests",
         description="Audit a request log: JSONL (plain or gzip) of OpenAI chat or completions bodies, Anthropic "
                     "Messages bodies, OpenAI/vLLM or Anthropic batch lines, the gateway's request log (log_request = "
                     "true), ragtrim requests, or a vLLM server log with --enable-log-requests. The format is told "
                     "from the first lines. Writes audit.json (every number) and audit.html (a static page with "
                     "plots) into --out.",
-        epilog=AUDIT_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=epilog(AUDIT_EXAMPLES, topic="audit", extra=AUDIT_EXIT_CODES),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("log", help="request log (JSONL or JSONL.gz; - for stdin)")
     a.add_argument("--out", default="audit-report", help="output folder (default: audit-report)")
     a.add_argument("--tokenizer", default=None, help="cl100k_base (default), hf:<tokenizer.json>, approx, ...")
@@ -45,26 +47,33 @@ def add_cli(subparsers: Any) -> None:
     s.add_argument("--budget", type=_budget, default=None,
                    help="document budget: a share of each request's context tokens (0.25) or tokens (1500); "
                         "default: lossless stages only (HTML cleanup, duplicates)")
-    s.add_argument("--scorer", default="bm25", choices=["auto", "bm25", "embedding", "hybrid", "balanced", "fast"])
+    s.add_argument("--scorer", default="bm25", choices=["auto", "bm25", "embedding", "hybrid", "balanced", "fast"],
+                   help="chunk ranking of the savings run (bm25: no model, the audit stays fast)")
     s.add_argument("--history-turns", type=int, default=4, help="turns the history stage keeps verbatim")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the sample")
     g = a.add_argument_group("GPU (via ragtrim plan)")
     g.add_argument("--model-config", default=None, help="the model's Hugging Face config.json")
     g.add_argument("--gpu-mem-gib", type=float, default=None, help="GPU memory in GiB (H200: 141)")
-    g.add_argument("--gpu-util", type=float, default=0.9)
-    g.add_argument("--kv-dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8"])
-    g.add_argument("--weight-dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8", "int8", "int4"])
+    g.add_argument("--gpu-util", type=float, default=0.9, help="vLLM --gpu-memory-utilization")
+    g.add_argument("--kv-dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8"], help="vLLM --kv-cache-dtype")
+    g.add_argument("--weight-dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8", "int8", "int4"],
+                   help="dtype of the weights")
     g.add_argument("--ttft-curve", default=None, help="measured TTFT vs prompt tokens: JSON points or the GPU "
                                                       "harness's summary.json")
     g.add_argument("--ttft-config", default=None, help="which config of a summary.json (default: the first)")
     g.add_argument("--prefix-cache-tokens", type=int, default=None,
                    help="prefix cache size in tokens (default: the planned GPU's KV cache, else 1,000,000)")
-    g.add_argument("--block-size", type=int, default=16)
+    g.add_argument("--block-size", type=int, default=16, help="vLLM --block-size (the prefix cache's unit)")
     a.add_argument("--output-tokens", type=int, default=256,
                    help="output tokens per request when the log has neither usage nor max_tokens")
     a.set_defaults(func=run_cli)
 
 
+AUDIT_EXAMPLES = [
+    "ragtrim audit requests.jsonl.gz                        # writes audit-report/audit.html and audit.json",
+    "ragtrim audit requests.jsonl.gz --budget 0.25 --model-config /models/gemma-3-12b-it --gpu-mem-gib 141",
+    "ragtrim audit gateway-requests.jsonl --no-text --out /tmp/audit   # keep prompt text out of the report",
+]
 AUDIT_EXIT_CODES = """exit codes:
   0  the report is written and covers the whole log
   1  the report is written, but the log ends early (a truncated gzip file): it covers the lines read, and
@@ -75,7 +84,7 @@ AUDIT_EXIT_CODES = """exit codes:
   4  internal error in ragtrim (please report it)"""
 
 
-class OutputNotWritable(Exception):
+class OutputNotWritable(OutputError):
     """``--out`` cannot hold the report (exit 3)."""
 
 
@@ -192,8 +201,12 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
     lines.append(f"prefix cache could serve {100 * pc['as_logged']['served_share_of_prompt_tokens']:.1f}% as logged, "
                  f"{100 * pc['recommended_order']['served_share_of_prompt_tokens']:.1f}% in the recommended order")
     if r.get("savings", {}).get("sampled_requests"):
+        from ragtrim.audit.levers import headline_split
+
         s = r["savings"]["prompt"]
-        lines.append(f"ragtrim would save {100 * s['saved_share']:.1f}% of prompt tokens "
-                     f"(95% interval {100 * s['saved_share_ci95'][0]:.1f}-{100 * s['saved_share_ci95'][1]:.1f}%, "
-                     f"{r['savings']['sampled_requests']:,} requests trimmed)")
+        split = headline_split(r)
+        lines.append(f"ragtrim would save {100 * s['saved_share']:.1f}% of prompt tokens in the "
+                     f"{r['savings']['sampled_requests']:,} requests trimmed (95% interval "
+                     f"{100 * s['saved_share_ci95'][0]:.1f}-{100 * s['saved_share_ci95'][1]:.1f}%)"
+                     + (f"; over the whole log: {split}" if split else ""))
     return lines

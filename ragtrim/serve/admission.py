@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ragtrim.serve.config import GatewayConfig
+from ragtrim.serve.limiter import LimiterWatch
 from ragtrim.serve.limits import FairGate, Gate, RateDecision, SharedGate, StateUnavailable
 from ragtrim.serve.metrics import GatewayMetrics
 from ragtrim.serve.rate_store import RateStore, RedisRateStore, RedisSlots
@@ -46,10 +47,13 @@ class Queued(Protocol):
 class Admission:
     """The rate store and the concurrency gates of one gateway process (gates are created on first use)."""
 
-    def __init__(self, config: GatewayConfig, store: RateStore, metrics: GatewayMetrics) -> None:
+    def __init__(self, config: GatewayConfig, store: RateStore, metrics: GatewayMetrics,
+                 watch: LimiterWatch | None = None) -> None:
         self.config = config
         self.store = store
         self.metrics = metrics
+        self.watch = watch if watch is not None else LimiterWatch(metrics,
+                                                                  fail_open=lambda: self.config.limits.fail_open)
         lim = config.limits
         # With Redis state, concurrency slots are shared by replicas too (leases in Redis).
         self.slots = RedisSlots(store) if isinstance(store, RedisRateStore) else None
@@ -65,7 +69,12 @@ class Admission:
             return local
         return SharedGate(local, self.slots, key=shared_key,
                           lease_ms=int((self.config.upstream.timeout_s + 60) * 1000),
-                          fail_open=self.config.limits.fail_open, on_state_error=self.metrics.state_errors.inc)
+                          fail_open=self.config.limits.fail_open, on_state_error=self._slots_failed,
+                          on_state_ok=self.watch.worked)
+
+    def _slots_failed(self, exc: StateUnavailable, admitted: bool) -> None:
+        self.metrics.state_errors.inc()
+        self.watch.failed(exc, limit="slots", decided="admitted" if admitted else "refused")
 
     def reconfigure(self, config: GatewayConfig) -> None:
         """Apply reloaded limits to the gates in place: requests in flight keep (and give back) the slots they hold,
@@ -119,9 +128,12 @@ class Admission:
             decision = await self.store.acquire(ident.key_id, ident.rpm, ident.tpm, tokens)
         except StateUnavailable as exc:
             self.metrics.state_errors.inc()
-            if self.config.limits.fail_open:
+            fail_open = self.config.limits.fail_open
+            self.watch.failed(exc, limit="rate", decided="admitted" if fail_open else "refused")
+            if fail_open:
                 return RateDecision(True, None, None, reason="state_unavailable")
             raise state_unavailable(exc, "rate-limit") from None
+        self.watch.worked()
         if not decision.admitted:
             wait = decision.retry_after_s
             headers = rate_headers(decision)
@@ -143,8 +155,9 @@ class Admission:
         """Correct a key's charge; an unavailable store is counted, not raised (the charge was an estimate)."""
         try:
             await self.store.adjust(key_id, requests_delta, tokens_delta)
-        except StateUnavailable:
+        except StateUnavailable as exc:
             self.metrics.state_errors.inc()
+            self.watch.failed(exc, limit="rate", decided=None)
 
     # -- concurrency slots ------------------------------------------------------------------------------------------
     def org_gate(self, org: str) -> Gate | None:

@@ -5,13 +5,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from ragtrim._util.redact import register_secret, register_url_secrets
 from ragtrim.api import ScorerChoice
 from ragtrim.errors import ConfigError
 
@@ -32,13 +34,14 @@ class UpstreamConfig:
 
 @dataclass(frozen=True, slots=True)
 class TrimConfig:
-    """``budget``: None (documents rendered, not trimmed), a share in (0, 1] of the documents' tokens (float) or a
-    token count (int >= 1). ``vector_store``: where model scorers keep passage vectors (``"default"``: SQLite in
+    """``budget``: None (documents rendered, not trimmed), ``"lossless"`` (HTML cleaned and duplicate documents
+    dropped, nothing else: ``ragtrim.api.lossless_pipeline``), a share in (0, 1] of the documents' tokens (float) or
+    a token count (int >= 1). ``vector_store``: where model scorers keep passage vectors (``"default"``: SQLite in
     ragtrim's cache folder, unless ``$RAGTRIM_VECTOR_STORE`` says otherwise; ``"off"``; a file path; a
     ``redis://`` URL, which replicas share), at most ``vector_store_max_mb`` MiB (None: 256). ``keep``: retention
     mode, the probability in (0, 1) that the answer survives (``trim(keep=...)``); ``budget`` is then a cap."""
 
-    budget: float | int | None = None
+    budget: float | int | Literal["lossless"] | None = None
     keep: float | None = None
     history_turns: int = 0
     scorer: ScorerName = "bm25"
@@ -121,15 +124,37 @@ class GatewayConfig:
 
 
 _SECTIONS = ("upstream", "trim", "limits", "keys", "orgs", "log", "metrics")
+RESTART_ONLY = ("upstream", "log", "limits.state", "limits.window_s", "limits.state_timeout_s",
+                "limits.state_breaker_s", "trim.vector_store", "trim.vector_store_max_mb")
+"""Config keys a reload cannot change in a running process (a new client, store, tokenizer or log file)."""
+
+
+def restart_only_changes(old: GatewayConfig, new: GatewayConfig) -> list[str]:
+    """The keys of ``RESTART_ONLY`` whose values differ between two configs."""
+    changed = []
+    for name in RESTART_ONLY:
+        section, _, key = name.partition(".")
+        a, b = getattr(old, section), getattr(new, section)
+        if (getattr(a, key) != getattr(b, key)) if key else a != b:
+            changed.append(name)
+    return changed
 
 
 def load_config(path: str | Path) -> GatewayConfig:
     """Read and validate a gateway TOML file."""
     p = Path(path)
     try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read gateway config {str(p)!r}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"gateway config {str(p)!r} is not valid UTF-8: byte 0x{data[exc.start]:02x} on line "
+                          f"{line} (TOML files are UTF-8; save it as UTF-8)") from None
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"gateway config {str(p)!r} is not valid TOML: {exc}") from None
     return parse_config(raw)
@@ -139,15 +164,53 @@ def parse_config(raw: Mapping[str, Any]) -> GatewayConfig:
     """Validate a parsed TOML document (a mapping) into a ``GatewayConfig``."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"gateway config must be a table, got {type(raw).__name__}")
+    _register_raw_secrets(raw)  # first, so that no error about a bad value can quote a secret
     _no_unknown("", raw, _SECTIONS)
     upstream = _upstream(_table(raw, "upstream", required=True))
     trim = _trim(_table(raw, "trim"))
     limits = _limits(_table(raw, "limits"))
     orgs = {name: _org(name, _sub(f"orgs.{name}", t)) for name, t in _table(raw, "orgs").items()}
-    keys = {k: _key(k, _sub(f"keys.{k!r}", t)) for k, t in _table(raw, "keys").items()}
+    keys = {k: _key(i, k, t) for i, (k, t) in enumerate(_table(raw, "keys").items(), 1)}
     log = _log(_table(raw, "log"))
     metrics = _metrics(_table(raw, "metrics"))
-    return GatewayConfig(upstream=upstream, trim=trim, limits=limits, keys=keys, orgs=orgs, log=log, metrics=metrics)
+    config = GatewayConfig(upstream=upstream, trim=trim, limits=limits, keys=keys, orgs=orgs, log=log,
+                           metrics=metrics)
+    _register_secrets(config)
+    from ragtrim.serve.limiter import shared_redis_problem
+
+    problem = shared_redis_problem(limits.state, trim.vector_store)
+    if problem is not None:
+        raise ConfigError(problem)
+    return config
+
+
+def _register_raw_secrets(raw: Mapping[str, Any]) -> None:
+    """Every string of the config that is or holds a secret, registered before any check can quote it (a SIGHUP
+    reload parses a new file whose keys the running process has not seen)."""
+    for section, names in _SECRET_FIELDS.items():
+        t = raw.get(section)
+        if isinstance(t, Mapping):
+            for name in names:
+                value = t.get(name)
+                if isinstance(value, str):
+                    register_url_secrets(value) if name in _URL_FIELDS else register_secret(value)
+    keys = raw.get("keys")
+    if isinstance(keys, Mapping):
+        for key in keys:
+            register_secret(str(key))
+
+
+_SECRET_FIELDS = {"upstream": ("url", "fallback_url", "api_key", "fallback_api_key"),
+                  "limits": ("state",), "trim": ("vector_store",), "metrics": ("bearer_token",)}
+_URL_FIELDS = frozenset({"url", "fallback_url", "state", "vector_store"})
+
+
+def _register_secrets(c: GatewayConfig) -> None:
+    """Every key, token and URL password of the config is masked in any error, log line or response from now on."""
+    for url in (c.upstream.url, c.upstream.fallback_url, c.limits.state, c.trim.vector_store):
+        register_url_secrets(url)
+    for secret in (c.upstream.api_key, c.upstream.fallback_api_key, c.metrics.bearer_token, *c.keys):
+        register_secret(secret)
 
 
 # -- sections -------------------------------------------------------------------------------------------------------
@@ -158,12 +221,19 @@ def _upstream(t: Mapping[str, Any]) -> UpstreamConfig:
     url = _url("upstream.url", t["url"], allow_empty=False)
     fallback = _url("upstream.fallback_url", t.get("fallback_url", ""), allow_empty=True)
     tokenizer = _str("upstream.tokenizer", t.get("tokenizer", "cl100k_base"))
+    api_key = _str("upstream.api_key", t.get("api_key", ""))
+    fallback_api_key = _str("upstream.fallback_api_key", t.get("fallback_api_key", ""))
+    for name, u, key in (("url", url, api_key), ("fallback_url", fallback, fallback_api_key)):
+        if key and "@" in u.split("://", 1)[-1].split("/", 1)[0]:
+            key_name = "api_key" if name == "url" else "fallback_api_key"
+            raise ConfigError(f"upstream.{name} carries a user and password and upstream.{key_name} is set: a "
+                              "request has one Authorization header; keep one of them")
     return UpstreamConfig(
         url=url,
         fallback_url=fallback,
         tokenizer=tokenizer,
-        api_key=_str("upstream.api_key", t.get("api_key", "")),
-        fallback_api_key=_str("upstream.fallback_api_key", t.get("fallback_api_key", "")),
+        api_key=api_key,
+        fallback_api_key=fallback_api_key,
         timeout_s=_pos_float("upstream.timeout_s", t.get("timeout_s", 600.0)),
         connect_timeout_s=_pos_float("upstream.connect_timeout_s", t.get("connect_timeout_s", 5.0)),
         max_connections=_int("upstream.max_connections", t.get("max_connections", 1000), minimum=1),
@@ -189,10 +259,18 @@ def _trim(t: Mapping[str, Any]) -> TrimConfig:
         raise ConfigError('trim.vector_store must be "default", "off", a file path or a redis:// URL, got ""')
     max_mb = t.get("vector_store_max_mb")
     if max_mb is not None:
-        max_mb = _pos_float("trim.vector_store_max_mb", max_mb)
+        from ragtrim.vectors.store import store_size_bytes
+
+        if isinstance(max_mb, str):  # a flag or an environment variable is text; a config's value is a number
+            raise ConfigError(f"trim.vector_store_max_mb must be a number of MiB, got the string {max_mb!r}")
+        store_size_bytes(max_mb, source="trim.vector_store_max_mb")
+        max_mb = float(max_mb)
     keep = t.get("keep")
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep < 1):
         raise ConfigError(f"trim.keep must be a probability between 0 and 1 (exclusive), e.g. 0.95, got {keep!r}")
+    if keep is not None and budget == "lossless":
+        raise ConfigError(f'trim.keep ({keep!r}) drops chunks and trim.budget = "lossless" drops none; set one of '
+                          "them, not both")
     if keep is not None:
         from ragtrim.api import resolve_scorer
         from ragtrim.stages.retention import calibrated_scorers
@@ -232,16 +310,29 @@ def _limits(t: Mapping[str, Any]) -> LimitsConfig:
     )
 
 
-def _key(key: str, t: Mapping[str, Any]) -> KeyConfig:
-    where = f"keys.{key!r}"
-    _no_unknown(where, t, ("user", "org", "rpm", "tpm", "concurrency"))
-    if not key or any(c.isspace() for c in key):
-        raise ConfigError(f"{where}: an API key must be non-empty without spaces")
-    user = _str(f"{where}.user", t.get("user", key[:8]))
-    org = _str(f"{where}.org", t.get("org", "default"))
-    return KeyConfig(key=key, user=user, org=org, rpm=_opt_int(f"{where}.rpm", t.get("rpm"), minimum=1),
-                     tpm=_opt_int(f"{where}.tpm", t.get("tpm"), minimum=1),
-                     concurrency=_opt_int(f"{where}.concurrency", t.get("concurrency"), minimum=1))
+def _key(position: int, key: str, value: Any) -> KeyConfig:
+    """One ``[keys."<key>"]`` entry. Errors name it ``keys[<position>]`` (its place under ``[keys]`` in file order),
+    never by the key itself: an error reaches a terminal, a log and, on a reload, the gateway's log."""
+    where = f"keys[{position}]"
+    try:
+        t = _sub(where, value)
+        _no_unknown(where, t, ("user", "org", "rpm", "tpm", "concurrency"))
+        if not key or any(c.isspace() for c in key):
+            raise ConfigError(f"{where}: an API key must be non-empty without spaces")
+        user = _str(f"{where}.user", t.get("user", default_user(key)))
+        org = _str(f"{where}.org", t.get("org", "default"))
+        return KeyConfig(key=key, user=user, org=org, rpm=_opt_int(f"{where}.rpm", t.get("rpm"), minimum=1),
+                         tpm=_opt_int(f"{where}.tpm", t.get("tpm"), minimum=1),
+                         concurrency=_opt_int(f"{where}.concurrency", t.get("concurrency"), minimum=1))
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} ({where} is the key number {position} under [keys], counted in file order; "
+                          "keys are never printed)") from None
+
+
+def default_user(key: str) -> str:
+    """The user name of a key without ``user``: ``key-`` and a hash prefix, so that no part of the key reaches a
+    log line, a metric or an error message."""
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:8]
 
 
 def _org(name: str, t: Mapping[str, Any]) -> OrgConfig:
@@ -333,9 +424,12 @@ def _bool(name: str, v: Any) -> bool:
     return v
 
 
-def _budget(name: str, v: Any) -> float | int:
+def _budget(name: str, v: Any) -> float | int | Literal["lossless"]:
+    if v == "lossless":
+        return "lossless"
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ConfigError(f"{name} must be a share in (0, 1] (e.g. 0.25) or a token count (e.g. 1500), got {v!r}")
+        raise ConfigError(f'{name} must be a share in (0, 1] (e.g. 0.25), a token count (e.g. 1500) or "lossless", '
+                          f"got {v!r}")
     if isinstance(v, float):
         if not 0 < v <= 1:
             raise ConfigError(f"{name} as a share must be in (0, 1], got {v}; write an integer for a token count")

@@ -245,14 +245,16 @@ class SharedGate:
     """
 
     def __init__(self, local: FairGate, leases: SlotLeases, *, key: str, lease_ms: int, fail_open: bool,
-                 on_state_error: Callable[[], None] | None = None) -> None:
+                 on_state_error: Callable[[StateUnavailable, bool], None] | None = None,
+                 on_state_ok: Callable[[], None] | None = None) -> None:
         self.local = local
         self.name = local.name
         self.leases = leases
         self.key = key
         self.lease_ms = lease_ms
         self.fail_open = fail_open
-        self.on_state_error = on_state_error
+        self.on_state_error = on_state_error  # (the error, whether fail_open admits the request anyway)
+        self.on_state_ok = on_state_ok
         self._held: list[str | None] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -272,14 +274,17 @@ class SharedGate:
         try:
             while True:
                 try:
-                    if await self.leases.take(self.key, self.local.capacity, lease or "", self.lease_ms):
-                        break
-                except StateUnavailable:
+                    taken = await self.leases.take(self.key, self.local.capacity, lease or "", self.lease_ms)
+                except StateUnavailable as exc:
                     if self.on_state_error is not None:
-                        self.on_state_error()
+                        self.on_state_error(exc, self.fail_open)
                     if not self.fail_open:
                         raise
                     lease = None
+                    break
+                if self.on_state_ok is not None:
+                    self.on_state_ok()
+                if taken:
                     break
                 if time.monotonic() + delay > deadline:
                     raise QueueTimeout(self.name)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
+from ragtrim._util.redact import redact, redact_url, register_url_secrets
 from ragtrim.serve.limits import RateDecision, StateUnavailable, WindowState, window_decision
 
 try:
@@ -36,6 +37,7 @@ class Breaker:
         self._open_until = 0.0
         self._tripped = False
         self._probing = False
+        self.last_error: BaseException | None = None  # what tripped it: the cause of the fast failures
 
     @property
     def is_open(self) -> bool:
@@ -44,7 +46,8 @@ class Breaker:
     async def call(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
         if self.open_s > 0 and self._tripped:
             if self._probing or self.clock() < self._open_until:
-                raise StateUnavailable(f"{what}: circuit open after a failure (retried every {self.open_s:g} s)")
+                raise StateUnavailable(f"{what}: circuit open after a failure (retried every {self.open_s:g} s)"
+                                       ) from self.last_error
             self._probing = True
         try:
             result = await fn()
@@ -53,6 +56,7 @@ class Breaker:
             if isinstance(exc, _REDIS_ERRORS):
                 self._tripped = True
                 self._open_until = self.clock() + self.open_s
+                self.last_error = exc
             raise
         self._probing = False
         self._tripped = False
@@ -65,6 +69,10 @@ class RateStore(Protocol):
     async def adjust(self, key: str, requests_delta: int, tokens_delta: int) -> None: ...
 
     async def ping(self) -> bool: ...
+
+    async def probe(self) -> str | None:
+        """None when the limiter can run; else what is wrong (``unreachable``, ``refuses writes``, ...)."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -107,6 +115,9 @@ class MemoryRateStore:
 
     async def ping(self) -> bool:
         return True
+
+    async def probe(self) -> str | None:
+        return None
 
     async def close(self) -> None:
         return None
@@ -160,6 +171,7 @@ class RedisRateStore:
     def __init__(self, *, url: str, window_s: float = 60.0, timeout_s: float = 0.5, breaker_s: float = 2.0,
                  prefix: str = "ragtrim:rl") -> None:
         self.url = url
+        register_url_secrets(url)
         self.window_s = window_s
         self.timeout_s = timeout_s
         self.prefix = prefix
@@ -167,6 +179,11 @@ class RedisRateStore:
         self._client: Any = None
         self._acquire: Any = None
         self._adjust: Any = None
+
+    @property
+    def location(self) -> str:
+        """Where the store is, for messages (no password)."""
+        return redact_url(self.url)
 
     def _redis(self) -> Any:
         if self._client is None:
@@ -189,7 +206,7 @@ class RedisRateStore:
                 keys=[f"{self.prefix}:{key}"],
                 args=[int(self.window_s * 1000), -1 if rpm is None else rpm, -1 if tpm is None else tpm, tokens]))
         except _REDIS_ERRORS as exc:
-            raise StateUnavailable(f"redis at {self.url}: {exc}") from exc
+            raise StateUnavailable(f"redis at {self.location}: {exc}") from exc
         frac = int(frac_e6) / 1e6
         decision = window_decision(WindowState(float(pr), float(cr), frac), WindowState(float(pt), float(ct), frac),
                                    rpm, tpm, tokens, self.window_s)
@@ -206,23 +223,45 @@ class RedisRateStore:
             await self.call(lambda: self._adjust(keys=[f"{self.prefix}:{key}"],
                                                  args=[int(self.window_s * 1000), requests_delta, tokens_delta]))
         except _REDIS_ERRORS as exc:
-            raise StateUnavailable(f"redis at {self.url}: {exc}") from exc
+            raise StateUnavailable(f"redis at {self.location}: {exc}") from exc
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """One Redis call through the circuit breaker (StateUnavailable at once while it is open)."""
-        return await self.breaker.call(f"redis at {self.url}", fn)
+        return await self.breaker.call(f"redis at {self.location}", fn)
 
     async def ping(self) -> bool:
+        return await self.probe() is None
+
+    async def probe(self) -> str | None:
+        """A write, as the rate scripts make (a probe key that expires): a Redis that answers PING but refuses
+        writes (``maxmemory`` reached under ``noeviction``, a read-only replica) cannot run the limiter."""
         client = self._redis()
         try:
-            return bool(await self.call(client.ping))
-        except _PING_ERRORS:
-            return False
+            await self.call(lambda: client.set(f"{self.prefix}:probe", "1", px=10_000))
+        except _PING_ERRORS as exc:
+            return state_problem(exc)
+        return None
 
     async def close(self) -> None:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+def state_problem(exc: BaseException) -> str:
+    """What a failure of the state store means, in words a readiness answer starts with: ``unreachable``,
+    ``refuses the password``, ``refuses writes``, then the (redacted) error."""
+    try:
+        from redis.exceptions import AuthenticationError, AuthorizationError, ResponseError
+    except ImportError:  # pragma: no cover
+        return f"unreachable ({redact(exc)})"
+    cause = exc.__cause__ if isinstance(exc, StateUnavailable) and exc.__cause__ is not None else exc
+    text = redact(cause) or type(cause).__name__
+    if isinstance(cause, (AuthenticationError, AuthorizationError)) or "WRONGPASS" in text or "NOAUTH" in text:
+        return f"refuses the password ({text})"
+    if isinstance(cause, ResponseError):
+        return f"refuses writes ({text})"
+    return f"unreachable ({text})"
 
 
 def make_store(state: str, *, window_s: float, timeout_s: float,
@@ -262,7 +301,7 @@ class RedisSlots:
             return bool(int(await self.store.call(
                 lambda: self._take(keys=[f"{self.prefix}:{gate}"], args=[capacity, lease, lease_ms]))))
         except _REDIS_ERRORS as exc:
-            raise StateUnavailable(f"redis at {self.store.url}: {exc}") from exc
+            raise StateUnavailable(f"redis at {self.store.location}: {exc}") from exc
 
     async def give_back(self, gate: str, lease: str) -> None:
         client = self.store._redis()

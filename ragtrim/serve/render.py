@@ -284,10 +284,10 @@ def _budget_override(body: Mapping[str, Any]) -> int | None:
     return b
 
 
-def document_budget(doc_tokens: int, config_budget: float | None, override: int | None) -> int | None:
+def document_budget(doc_tokens: int, config_budget: float | str | None, override: int | None) -> int | None:
     """The token budget for this request's documents (a share of ``doc_tokens`` when ``config_budget`` is a float,
-    else a token count); a per-request override can only lower it."""
-    if config_budget is None:
+    else a token count; none for ``"lossless"``); a per-request override can only lower it."""
+    if config_budget is None or isinstance(config_budget, str):
         base = None
     elif isinstance(config_budget, int):
         base = config_budget
@@ -307,11 +307,14 @@ def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter:
     keep = config.trim.keep
     if budget is not None and budget >= tokens:
         budget = None  # nothing to cut for it: at most retention mode runs
-    if budget is None and keep is None:
-        return docs, tokens, tokens
-    from ragtrim.api import default_pipeline
+    from ragtrim.api import default_pipeline, lossless_pipeline
 
-    pipeline = default_pipeline(budget=budget, tokenizer=counter, scorer=config.trim.scorer, keep=keep)
+    if budget is None and keep is None:
+        if config.trim.budget != "lossless":
+            return docs, tokens, tokens
+        pipeline = lossless_pipeline(tokenizer=counter)
+    else:
+        pipeline = default_pipeline(budget=budget, tokenizer=counter, scorer=config.trim.scorer, keep=keep)
     result = pipeline.run(docs, query=query)
     kept = [c.text for c in result.chunks]
     return kept, result.tokens_before, result.tokens_after

@@ -77,6 +77,10 @@ class TestGatewayConfig:
         ({"upstream": {}}, "upstream.url is required"),
         ({"upstream": {"url": "ftp://x"}}, "upstream.url must be an http"),
         ({"upstream": {"url": "http://u", "tokenizr": "x"}}, "unknown config key 'upstream.tokenizr'"),
+        ({"upstream": {"url": "http://me:pw@u/v1", "api_key": "k"}},
+         "upstream.url carries a user and password and upstream.api_key is set"),
+        ({"upstream": {"url": "http://u/v1", "fallback_url": "http://me:pw@f/v1", "fallback_api_key": "k"}},
+         "upstream.fallback_url carries a user and password and upstream.fallback_api_key is set"),
         (base(extra={}), "unknown config key 'extra'"),
         (base(trim={"budget": 1.5}), r"trim.budget as a share must be in \(0, 1\]"),
         (base(trim={"budget": 0}), "trim.budget as a token count must be >= 1"),
@@ -86,16 +90,19 @@ class TestGatewayConfig:
         (base(trim={"keep": 1.0}), "trim.keep must be a probability between 0 and 1"),
         (base(trim={"keep": True}), "trim.keep must be a probability"),
         (base(trim={"keep": 0.9, "scorer": "embedding"}), "trim.keep needs a calibrated scorer"),
+        (base(trim={"keep": 0.9, "budget": "lossless"}), 'trim.budget = "lossless" drops none'),
         (base(limits={"max_input_tokens": 0}), "limits.max_input_tokens must be >= 1"),
         (base(limits={"max_output_tokens": "5"}), "limits.max_output_tokens must be an integer"),
         (base(limits={"queue_timeout_s": -1}), "limits.queue_timeout_s must be >= 0"),
         (base(limits={"state": "mysql://x"}), "limits.state must be"),
         (base(limits={"fail_open": "yes"}), "limits.fail_open must be true or false"),
         (base(limits={"long_concurrency": 0}), "limits.long_concurrency must be >= 1"),
-        (base(keys={"sk-a": {"rpm": 0}}), r"keys.'sk-a'.rpm must be >= 1"),
-        (base(keys={"sk-a": {"tpm": True}}), r"keys.'sk-a'.tpm must be an integer"),
-        (base(keys={"sk-a": {"rmp": 5}}), r"unknown config key \"keys.'sk-a'.rmp\""),
-        (base(keys={"sk-a": 5}), r"keys.'sk-a' must be a table"),
+        (base(keys={"sk-a": {}, "sk-b": {"rpm": 0}}), (r"keys\[2\].rpm must be >= 1, got 0 \(keys\[2\] is the key "
+                                                       r"number 2 under \[keys\], counted in file order")),
+        (base(keys={"sk-a": {"tpm": True}}), r"keys\[1\].tpm must be an integer"),
+        (base(keys={"sk-a": {"rmp": 5}}), r"unknown config key 'keys\[1\].rmp'"),
+        (base(keys={"sk-a": 5}), r"keys\[1\] must be a table"),
+        (base(keys={"sk a": {}}), r"keys\[1\]: an API key must be non-empty without spaces"),
         (base(orgs={"acme": {"concurrency": 0}}), "orgs.acme.concurrency must be >= 1"),
         (base(log={"log_text": 1}), "log.log_text must be true or false"),
         (base(log={"log_request": "yes"}), "log.log_request must be true or false"),
@@ -111,6 +118,25 @@ class TestGatewayConfig:
         bad.write_text("[upstream\n")
         with pytest.raises(ConfigError, match="not valid TOML"):
             load_config(bad)
+
+    def test_not_utf8_is_a_config_error(self, tmp_path: Path) -> None:
+        latin1 = tmp_path / "latin1.toml"
+        latin1.write_bytes(b'[upstream]\nurl = "http://u/v1"\n# caf\xe9\n')
+        with pytest.raises(ConfigError, match=r"is not valid UTF-8: byte 0xe9 on line 3 \(TOML files are UTF-8"):
+            load_config(latin1)
+
+    def test_errors_about_a_key_never_quote_it(self) -> None:
+        key = "sk-live-0123456789abcdef"
+        for entry in ({"rpm": 0}, {"rmp": 1}, 5, {"user": 7}):
+            with pytest.raises(ConfigError) as info:
+                parse_config(base(keys={key: entry}))
+            assert "keys[1]" in str(info.value)
+            assert "0123456789" not in str(info.value) and "sk-live" not in str(info.value)
+
+    def test_the_default_user_holds_no_part_of_the_key(self) -> None:
+        c = parse_config(base(keys={"sk-live-0123456789abcdef": {}}))
+        user = c.keys["sk-live-0123456789abcdef"].user
+        assert user.startswith("key-") and len(user) == 12 and "sk-live" not in user
 
     def test_config_is_frozen(self) -> None:
         c = parse_config(base())

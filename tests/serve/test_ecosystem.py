@@ -3,6 +3,7 @@ probes, and a config reload on SIGHUP, tested on real servers (a real `ragtrim s
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -112,6 +113,25 @@ class TestProbes:
         r = httpx.get(gw.url + "/health/readiness")
         assert r.status_code == 200 and r.json()["upstream"] == "ok (fallback)"
 
+    def test_concurrent_probes_share_one_upstream_call(self, fake: Any, gateway: Any) -> None:
+        """100 probes at once while /models takes 0.5 s: one upstream call, every probe answered by it."""
+        up = fake(models_ms=500)
+        gw, _ = gateway({"upstream": {"url": up.url + "/v1"}})
+
+        async def probes(n: int) -> list[httpx.Response]:
+            limits = httpx.Limits(max_connections=n)
+            async with httpx.AsyncClient(timeout=10, limits=limits) as c:
+                return await asyncio.gather(*(c.get(gw.url + "/health/readiness") for _ in range(n)))
+
+        answers = asyncio.run(probes(100))
+        # One check answers them all. On a loaded host the check itself may pass its 2 s timeout (the client,
+        # the gateway and the fake share this process), so the test asks for one shared answer, not for "ok".
+        assert len({(r.status_code, r.text) for r in answers}) == 1, answers[0].text
+        assert httpx.get(up.url + "/debug/requests").json()["models_calls"] == 1
+        time.sleep(1.05)  # past the one-second cache: the next probe checks again, once
+        asyncio.run(probes(20))
+        assert httpx.get(up.url + "/debug/requests").json()["models_calls"] == 2
+
     @pytest.mark.parametrize("fail_open", [False, True])
     def test_readiness_follows_redis(self, fake: Any, gateway: Any, fail_open: bool) -> None:
         binary = shutil.which("redis-server")
@@ -195,18 +215,24 @@ class TestReload:
             write_config(cfg, "http://127.0.0.1:9", {"sk-carol": "carol"})  # a new upstream needs a restart
             os.kill(proc.pid, signal.SIGHUP)
             time.sleep(0.3)
+            cfg.write_bytes(b'[upstream]\nurl = "http://127.0.0.1:9/v1"\n# caf\xe9 in Latin-1\n')  # not UTF-8
+            os.kill(proc.pid, signal.SIGHUP)
+            time.sleep(0.3)
             assert httpx.post(url + "/v1/chat/completions", json=body, headers=bob, timeout=30).status_code == 200
             m = httpx.get(url + "/metrics").text
             assert 'ragtrim_serve_config_reloads_total{result="applied"} 1.0' in m
-            assert 'ragtrim_serve_config_reloads_total{result="refused"} 2.0' in m
+            assert 'ragtrim_serve_config_reloads_total{result="refused"} 3.0' in m
             assert proc.poll() is None
         finally:
             proc.terminate()
             proc.wait(timeout=15)
         log = stderr.read_text()
         assert "config reloaded" in log
-        assert log.count("config reload refused") == 2 and "upstream changed, which needs a restart" in log
+        assert log.count("config reload refused") == 3 and "upstream changed, which needs a restart" in log
         assert "upstream.url must be" in log
+        utf8 = [line for line in log.splitlines() if "not valid UTF-8" in line]
+        assert len(utf8) == 1 and "byte 0xe9 on line 3" in utf8[0], log
+        assert "Traceback" not in log
 
 
 class TestGateCapacity:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ragtrim.errors import ConfigError
 from ragtrim.openai_text import extract_context, split_chunks
 from ragtrim.serve.config import parse_config
 from ragtrim.serve.render import (
@@ -38,6 +39,8 @@ class TestHelpers:
         assert document_budget(100, 40, 1000) == 40  # may lower, never raise
         assert document_budget(100, None, 30) == 30
         assert document_budget(100, None, None) is None
+        assert document_budget(100, "lossless", None) is None  # lossless: no budget, the lossless stages only
+        assert document_budget(100, "lossless", 30) == 30
 
     def test_extract_context(self) -> None:
         text, chunks = extract_context("Intro.\n<context>a b\n\nc d</context>\n\nQ? <CONTEXT>e</CONTEXT>")
@@ -48,6 +51,37 @@ class TestHelpers:
     def test_render_documents(self) -> None:
         assert render_documents([]) == ""
         assert render_documents(["a", "b"]) == "Documents:\n[1] a\n\n[2] b"
+
+
+class TestLossless:
+    """``[trim] budget = "lossless"``: HTML cleaned, duplicate documents dropped, nothing else, order kept."""
+
+    PAGE = ("<html><body><nav>Home | News | Sport | Login</nav><p>The tower is 330 metres tall.</p>"
+            "<footer>Copyright Example Media</footer></body></html>")
+    DOCS = (PAGE, "Paris is the capital of France.", "The tower is 330 metres tall.", "A b c d e f g h.")
+
+    def test_config(self) -> None:
+        assert cfg(trim={"budget": "lossless"}).trim.budget == "lossless"
+        with pytest.raises(ConfigError, match='"lossless"'):
+            cfg(trim={"budget": "lossy"})
+
+    def test_html_and_duplicates_go_nothing_else(self) -> None:
+        p = prepare_chat(chat("How tall is the tower?", documents=list(self.DOCS)), cfg(trim={"budget": "lossless"}),
+                         WS)
+        content = p.body["messages"][-1]["content"]
+        assert content.startswith("Documents:\n[1] The tower is 330 metres tall.\n\n[2] Paris is the capital of "
+                                  "France.\n\n[3] A b c d e f g h.\n\nHow tall is the tower?")
+        assert (p.documents, p.documents_kept) == (4, 3) and p.document_tokens_after < p.document_tokens_before
+        assert "Home" not in content and "Copyright" not in content
+
+    def test_without_budget_documents_pass_untrimmed(self) -> None:
+        p = prepare_chat(chat("How tall is the tower?", documents=list(self.DOCS)), cfg(), WS)
+        assert (p.documents, p.documents_kept) == (4, 4) and "Home | News" in p.body["messages"][-1]["content"]
+
+    def test_a_request_budget_still_trims_below_it(self) -> None:
+        p = prepare_chat(chat("How tall is the tower?", documents=list(self.DOCS), ragtrim={"budget": 8}),
+                         cfg(trim={"budget": "lossless"}), WS)
+        assert p.document_tokens_after <= 8
 
 
 class TestPrepareChat:
