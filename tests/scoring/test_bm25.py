@@ -41,6 +41,16 @@ class TestTokenize:
         assert tokenize(query_text("한도는 무엇인가?")) == ["한도", "도는", "인가"]  # not 엇인
         assert query_text("What is it?") == "What is it?"
 
+    @pytest.mark.parametrize(("query", "expected"), [
+        ("他何时出生", ["他", "出生"]),  # not 他何, 时出
+        ("公司为何破产", ["公司", "破产"]),  # not 司为, 何破
+        ("这座桥建于几年", ["这座", "座桥", "桥建", "建于", "年"]),  # not 于几, 几年
+        ("東京タワーは何メートル", ["東京", "京タ", "タワ", "ワー", "ーは", "メー", "ート", "トル"]),  # not は何, 何メ
+        ("誰が書いた本", ["が書", "書い", "いた", "た本"]),  # not 誰が
+    ])
+    def test_more_chinese_and_japanese_question_words(self, query: str, expected: list[str]) -> None:
+        assert tokenize(query_text(query)) == expected
+
     def test_unknown_analyzer(self) -> None:
         with pytest.raises(ConfigError, match="analyzer"):
             tokenize("x", analyzer="icu")  # type: ignore[arg-type]

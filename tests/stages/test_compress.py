@@ -337,6 +337,17 @@ class TestEveryScriptAndShape:
         assert r.text.startswith("|  | Level 1 | Level 2 | Total |\n|  | RMB'Million | RMB'Million | RMB'Million |\n"
                                  "| As at 31 December 2018 |  |  |  |\n| FVOCI | 41,578 | - | 43,519 |")
 
+    def test_a_long_table_row_is_never_cut_into_a_word_window(self) -> None:
+        """A row cut to the words that fit loses the cells that say what its numbers are: it goes whole or not at
+        all, whatever the budget."""
+        text = ("Fees by plan.\n| Plan | Monthly fee | Storage | Support | Region |\n"
+                "| Enterprise premium plan with dedicated support | 1,200 USD per month billed yearly | 10 TB | 24/7 "
+                "phone | EU and US |\n| Basic | 10 USD | 10 GB | email | EU |")
+        lines = set(text.split("\n"))
+        for budget in range(6, 60, 2):
+            r = trim([text], query="monthly fee of the enterprise premium plan", budget=budget, scorer="bm25")
+            assert set(r.text.split("\n")) <= lines, (budget, r.text)
+
     def test_a_clause_heading_keeps_its_clause(self) -> None:
         contract = ("10.6 Notices. All notices shall be in writing and sent to the addresses above. "
                     "10.7 Governing Law. This Agreement is construed under the laws of the State of New York. "

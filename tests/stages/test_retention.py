@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,9 +11,17 @@ import pytest
 from ragtrim import Pipeline, RelevanceFilter, trim
 from ragtrim.errors import ConfigError
 from ragtrim.stages import retention
-from ragtrim.stages.retention import Cell, RetentionFilter, chunks_needed, features
+from ragtrim.stages.retention import (
+    CALIBRATION_CHUNKS,
+    MIN_CELL_REQUESTS,
+    Cell,
+    RetentionFilter,
+    chunks_needed,
+    features,
+)
 from ragtrim.testing import FixedScorer
 
+PACKAGED = retention.calibration  # bound before the fixture below replaces it
 SURE = [0.80, 0.90, 0.95, 0.99] + [0.995] * 16
 UNSURE = [0.30, 0.40, 0.50, 0.60, 0.70, 0.75, 0.80, 0.84, 0.87, 0.90, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98, 0.985,
           0.99, 0.99, 0.99]
@@ -93,6 +102,20 @@ class TestRetentionFilter:
     def test_round_trip(self) -> None:
         s = RetentionFilter(keep=0.9, calibration="bm25", max_tokens=100)
         assert RetentionFilter.from_dict(s.to_dict()).get_params() == s.get_params()
+
+
+def test_the_packaged_calibration_is_whole() -> None:
+    """Every calibrated scorer has its fallback cell, every cell a non-decreasing share per k of 20 chunks, and the
+    default scorer is among them (trim(keep=...) with the default scorer must find its table)."""
+    from ragtrim.api import resolve_scorer
+
+    tables = PACKAGED()["tables"]
+    assert resolve_scorer("auto") in tables and "bm25" in tables
+    for scorer, table in tables.items():
+        assert table["all"]["n"] >= MIN_CELL_REQUESTS, scorer
+        for name, cell in table.items():
+            cdf = cell["cdf"]
+            assert len(cdf) == CALIBRATION_CHUNKS and all(0 <= a <= b <= 1 for a, b in itertools.pairwise(cdf)), name
 
 
 class TestTrimKeep:
