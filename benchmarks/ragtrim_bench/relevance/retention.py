@@ -7,8 +7,9 @@ compression bought on held-out columns at each target.
 ``calibrate`` ranks every dev request of every column of the quality matrix with each scorer (the default
 pipeline's stages up to the relevance stage), finds the best rank of a chunk that holds an answer, and writes, per
 calibration cell (``ragtrim.stages.retention.features``), the share of requests whose answer-bearing chunk ranked
-k-th or better, counted with one pseudo-miss per cell (so a share never claims certainty on finite data). The
-library reads the table from ``ragtrim/data/retention_calibration.json``. ``evaluate`` runs
+k-th or better, counted with one pseudo-miss per cell (so a share never claims certainty on finite data), to
+``benchmarks/results/relevance/retention_calibration.json`` by default. The library reads its packaged copy,
+``ragtrim/data/retention_calibration.json``: copy the new table there once it is checked. ``evaluate`` runs
 ``trim(chunks, query=q, keep=t)`` on each request and records whether an answer survived and how many tokens went.
 """
 
@@ -32,7 +33,9 @@ from ragtrim_bench.common.results import command_line, json_safe, result_path
 from ragtrim_bench.common.stats import mean, percentile
 from ragtrim_bench.relevance.columns import COLUMNS, Request, Split, build_column
 
-CALIBRATION_PATH = Path(__file__).resolve().parents[3] / "ragtrim" / "data" / "retention_calibration.json"
+CALIBRATION_OUTPUT = result_path("ragtrim_bench.relevance.retention", "_calibration")
+"""Where ``calibrate`` writes by default; the library reads its packaged copy, ``ragtrim/data/retention_calibration.json``,
+so copy a new calibration there once it is checked."""
 DEFAULT_OUTPUT = result_path("ragtrim_bench.relevance.retention")
 KEEPS = (0.90, 0.95, 0.99)
 N_RANKS = 20
@@ -149,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.action == "calibrate":
             result = calibrate([s.strip() for s in args.scorers.split(",") if s.strip()], args.limit, columns,
                                command)
-            out = Path(args.output) if args.output else CALIBRATION_PATH
+            out = Path(args.output) if args.output else CALIBRATION_OUTPUT
         else:
             keeps = [float(k) for k in args.keeps.split(",")]
             result = evaluate(args.scorer, keeps, args.split, args.limit, columns, command)
