@@ -255,7 +255,9 @@ def comparisons(records: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str
 
 # -- the run --------------------------------------------------------------------------------------------------------
 def host_info() -> dict[str, Any]:
-    """Cores, CPU model, Python, package versions, threads, load, and the code's commit."""
+    """Cores, CPU model, Python, package versions, threads, load, the passage-vector store in use (``off`` for cold
+    runs; a warm store changes no answer, vectors being batch-invariant, but makes the timings warm), and the code's
+    commit."""
     cpu_model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -282,6 +284,7 @@ def host_info() -> dict[str, Any]:
     return {"cores": os.cpu_count(), "cpu_model": cpu_model, "python": platform.python_version(),
             "platform": platform.platform(), "packages": versions, "model_threads": onnx_threads(),
             "auto_scorer": choose().to_dict(), "loadavg": list(os.getloadavg()),
+            "vector_store": os.environ.get("RAGTRIM_VECTOR_STORE", "default"),
             "git_commit": commit.strip() or None, "git_dirty": dirty}
 
 
@@ -384,6 +387,14 @@ SPLIT_RULES = {
     "korquad": "articles in file order: the first half (56 of 112) dev, the rest held-out; distractors from the "
                "same split's articles",
     "kv": "records in file order: the first half (200 of 400) dev, the rest held-out",
+    "tatqa": "reports by ragtrim_bench.datasets.domain.split_of('tatqa/<table uid>'): 129 dev, 128 held-out with a "
+             "usable question; distractors from the same split's reports",
+    "cuad": "contracts by split_of('cuad/<file name>'): 200 dev, 204 held-out with a usable question; distractors "
+            "from the same split's contracts",
+    "cmrc": "articles by split_of('cmrc/<title>/<index>'); distractors from the same split's articles",
+    "jsquad": "articles by split_of('jsquad/<title>/<index>'); distractors from the same split's articles",
+    "domain": "tatqa, cuad, cmrc, jsquad: gold in the fixed slot 10 of 20, at most 3 questions per source document "
+              "(a seeded draw)",
     "sample": "--limit requests per column per split, random.Random(f'{column}/{split}/{seed}'); the gold "
               "passage's slot random.Random(f'gold/{request id}/{seed}')",
 }
