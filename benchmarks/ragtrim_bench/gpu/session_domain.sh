@@ -11,6 +11,8 @@
 #       the wheels, unpacks the data, writes the transformers folder, then the matrix on the four domain columns,
 #       SPLITS (default heldout; "dev heldout" for both), MATRIX_ARGS (default --limit 50 --timed 20), rows default,
 #       qlm-top5, qlm-top10.
+# After ../shared/gpu/stage.sh's chunks and gpu-setup.sh on the same machine (the GGUF is then in /tmp/gemma), only the
+# last chunk, which holds the data and the wheels, needs to travel: receive it, then run.
 # Results land in $OUT: quality_matrix_h200_domain_<split>.json (+ .png) and matrix_domain_<split>.log; copy the JSON
 # and PNG to benchmarks/results/relevance/. A dry run on a CPU host: RAGTRIM_GPU_STAGE, RAGTRIM_GPU_SITE (scratch
 # folders), PYTHON (.venv/bin/python), RAGTRIM_QLM_DEVICE=cpu, MATRIX_ARGS='--limit 2 --timed 0'.
@@ -27,6 +29,11 @@ fi
 [ "$step" = run ] || { echo "unknown step $step: receive K | run" >&2; exit 2; }
 out=${OUT:?OUT must name the output folder}
 set -e
+staged=${RAGTRIM_STAGED_GGUF:-/tmp/gemma/gemma-3-270m-q4_k_m.gguf}
+if [ ! -s $g/model.gguf ] && [ -s "$staged" ]; then
+  # ../shared/gpu/gpu-setup.sh already wrote the GGUF: only the last chunk (data and wheels) had to travel
+  ln -sf "$staged" $g/model.gguf && rm -f $g/gguf.part*
+fi
 if [ ! -s $g/model.gguf ]; then
   cat $g/gguf.part* > $g/model.gguf && rm -f $g/gguf.part*
 fi
