@@ -44,6 +44,15 @@ _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
 _MONTH = re.compile(
     r"\b(january|february|march|april|may|june|july|august|september|october|november|december|century)\b", re.IGNORECASE
 )
+_TIME = re.compile(
+    r"\b(?:[01]?\d|2[0-3]):[0-5]\d\b"  # 09:40, 21:05
+    r"|\b(?:[01]?\d|2[0-3])[.:][0-5]\d\s?[ap]\.?m\b"  # 9.40 am (a bare 3.50 is a price, not a time)
+    r"|\b(?:1[0-2]|0?[1-9])\s?[ap]\.?m\b"  # 9 a.m., 9pm
+    r"|\b(?:noon|midnight|o'clock|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+    re.IGNORECASE,
+)
+"""A clock time or a weekday: "When does the ferry leave?" asks for one as often as "when was it built" asks for a
+year."""
 _DIGIT = re.compile(r"\d")
 _WHEN = re.compile(r"^\s*(when\b|what (year|date|day|time|century)|which year|how long ago)", re.IGNORECASE)
 _HOW_MANY = re.compile(r"\b(how (many|much|long|old|far|tall|big|high|deep|fast)|what (number|percentage|age))\b",
@@ -60,9 +69,10 @@ def answer_kind(query: str) -> Literal["date", "number"] | None:
 
 
 def holds_kind(kind: Literal["date", "number"] | None, sentence: str) -> float:
-    """1.0 when ``sentence`` holds a value of ``kind`` (a year or month for dates, a digit for numbers), else 0.0."""
+    """1.0 when ``sentence`` holds a value of ``kind`` (a year, a month, a clock time or a weekday for dates, a digit
+    for numbers), else 0.0."""
     if kind == "date":
-        return 1.0 if (_YEAR.search(sentence) or _MONTH.search(sentence)) else 0.0
+        return 1.0 if (_YEAR.search(sentence) or _MONTH.search(sentence) or _TIME.search(sentence)) else 0.0
     if kind == "number":
         return 1.0 if _DIGIT.search(sentence) else 0.0
     return 0.0
@@ -265,14 +275,22 @@ class SentenceCompressor(Stage):
         """Each sentence's priority (see the class docstring); higher is kept first."""
         scorer = get_scorer(self.scorer)
         raw = np.asarray(scorer.score(query, [s.text for s in sentences]), dtype=np.float64)
-        own = min_max(raw)
+        match = min_max(raw)
+        own = match
         if self.chunk_weight > 0:
             chunk_scores = [c.score for c in chunks]
             if any(s is None for s in chunk_scores):
                 chunk_scores = list(scorer.score(query, [c.text for c in chunks]))
             per_chunk = min_max(np.asarray(chunk_scores, dtype=np.float64))
             own = (1 - self.chunk_weight) * own + self.chunk_weight * per_chunk[[s.chunk for s in sentences]]
-        own = self._plus_hint(query, own, [s.text for s in sentences])
+        # The answer hint counts as far as the sentence, or its neighbour, matches the query: a year in a sentence
+        # that shares nothing with the question must not tie with the sentence that answers it.
+        own = self._plus_hint(query, own, [s.text for s in sentences], self._with_context(match, sentences))
+        return self._with_context(own, sentences)
+
+    def _with_context(self, own: np.ndarray, sentences: list[_Sentence]) -> np.ndarray:
+        """Each value raised to ``context_weight`` times the best of its neighbours (within ``context_sentences``,
+        in the same chunk), if that is more."""
         prio = own.copy()
         cs = self.context_sentences
         if cs > _WINDOW_LOOP_MAX and self.context_weight > 0:
@@ -384,14 +402,18 @@ class SentenceCompressor(Stage):
     def _piece_scores(self, query: str, pieces: list[str]) -> list[float]:
         """Parts of one sentence rated as sentences are (min-max scaled ``scorer`` score plus the answer hint)."""
         own = min_max(np.asarray(get_scorer(self.scorer).score(query, pieces), dtype=np.float64))
-        return [float(x) for x in self._plus_hint(query, own, pieces)]
+        return [float(x) for x in self._plus_hint(query, own, pieces, own)]
 
-    def _plus_hint(self, query: str, own: np.ndarray, texts: list[str]) -> np.ndarray:
-        """``own`` plus ``answer_hint_weight`` for each text that holds the kind of value the question asks for."""
+    def _plus_hint(self, query: str, own: np.ndarray, texts: list[str], match: np.ndarray) -> np.ndarray:
+        """``own`` plus ``answer_hint_weight`` times ``match`` (in [0, 1]: how well the text, or its neighbour,
+        matches the query) for each text that holds the kind of value the question asks for."""
         if self.answer_hint_weight <= 0:
             return own
         kind = answer_kind(query)  # the query is parsed once, not once per text
-        return own + self.answer_hint_weight * np.array([holds_kind(kind, t) for t in texts])
+        if kind is None:
+            return own
+        out: np.ndarray = own + self.answer_hint_weight * match * np.array([holds_kind(kind, t) for t in texts])
+        return out
 
     def _word_window(self, query: str, sentence: _Sentence, offset: int, span: tuple[int, int], room: int,
                      counter: TokenCounter, what: str) -> tuple[_Sentence, str] | None:

@@ -179,6 +179,37 @@ def test_answer_hint() -> None:
     assert answer_hint("who wrote it", "Written in 1999.") == 0.0
 
 
+class TestWhenQuestions:
+    """A "when" question asks for a time as often as for a year, and a value of the asked kind must not outweigh the
+    whole query match: "When does the Borealis leave?" kept "The harbour office opened in 1998." and dropped the
+    09:40 sentence at budget 16."""
+
+    def test_a_clock_time_answers_when(self) -> None:
+        chunks = ["The harbour office opened in 1998. The Borealis leaves at 09:40.",
+                  "Tickets are sold at the harbour office."]
+        r = trim(chunks, query="When does the Borealis leave?", budget=16, scorer="bm25")
+        assert r.text == "The Borealis leaves at 09:40."
+        for time in ("09:40", "9.40 am", "9 a.m.", "noon", "Monday"):
+            assert holds_kind("date", f"It leaves at {time}.") == 1.0, time
+        assert holds_kind("date", "It costs 3.50 euros.") == 0.0
+
+    def test_a_year_alone_does_not_outweigh_the_query_match(self) -> None:
+        text = "The harbour office opened in 1998. The Borealis leaves from the north pier each morning."
+        chunks = (Chunk(text=text, id="a"),)
+        compressor = SentenceCompressor(max_tokens=14)
+        sentences = compressor._split(chunks, WhitespaceCounter())
+        year, match = compressor.priorities("When does the Borealis leave?", chunks, sentences)
+        assert match - year > 0.1  # they tied: a year weighed as much as the whole query match
+        r = trim([text], query="When does the Borealis leave?", budget=14, scorer="bm25")
+        assert r.text == "The Borealis leaves from the north pier each morning."
+
+    def test_a_value_next_to_the_match_counts_more_than_one_far_from_it(self) -> None:
+        text = ("The Borealis is the old ferry of the island line. It sails at 09:40. The harbour office opened in "
+                "1998 and sells tickets.")
+        r = trim([text], query="When does the Borealis leave?", budget=25, scorer="bm25")
+        assert r.text == "The Borealis is the old ferry of the island line. It sails at 09:40."
+
+
 def test_answer_kind_is_parsed_once_per_query() -> None:
     assert (answer_kind("When did it open?"), answer_kind("how many moons"), answer_kind("who wrote it")) == (
         "date", "number", None)

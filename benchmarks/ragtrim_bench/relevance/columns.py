@@ -2,7 +2,9 @@
 into a fixed dev part (tune on it) and a held-out part (report it).
 
 A column is a name and a builder ``(split, limit, seed) -> list[Request]``; ``COLUMNS`` holds the built-in ones.
-Every request has ``N_PASSAGES`` (KV: 19) chunks with the gold one at a seeded random slot (``gold_index``).
+Every request has ``N_PASSAGES`` (KV: 19) chunks with the gold one at a seeded random slot (``gold_index``); the
+domain columns (``DOMAIN_COLUMNS``: finance tables, contracts, Chinese, Japanese) put it in a fixed middle slot
+(``ragtrim_bench.datasets.domain.GOLD_SLOT``) and split by document.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Literal
 
 from ragtrim.errors import ConfigError
 from ragtrim.savings import normalize_answer, normalized_answers
+from ragtrim_bench.datasets.domain import DomainQuestion
 from ragtrim_bench.datasets.nq import Passage, QAInstance
 
 Split = Literal["dev", "heldout"]
@@ -60,14 +63,19 @@ def gold_slot(request_id: str, n_passages: int, *, seed: int) -> int:
 
 
 def request_from(column: str, split: Split, instance: QAInstance, *, seed: int,
-                 scores: Sequence[float] | None = None, text: Callable[[Passage], str] | None = None) -> Request:
-    """A request from an instance with exactly one gold passage, moved to its ``gold_slot`` (the others keep their
-    order). ``text`` says what the reader gets of a passage (default: ``Passage.content``, "title\\ntext")."""
+                 scores: Sequence[float] | None = None, text: Callable[[Passage], str] | None = None,
+                 slot: int | None = None) -> Request:
+    """A request from an instance with exactly one gold passage, moved to ``slot`` (default: its ``gold_slot``; the
+    others keep their order). ``text`` says what the reader gets of a passage (default: ``Passage.content``,
+    "title\\ntext")."""
     golds = [i for i, p in enumerate(instance.passages) if p.is_gold]
     if len(golds) != 1:
         raise ConfigError(f"instance {instance.id} must have exactly one gold passage, has {len(golds)}")
     order = [i for i in range(len(instance.passages)) if i != golds[0]]
-    slot = gold_slot(instance.id, len(instance.passages), seed=seed)
+    if slot is None:
+        slot = gold_slot(instance.id, len(instance.passages), seed=seed)
+    elif not 0 <= slot < len(instance.passages):
+        raise ConfigError(f"slot must be within [0, {len(instance.passages) - 1}], got {slot}")
     order.insert(slot, golds[0])
     show = text or (lambda p: p.content)
     return Request(column=column, split=split, id=instance.id, question=instance.question, answers=instance.answers,
@@ -160,17 +168,68 @@ def kv(split: Split, limit: int, seed: int) -> list[Request]:
             for k in sample(len(part), limit, seed=seed, label=f"kv/{split}")]
 
 
+def _domain(column: str, questions: Sequence[DomainQuestion], split: Split, limit: int, seed: int) -> list[Request]:
+    """A seeded sample of ``limit`` built questions as requests, the gold in ``GOLD_SLOT``, distractors best-first."""
+    from ragtrim_bench.datasets.domain import GOLD_SLOT
+
+    out: list[Request] = []
+    for k in sample(len(questions), limit, seed=seed, label=f"{column}/{split}"):
+        instance, scores = questions[k].instance()
+        out.append(request_from(column, split, instance, seed=seed, scores=scores, slot=GOLD_SLOT))
+    return out
+
+
+def tatqa(split: Split, limit: int, seed: int) -> list[Request]:
+    """TAT-QA span questions (finance reports): the report's table (one row a line, header rows first) or paragraph
+    that holds the answer among the 19 tables and paragraphs of the split's reports (its own included) that score
+    highest under a word BM25 and hold no answer. Given score: that BM25's."""
+    from ragtrim_bench.datasets.tatqa import tatqa_questions
+
+    return _domain("tatqa", tatqa_questions(split, seed), split, limit, seed)
+
+
+def cuad(split: Split, limit: int, seed: int) -> list[Request]:
+    """CUAD contracts in chunks of 80-200 words, CUAD's own category question: the chunk holding a whole clause of
+    the category among the 19 best BM25 chunks that hold none, its own contract's first. Given score: that BM25's."""
+    from ragtrim_bench.datasets.cuad import cuad_questions
+
+    return _domain("cuad", cuad_questions(split, seed), split, limit, seed)
+
+
+def cmrc(split: Split, limit: int, seed: int) -> list[Request]:
+    """CMRC 2018 trial (Chinese Wikipedia): the gold paragraph among the 19 paragraphs of the split's other articles
+    that score highest under a character-bigram BM25 and hold no answer. Given score: that BM25's."""
+    from ragtrim_bench.datasets.cjk import cjk_questions
+
+    return _domain("cmrc", cjk_questions("cmrc", split, seed), split, limit, seed)
+
+
+def jsquad(split: Split, limit: int, seed: int) -> list[Request]:
+    """JSQuAD v1.3 test (Japanese Wikipedia), each paragraph "title\\nparagraph": the gold among the 19 paragraphs
+    of the split's other articles that score highest under a character-bigram BM25 and hold no answer. Given score:
+    that BM25's."""
+    from ragtrim_bench.datasets.cjk import cjk_questions
+
+    return _domain("jsquad", cjk_questions("jsquad", split, seed), split, limit, seed)
+
+
+DOMAIN_COLUMNS: dict[str, ColumnBuilder] = {"tatqa": tatqa, "cuad": cuad, "cmrc": cmrc, "jsquad": jsquad}
+"""The domain columns: the text users serve (finance tables, contracts, Chinese, Japanese)."""
+
 COLUMNS: dict[str, ColumnBuilder] = {
     "nq-title": nq_title,
     "nq-notitle": nq_notitle,
     "squad-article": squad_article,
     "korquad": korquad,
     "kv": kv,
+    **DOMAIN_COLUMNS,
 }
 """The built-in columns, in report order. Add one with ``COLUMNS[name] = builder``."""
 
 
 def build_column(name: str, split: Split, *, limit: int, seed: int = 0) -> list[Request]:
+    """The requests of column ``name`` and ``split``: a seeded sample of at most ``limit`` (all there are when
+    fewer), the same for the same arguments on every host."""
     builder = COLUMNS.get(name)
     if builder is None:
         raise ConfigError(f"unknown column {name!r}; choose from {list(COLUMNS)}")

@@ -384,6 +384,14 @@ SPLIT_RULES = {
     "korquad": "articles in file order: the first half (56 of 112) dev, the rest held-out; distractors from the "
                "same split's articles",
     "kv": "records in file order: the first half (200 of 400) dev, the rest held-out",
+    "tatqa": "reports by ragtrim_bench.datasets.domain.split_of('tatqa/<table uid>'): 129 dev, 128 held-out with a "
+             "usable question; distractors from the same split's reports",
+    "cuad": "contracts by split_of('cuad/<file name>'): 200 dev, 204 held-out with a usable question; distractors "
+            "from the same split's contracts",
+    "cmrc": "articles by split_of('cmrc/<title>/<index>'); distractors from the same split's articles",
+    "jsquad": "articles by split_of('jsquad/<title>/<index>'); distractors from the same split's articles",
+    "domain": "tatqa, cuad, cmrc, jsquad: gold in the fixed slot 10 of 20, at most 3 questions per source document "
+              "(a seeded draw)",
     "sample": "--limit requests per column per split, random.Random(f'{column}/{split}/{seed}'); the gold "
               "passage's slot random.Random(f'gold/{request id}/{seed}')",
 }

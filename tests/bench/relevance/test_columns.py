@@ -15,7 +15,15 @@ from ragtrim_bench.datasets.korquad import hard_instances, load_korquad
 from ragtrim_bench.datasets.kv import KVRecord, kv_instance, kv_line, load_kv
 from ragtrim_bench.datasets.nq import Passage, QAInstance
 from ragtrim_bench.datasets.squad import SquadArticle, SquadQuestion
-from ragtrim_bench.relevance.columns import COLUMNS, build_column, gold_slot, halves, request_from, sample
+from ragtrim_bench.relevance.columns import (
+    COLUMNS,
+    DOMAIN_COLUMNS,
+    build_column,
+    gold_slot,
+    halves,
+    request_from,
+    sample,
+)
 from ragtrim_bench.relevance.matrix import answer_kept
 
 
@@ -146,7 +154,7 @@ class TestSharedColumns:
         if not data_dir().is_dir():
             pytest.skip(f"shared data absent at {data_dir()}; set RAGTRIM_DATA")
 
-    @pytest.mark.parametrize("column", list(COLUMNS))
+    @pytest.mark.parametrize("column", [c for c in COLUMNS if c not in DOMAIN_COLUMNS])  # test_domain.py has those
     def test_column(self, column: str) -> None:
         dev = build_column(column, "dev", limit=25)
         held = build_column(column, "heldout", limit=25)
