@@ -20,7 +20,7 @@ $(CORE_STAMP): pyproject.toml benchmarks/pyproject.toml
 
 $(MODEL_STAMP): $(CORE_STAMP)
 	$(BIN)/python -m pip install -q '$(TORCH_SPEC)'
-	$(BIN)/python -m pip install -q -e '.[embeddings,ko]'
+	$(BIN)/python -m pip install -q -e '.[embeddings,ko]' -e './benchmarks[peers-models]'
 	touch $@
 
 ## The main job: token savings of the default pipeline on the example corpus (examples/, shipped in the package).

@@ -36,20 +36,20 @@ from ragtrim.models import CHUNK_SEPARATOR
 from ragtrim_bench.peers.rows import PeerOutput, PeerRow, cut_to_budget
 
 LANGCHAIN_SOURCES = (
-    "LangChain how-to 'contextual compression': Stringing compressors and document transformers together "
-    "(DocumentCompressorPipeline, EmbeddingsRedundantFilter, EmbeddingsFilter)",
+    ("LangChain how-to 'contextual compression': Stringing compressors and document transformers together "
+    "(DocumentCompressorPipeline, EmbeddingsRedundantFilter, EmbeddingsFilter)"),
     "langchain_community.document_transformers.LongContextReorder docstring ('Lost in the middle')",
-    "langchain_classic/retrievers/document_compressors/embeddings_filter.py (k, similarity_threshold, "
-    "query_similarity_score)",
+    ("langchain_classic/retrievers/document_compressors/embeddings_filter.py (k, similarity_threshold, "
+    "query_similarity_score)"),
 )
 LLAMAINDEX_SOURCES = (
-    "llama_index/core/postprocessor/optimizer.py SentenceEmbeddingOptimizer (percentile_cutoff, threshold_cutoff, "
-    "context_before/after default 1, punkt sentences)",
+    ("llama_index/core/postprocessor/optimizer.py SentenceEmbeddingOptimizer (percentile_cutoff, threshold_cutoff, "
+    "context_before/after default 1, punkt sentences)"),
     "LlamaIndex docs: 'Sentence Embedding Optimizer' node postprocessor example (percentile_cutoff=0.5)",
 )
 HAYSTACK_SOURCES = (
-    "haystack_integrations/components/rankers/sentence_transformers/sentence_transformers_diversity.py (docstring "
-    "example: all-MiniLM-L6-v2, cosine, greedy_diversity_order; run(top_k=...))",
+    ("haystack_integrations/components/rankers/sentence_transformers/sentence_transformers_diversity.py (docstring "
+    "example: all-MiniLM-L6-v2, cosine, greedy_diversity_order; run(top_k=...))"),
     "haystack/components/rankers/lost_in_the_middle.py LostInTheMiddleRanker",
 )
 
@@ -105,7 +105,10 @@ def _import(extra: str, purpose: str, load: Callable[[], Any]) -> Any:
 # -- LangChain ------------------------------------------------------------------------------------------------------
 def langchain_trim(counter: Any) -> Callable[[Sequence[str], str, int], PeerOutput]:
     def load() -> Any:
-        from langchain_classic.retrievers.document_compressors import DocumentCompressorPipeline, EmbeddingsFilter
+        from langchain_classic.retrievers.document_compressors import (
+            DocumentCompressorPipeline,
+            EmbeddingsFilter,
+        )
         from langchain_community.document_transformers import EmbeddingsRedundantFilter, LongContextReorder
         from langchain_core.documents import Document
         from langchain_core.embeddings import Embeddings

@@ -92,7 +92,7 @@ class LegacyCacheModel:
         cache = (DynamicCache(ddp_cache_data=[(k, v) for k, v in past_key_values]) if past_key_values is not None
                  else DynamicCache())
         out = self.model(input_ids, attention_mask=attention_mask, use_cache=True, **{self._cache_arg: cache})
-        returned = getattr(out, "cache", None) if self._cache_arg == "cache" else out.past_key_values
+        returned: Any = out.cache if self._cache_arg == "cache" else out.past_key_values
         return _Output(out.logits, [(layer.keys, layer.values) for layer in returned.layers])
 
 

@@ -170,11 +170,14 @@ def run_peers(config: PeersConfig, *, requests: Mapping[tuple[str, Split], list[
     started = time.perf_counter()
     host = host_info()
     requests = requests if requests is not None else build_requests(config)
+    failed: list[dict[str, str]] = []
     if rows is None:
         from ragtrim_bench.peers import lingua
 
         lingua.configure(device=config.lingua_device, model_dir=config.lingua_model)
-        rows = resolve_rows(config.rows)
+        rows, failed = resolve_rows(config.rows)
+        if not rows:
+            raise ConfigError(f"no row could be built: {failed}")
     counter = get_counter(None)
     clear = clear or clear_caches
     limit_of = {r.name: min(config.slow_limit, config.limit) if r.slow else config.limit for r in rows}
@@ -222,6 +225,7 @@ def run_peers(config: PeersConfig, *, requests: Mapping[tuple[str, Split], list[
         "rows": {r.name: {"description": r.description, "settings": dict(r.settings), "sources": list(r.sources),
                           "requests_per_column": limit_of[r.name]} for r in rows},
         "unavailable": [asdict(u) for u in UNAVAILABLE],
+        "failed_rows": failed,
         "columns": {c: (COLUMNS[c].__doc__ or "").split("\n\n")[0].replace("\n", " ").strip() if c in COLUMNS
                     else "" for c in dict.fromkeys(c for c, _ in requests)},
         "requests": [{"column": c, "split": s, "ids": [r.id for r in reqs],
@@ -260,6 +264,7 @@ def merge(results: Sequence[Mapping[str, Any]], *, command: str) -> dict[str, An
         "parts": [{"command": p["command"], "host": p.get("host"), "wall_s": p.get("wall_s"),
                    "loadavg_end": p.get("loadavg_end")} for p in results],
         "rows": {k: v for p in results for k, v in p["rows"].items()},
+        "failed_rows": [f for p in results for f in p.get("failed_rows", [])],
         "columns": {k: v for p in results for k, v in p["columns"].items()},
         "first_call_ms": {k: v for p in results for k, v in p.get("first_call_ms", {}).items()},
         "requests": [q for p in results for q in p["requests"]],

@@ -19,6 +19,7 @@ def plot_peers(result: Mapping[str, Any], path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.patches import Rectangle
 
     records: Sequence[Mapping[str, Any]] = result["records"]
     splits = list(dict.fromkeys(str(r["split"]) for r in records))
@@ -65,7 +66,7 @@ def plot_peers(result: Mapping[str, Any], path: str | Path) -> Path:
         ax.set_ylabel(split, fontsize=11, fontweight="bold")
         if "default" in all_rows:
             i = all_rows.index("default")
-            ax.add_patch(plt.Rectangle((-0.5, i - 0.5), len(cells), 1, fill=False, edgecolor="black", linewidth=2))
+            ax.add_patch(Rectangle((-0.5, i - 0.5), len(cells), 1, fill=False, edgecolor="black", linewidth=2))
     cost = {str(r["row"]): r for r in result.get("cost_by_row", [])}
     bar_ax = fig.add_subplot(grid[:, 1])
     names = [r for r in rows if r in cost and not _missing(cost[r]["cold_p50_ms"])]

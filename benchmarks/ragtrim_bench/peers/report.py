@@ -128,6 +128,8 @@ def report_text(result: Mapping[str, Any]) -> str:
     parts += ["## tokens sent, and the peers' own overshoot before the budget cut", "", token_table(result), ""]
     parts += ["## cold cost of the 4x call (all columns and splits)", "", cost_table(result.get("cost_by_row", [])),
               ""]
+    for failed in result.get("failed_rows", []):
+        parts += [f"row {failed['row']} did not run: {failed['error']}", ""]
     wins = peer_wins(result)
     parts += ["## cells a peer wins (p < 0.05)", "", *(wins or ["none"]), ""]
     violations = sum(t["budget_violations"] for t in result.get("totals", {}).values())

@@ -154,12 +154,21 @@ REFERENCE_ROW = "default"
 """Every other row is compared with this one, request by request."""
 
 
-def resolve_rows(names: Sequence[str]) -> list[PeerRow]:
-    """The rows named, built (models load here); ConfigError naming the choices for an unknown name."""
+def resolve_rows(names: Sequence[str]) -> tuple[list[PeerRow], list[dict[str, str]]]:
+    """The rows named, built (models load here), and ``{"row", "error"}`` for each that failed to build (a missing
+    package, a model that will not load): the run goes on without it and the result says why. ConfigError naming
+    the choices for an unknown name."""
     table = available_rows()
     unknown = [n for n in names if n not in table]
     if unknown:
         raise ConfigError(f"unknown rows {unknown}; choose from {list(table)}")
     if len(set(names)) != len(names):
         raise ConfigError(f"row names must be unique, got {list(names)}")
-    return [table[n]() for n in names]
+    rows: list[PeerRow] = []
+    failed: list[dict[str, str]] = []
+    for name in names:
+        try:
+            rows.append(table[name]())
+        except Exception as exc:  # noqa: BLE001 - one peer that cannot load must not stop the others
+            failed.append({"row": name, "error": f"{type(exc).__name__}: {exc}"[:500]})
+    return rows, failed

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from ragtrim.errors import ConfigError, InputError
 from ragtrim_bench.peers.matrix import PeersConfig, main, measure, merge, parse_args, run_peers, write_result
 from ragtrim_bench.peers.report import report_text
 from ragtrim_bench.peers.rows import PeerOutput, PeerRow
-from ragtrim_bench.relevance.columns import Request
+from ragtrim_bench.relevance.columns import Request, Split
 
 PASSAGES = ("the weather is sunny today and the sky is clear over the whole valley",
             "the rollback window closes at 18:00 UTC on Friday after the final review",
@@ -21,7 +22,7 @@ PASSAGES = ("the weather is sunny today and the sky is clear over the whole vall
             "parking is free on weekends for staff who show a badge at the gate")
 
 
-def _request(rid: str, column: str = "c", split: str = "dev") -> Request:
+def _request(rid: str, column: str = "c", split: Split = "dev") -> Request:
     return Request(column=column, split=split, id=rid, question="when does the rollback window close",
                    answers=("18:00 UTC on Friday",), passages=PASSAGES, gold_index=1)
 
@@ -50,11 +51,11 @@ ROWS = [PeerRow("default", _gold_only, "the reference"),
         PeerRow("broken", _broken, "always fails")]
 
 
-def _run(tmp_path: Path, **kwargs: object) -> dict[str, object]:
-    requests = {("c", "dev"): [_request(f"r{i}") for i in range(4)],
+def _run(tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
+    requests: dict[tuple[str, Split], list[Request]] = {("c", "dev"): [_request(f"r{i}") for i in range(4)],
                 ("d", "dev"): [_request(f"s{i}", column="d") for i in range(4)]}
     config = PeersConfig(splits=("dev",), columns=("nq-title",), limit=4, slow_limit=2, timed=3, progress=False,
-                         output=str(tmp_path / "peers.json"), **kwargs)  # type: ignore[arg-type]
+                         output=str(tmp_path / "peers.json"), **kwargs)
     return run_peers(config, requests=requests, rows=ROWS, clear=lambda: None, command="test")
 
 
@@ -73,9 +74,9 @@ class TestConfig:
         ({"ratios": (8, 16)}, "include 4"),
         ({"lingua_device": "tpu"}, "lingua_device must be cpu or cuda"),
     ])
-    def test_invalid(self, kwargs: dict[str, object], message: str) -> None:
+    def test_invalid(self, kwargs: dict[str, Any], message: str) -> None:
         with pytest.raises(ConfigError, match=message):
-            PeersConfig(**kwargs)  # type: ignore[arg-type]
+            PeersConfig(**kwargs)
 
     def test_parse_args(self) -> None:
         config, parts = parse_args(["--split", "heldout", "--rows", "default,langchain", "--slow-limit", "5"])
@@ -111,23 +112,23 @@ class TestMeasure:
 class TestRun:
     def test_cells_records_and_comparisons(self, tmp_path: Path) -> None:
         result = _run(tmp_path)
-        cells = {(c["row"], c["column"]): c for c in result["cells"]}  # type: ignore[attr-defined]
+        cells = {(c["row"], c["column"]): c for c in result["cells"]}
         assert len(cells["slow", "c"]["request_ids"]) == 2  # slow rows: the first --slow-limit requests
         assert len(cells["everything", "c"]["request_ids"]) == 4
         assert cells["everything", "c"]["cold_ms"][3] is None  # only the first --timed are timed
         assert cells["broken", "c"]["kept"]["4"] == "0000"
-        totals = result["totals"]  # type: ignore[index]
+        totals = result["totals"]
         assert totals["broken"]["errors"] == 8 and totals["everything"]["n_overshoot"] == 24
         assert totals["everything"]["budget_violations"] == 0  # the shared cut holds every budget
         assert totals["default"]["budget_violations"] == 16  # 16 tokens of gold over the 8x and 16x budgets
-        slow = [c for c in result["comparisons"] if c["row"] == "slow" and c["column"] == "c"]  # type: ignore
+        slow = [c for c in result["comparisons"] if c["row"] == "slow" and c["column"] == "c"]
         assert {c["n"] for c in slow} == {2}
-        assert result["unavailable"][0]["name"] == "llmlingua-2"  # type: ignore[index]
+        assert result["unavailable"][0]["name"] == "llmlingua-2"
 
     def test_merge_of_disjoint_parts(self, tmp_path: Path) -> None:
         result = _run(tmp_path)
-        part_c = {**result, "cells": [c for c in result["cells"] if c["column"] == "c"]}  # type: ignore
-        part_d = {**result, "cells": [c for c in result["cells"] if c["column"] == "d"]}  # type: ignore
+        part_c = {**result, "cells": [c for c in result["cells"] if c["column"] == "c"]}
+        part_d = {**result, "cells": [c for c in result["cells"] if c["column"] == "d"]}
         merged = merge([part_c, part_d], command="merged")
         assert merged["records"] == result["records"] and merged["comparisons"] == result["comparisons"]
         assert merged["command"] == "merged" and len(merged["parts"]) == 2

@@ -10,6 +10,7 @@ from ragtrim_bench.peers.rows import (
     DEFAULT_ROWS,
     UNAVAILABLE,
     PeerOutput,
+    PeerRow,
     available_rows,
     cut_to_budget,
     ragtrim_rows,
@@ -77,6 +78,18 @@ class TestRows:
     def test_duplicate_rows(self) -> None:
         with pytest.raises(ConfigError, match="unique"):
             resolve_rows(["default", "default"])
+
+    def test_a_row_that_fails_to_build_is_reported(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from ragtrim_bench.peers import rows as rows_module
+
+        def broken() -> PeerRow:
+            raise ImportError("no module named llmlingua")
+
+        table = {"default": available_rows()["default"], "longllmlingua": broken}
+        monkeypatch.setattr(rows_module, "available_rows", lambda: table)
+        built, failed = resolve_rows(["default", "longllmlingua"])
+        assert [r.name for r in built] == ["default"]
+        assert failed == [{"row": "longllmlingua", "error": "ImportError: no module named llmlingua"}]
 
     def test_plain_bm25_never_overshoots(self) -> None:
         row = ragtrim_rows()["plain-bm25"]
