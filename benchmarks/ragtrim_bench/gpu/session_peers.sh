@@ -8,9 +8,9 @@
 # transformers folder, then:
 #   1. quality: one process per column, all at once, both splits, every row; LIMIT requests per column and split
 #      (default 100), the LongLLMLingua rows on the first SLOW_LIMIT (default 50); nothing timed (the processes
-#      share the host); merged into peers_h200.json (+ .png, .txt)
+#      share the host); merged into matrix_h200.json (+ .png, .txt)
 #   2. cost: one process, every row, the first COST_LIMIT (default 10) held-out requests of each column timed cold;
-#      peers_h200_cost.json (+ .png, .txt)
+#      matrix_h200_cost.json (+ .png, .txt)
 # Each pass is bounded (QUALITY_S, default 330 s; COST_S, default 200 s): a column that runs out of time is missing
 # from the merge and its log's tail is printed. $OUT gets 7 files.
 set -uo pipefail
@@ -65,11 +65,11 @@ rc=0
 for c in $columns; do
   [ -s "/tmp/pe/q_$c.json" ] || { rc=1; echo "== $c: no result"; grep -v -i warn "/tmp/pe/q_$c.log" | tail -8; }
 done
-python3 -m ragtrim_bench.peers.matrix --merge /tmp/pe/q_*.json --output "$out/peers_h200.json" \
-  > "$out/peers_h200.txt" 2>&1 || rc=1
-tail -25 "$out/peers_h200.txt"
+python3 -m ragtrim_bench.peers.matrix --merge /tmp/pe/q_*.json --output "$out/matrix_h200.json" \
+  > "$out/matrix_h200.txt" 2>&1 || rc=1
+tail -25 "$out/matrix_h200.txt"
 c=${COST_LIMIT:-10}
 timeout "${COST_S:-200}" python3 -m ragtrim_bench.peers.matrix --split heldout --limit "$c" --slow-limit "$c" \
-  --timed "$c" "${args[@]}" --output "$out/peers_h200_cost.json" > "$out/peers_h200_cost.txt" 2>&1 || rc=1
-grep -v -i warn "$out/peers_h200_cost.txt" | tail -22
+  --timed "$c" "${args[@]}" --output "$out/matrix_h200_cost.json" > "$out/matrix_h200_cost.txt" 2>&1 || rc=1
+grep -v -i warn "$out/matrix_h200_cost.txt" | tail -22
 exit $rc

