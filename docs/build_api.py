@@ -39,7 +39,7 @@ def public_modules(package: str = "ragtrim") -> tuple[list[str], list[str]]:
 
 
 def resolve_lazy_exports(package: str = "ragtrim") -> None:
-    """Bind the names ``ragtrim`` exports lazily (``__getattr__``) so pdoc documents them where users import them."""
+    """Bind the names ``package`` exports lazily (``__getattr__``) so pdoc documents them where users import them."""
     module = importlib.import_module(package)
     for name in getattr(module, "__all__", ()):
         if name not in vars(module) and hasattr(module, name):  # a name that does not resolve: pdoc reports it
@@ -52,7 +52,8 @@ def build(output: Path, package: str = "ragtrim") -> list[str]:
     from pdoc import doc, render
 
     names, skipped = public_modules(package)
-    resolve_lazy_exports(package)
+    for name in names:  # ragtrim and any subpackage that exports lazily (ragtrim.gate)
+        resolve_lazy_exports(name)
     # No source listings: half the time and size, and the source is in the repository.
     render.configure(docformat="restructuredtext", footer_text=f"{package} API reference", search=True,
                      show_source=False)

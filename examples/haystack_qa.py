@@ -9,6 +9,7 @@ writes the prompt an LLM would get (connect a generator after it for answers).
     python examples/haystack_qa.py --yaml             # print the pipeline as Pipeline.dumps() writes it
 """
 
+# example: extras=haystack args=--limit,2
 from __future__ import annotations
 
 import argparse

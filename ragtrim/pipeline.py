@@ -19,6 +19,7 @@ from ragtrim.errors import ConfigError, ContractError, RagtrimError, StageError
 from ragtrim.inputs import coerce_chunks, coerce_history
 from ragtrim.models import Chunk, Removal, StageOutput, StageReport, TrimContext, TrimResult
 from ragtrim.stages.base import Stage, stage_from_dict
+from ragtrim.text.counting import start_counts
 from ragtrim.text.tokens import TokenCounter, counter_config, counter_from_config, get_counter
 
 
@@ -137,7 +138,9 @@ class Pipeline:
         _check_unique_ids(context.chunks)
         self._warm_up(everything=False)
         counter = self.counter
-        # Prefetch before counting the input: a model pass started now overlaps the counting too.
+        # The input is counted on worker threads (where the counter allows it) while the prefetch and, when it reads
+        # no counts, the first stage work: a raw page's markup costs more to count than to extract.
+        pending = start_counts(counter, [c.text for c in context.chunks])
         if self.prefetch and context.chunks and context.query.strip():
             for stage in self.stages:
                 try:
@@ -148,7 +151,9 @@ class Pipeline:
                 except Exception as exc:
                     raise StageError(stage.name, f"prefetch: {type(exc).__name__}: {exc}") from exc
         known: dict[str, tuple[str, int]] = {}
-        context = context.with_chunks(_verified_counts(context.chunks, counter, known))
+        deferred = bool(self.stages) and not self.stages[0].reads_token_counts
+        if not deferred:
+            context = context.with_chunks(_verified_counts(context.chunks, counter, known, pending.result()))
         tokens_before = context.total_tokens
         reports: list[StageReport] = []
         for stage in self.stages:
@@ -162,6 +167,10 @@ class Pipeline:
                 raise StageError(stage.name, f"{type(exc).__name__}: {exc}") from exc
             if not isinstance(out, StageOutput):
                 raise ContractError(stage.name, f"run() must return StageOutput, got {type(out).__name__}")
+            if deferred:  # the first stage ran on uncounted chunks: its accounting needs the input's counts now
+                deferred = False
+                context = context.with_chunks(_verified_counts(context.chunks, counter, known, pending.result()))
+                tokens_before = context.total_tokens
             new_chunks = _verified_counts(out.context.chunks, counter, known)
             removals = _check_and_complete(stage.name, context.chunks, new_chunks, out.removals)
             seconds = time.perf_counter() - started
@@ -232,18 +241,23 @@ had to remove something)."""
 
 
 def _verified_counts(
-    chunks: Sequence[Chunk], counter: TokenCounter, known: dict[str, tuple[str, int]]
+    chunks: Sequence[Chunk], counter: TokenCounter, known: dict[str, tuple[str, int]],
+    counted: Mapping[str, int] | None = None,
 ) -> tuple[Chunk, ...]:
     """The chunks with ``token_count`` set by ``counter``: a count a chunk carries is replaced, never trusted
     (a chunk claiming 1 token kept 501 under a 10-token budget). ``known`` remembers the text counted per id, so
-    a text that no stage changed is not counted again."""
+    a text that no stage changed is not counted again; ``counted``: counts of texts made on worker threads."""
     out: list[Chunk] = []
     for c in chunks:
         if not isinstance(c, Chunk):
             out.append(c)  # _check_and_complete names the stage that returned it
             continue
         prev = known.get(c.id)
-        n = prev[1] if prev is not None and (prev[0] is c.text or prev[0] == c.text) else counter.count(c.text)
+        if prev is not None and (prev[0] is c.text or prev[0] == c.text):
+            n = prev[1]
+        else:
+            ready = counted.get(c.text) if counted else None
+            n = ready if ready is not None else counter.count(c.text)
         known[c.id] = (c.text, n)
         out.append(c if c.token_count == n else dataclasses.replace(c, token_count=n))
     return tuple(out)

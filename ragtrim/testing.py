@@ -10,7 +10,9 @@ The fake server: prefill takes ``base_ms + per_1k_ms * prompt_tokens / 1000`` (t
 come ``decode_ms`` apart. Model names ``fail-400``, ``fail-500`` and ``fail-503`` answer that status,
 ``fail-midstream`` breaks a stream after its first event; POST /v1/embeddings answers deterministic vectors
 (``dimensions`` long, default 8) with usage; GET /debug/requests lists the last request bodies received.
-It needs the ``serve`` extra (starlette, uvicorn), imported when a server is made.
+With ``answers`` it is a reader instead: it replies to the question it finds in the prompt, wrong for a chosen
+share of them (``is_degraded``), so ``ragtrim gate`` can be tested end to end (``golden_answers`` makes the answers
+of a golden set). It needs the ``serve`` extra (starlette, uvicorn), imported when a server is made.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -121,6 +124,9 @@ class FakeEmbedder(CachedEmbedder):
     def _recipe(self) -> str | None:
         return self.recipe
 
+    def vector_width(self) -> int:
+        return self.dim
+
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         self.calls.append((threading.current_thread().name, tuple(texts)))
         if self.fail:
@@ -178,6 +184,13 @@ class ScriptedSummarizer(Component):
 # -- the fake model server ----------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class FakeUpstreamConfig:
+    """``answers`` (question -> reply) makes the server a reader: it replies to the question it finds in the prompt
+    (the longest one), and ``unknown_reply`` when none; ``wrong_share`` of the questions (those ``is_degraded``
+    picks, the same in every run) get ``wrong_reply`` instead (inside the reply's JSON when it is
+    ``{"answer": ...}``). With ``evidence`` (question -> text) it answers only
+    when that text is in the prompt, as a reader needs its gold passage (else ``unknown_reply``, or a JSON reply's
+    ``null``): a trim that drops the passage costs the answer. Without ``answers`` it replies ``tok0 tok1 ...``."""
+
     base_ms: float = 0.0
     per_1k_ms: float = 0.0
     decode_ms: float = 0.0
@@ -186,6 +199,58 @@ class FakeUpstreamConfig:
     fail_status: int = 0  # answer every completion request with this status (for fallback tests)
     name: str = "fake"
     keep_requests: int = 100
+    answers: Mapping[str, str] | None = None
+    wrong_share: float = 0.0
+    wrong_reply: str = "a mistaken guess"
+    unknown_reply: str = "unanswerable"
+    evidence: Mapping[str, str] | None = None
+    max_model_len: int = 0  # > 0: a prompt whose tokens plus max_tokens exceed it is refused with 400, as vLLM does
+    models_ms: float = 0.0  # GET /v1/models answers after this long (a slow upstream, for readiness probes)
+
+
+def is_degraded(question: str, share: float) -> bool:
+    """Whether the fake server answers ``question`` wrong at ``wrong_share=share``: a fixed function of the
+    question's SHA-256, so a test knows which ones (and the share over many questions approaches ``share``)."""
+    digest = hashlib.sha256(question.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+def golden_answers(items: Iterable[Any]) -> dict[str, str]:
+    """``question -> reply`` of a reader that is always right, for golden items (``ragtrim.gate.GoldenItem``): the
+    first accepted answer, ``unanswerable`` for an unanswerable item, as ``{"answer": ...}`` JSON (``null`` to
+    refuse) for an item with a schema. Items without answers (judged by agreement) get ``answer to <id>``."""
+    out = {}
+    for item in items:
+        answer = item.answers[0] if item.answers else (None if not item.answerable else f"answer to {item.id}")
+        if item.schema is not None:
+            out[item.question] = json.dumps({item.answer_field: answer})
+        else:
+            out[item.question] = answer if answer is not None else "unanswerable"
+    return out
+
+
+def golden_evidence(items: Iterable[Any]) -> dict[str, str]:
+    """``question -> first accepted answer`` of the answerable golden items with answers: the text a fake reader
+    with ``evidence`` must find in the prompt to answer right."""
+    return {item.question: item.answers[0] for item in items if item.answerable and item.answers}
+
+
+def _wrong_like(right: str, wrong: str | None) -> str | None:
+    """``wrong`` in the shape of the right reply: a JSON reply ``{"answer": ...}`` keeps its JSON, with ``wrong``
+    as the answer (``None``: a JSON refusal), so a wrong answer is not also a format failure."""
+    try:
+        value = json.loads(right)
+    except ValueError:
+        return wrong
+    if isinstance(value, dict) and "answer" in value:
+        return json.dumps({**value, "answer": wrong})
+    return wrong
+
+
+def _reply_pieces(reply: str, limit: int) -> tuple[list[str], bool]:
+    """The reply as streamed tokens (a word and the space after it), at most ``limit``; whether it was cut."""
+    pieces = re.findall(r"\S+\s*", reply) or [reply]
+    return pieces[:limit], len(pieces) > limit
 
 
 def approx_tokens(text: str) -> int:
@@ -214,17 +279,35 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
 
     cfg = config or FakeUpstreamConfig()
     received: deque[dict[str, Any]] = deque(maxlen=cfg.keep_requests)
+    questions = sorted(cfg.answers or {}, key=len, reverse=True)  # the longest match wins
+
+    def answer_for(prompt: str) -> str:
+        assert cfg.answers is not None
+        question = next((q for q in questions if q in prompt), None)
+        if question is None:
+            return cfg.unknown_reply
+        if is_degraded(question, cfg.wrong_share):
+            return _wrong_like(cfg.answers[question], cfg.wrong_reply) or cfg.wrong_reply
+        needed = (cfg.evidence or {}).get(question)
+        if needed is not None and needed not in prompt:
+            return _wrong_like(cfg.answers[question], None) or cfg.unknown_reply
+        return cfg.answers[question]
+
     sem = asyncio.Semaphore(cfg.slots) if cfg.slots > 0 else None
-    counter = {"n": 0, "active": 0, "max_active": 0}
+    counter = {"n": 0, "active": 0, "max_active": 0, "models_calls": 0}
 
     async def models(request: Request) -> Response:
+        counter["models_calls"] += 1
+        if cfg.models_ms > 0:
+            await asyncio.sleep(cfg.models_ms / 1000)
         return JSONResponse({"object": "list", "data": [{"id": cfg.name, "object": "model", "owned_by": "ragtrim"}]})
 
     async def health(request: Request) -> Response:
         return Response("ok")
 
     async def debug(request: Request) -> Response:
-        return JSONResponse({"requests": list(received), "max_active": counter["max_active"]})
+        return JSONResponse({"requests": list(received), "max_active": counter["max_active"],
+                             "models_calls": counter["models_calls"]})
 
     async def handle(request: Request, kind: str) -> Response:
         raw = await request.body()
@@ -237,9 +320,20 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
         status = cfg.fail_status or (int(model[5:]) if model.startswith("fail-") and model[5:].isdigit() else 0)
         if status:
             return _error(status, f"fake upstream {cfg.name} answers {status}")
-        prompt_tokens = approx_tokens(_prompt_text(body))
+        prompt = _prompt_text(body)
+        prompt_tokens = approx_tokens(prompt)
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or cfg.output_tokens
-        out_tokens = max(1, min(int(limit), cfg.output_tokens))
+        if cfg.max_model_len and prompt_tokens + int(limit) > cfg.max_model_len:
+            return _error(400, f"This model's maximum context length is {cfg.max_model_len} tokens. However, you "
+                               f"requested {prompt_tokens + int(limit)} tokens ({prompt_tokens} in the messages, "
+                               f"{int(limit)} in the completion).")
+        if cfg.answers is not None:
+            pieces, cut = _reply_pieces(answer_for(prompt), max(1, int(limit)))
+        else:
+            pieces = [f"tok{i} " for i in range(max(1, min(int(limit), cfg.output_tokens)))]
+            cut = True
+        out_tokens = len(pieces)
+        finish = "length" if cut else "stop"
         counter["n"] += 1
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{cfg.name}-{counter['n']}"
         prefill_s = (cfg.base_ms + cfg.per_1k_ms * prompt_tokens / 1000) / 1000
@@ -248,15 +342,15 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
         if body.get("stream"):
             opts = body.get("stream_options")
             with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
-            return StreamingResponse(_stream(kind, rid, model, prefill_s, out_tokens, usage, with_usage),
+            return StreamingResponse(_stream(kind, rid, model, prefill_s, pieces, finish, usage, with_usage),
                                      media_type="text/event-stream")
         await _occupy(prefill_s + cfg.decode_ms * out_tokens / 1000)
-        text = " ".join(f"tok{i}" for i in range(out_tokens))
+        text = "".join(pieces).rstrip() if cfg.answers is not None else " ".join(p.strip() for p in pieces)
         if kind == "chat":
             choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
-                                      "finish_reason": "length"}
+                                      "finish_reason": finish}
         else:
-            choice = {"index": 0, "text": text, "finish_reason": "length", "logprobs": None}
+            choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
         return JSONResponse({"id": rid, "object": "chat.completion" if kind == "chat" else "text_completion",
                              "created": int(time.time()), "model": model, "choices": [choice], "usage": usage})
 
@@ -279,16 +373,16 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
             if seconds > 0:
                 await asyncio.sleep(seconds)
 
-    async def _stream(kind: str, rid: str, model: str, prefill_s: float, out_tokens: int, usage: dict[str, int],
-                      with_usage: bool) -> AsyncIterator[bytes]:
+    async def _stream(kind: str, rid: str, model: str, prefill_s: float, pieces: Sequence[str], finish: str,
+                      usage: dict[str, int], with_usage: bool) -> AsyncIterator[bytes]:
         async with _slot():
             if prefill_s > 0:
                 await asyncio.sleep(prefill_s)
             obj = "chat.completion.chunk" if kind == "chat" else "text_completion"
-            for i in range(out_tokens):
+            out_tokens = len(pieces)
+            for i, piece in enumerate(pieces):
                 if i and cfg.decode_ms > 0:
                     await asyncio.sleep(cfg.decode_ms / 1000)
-                piece = f"tok{i} "
                 if kind == "chat":
                     delta: dict[str, Any] = {"content": piece}
                     if i == 0:
@@ -297,7 +391,7 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
                 else:
                     choice = {"index": 0, "text": piece, "finish_reason": None}
                 if i == out_tokens - 1:
-                    choice["finish_reason"] = "length"
+                    choice["finish_reason"] = finish
                 chunk = {"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": [choice]}
                 yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
                 if model == "fail-midstream":
@@ -323,16 +417,20 @@ def create_fake_app(config: FakeUpstreamConfig | None = None) -> Starlette:
         items = [inp] if isinstance(inp, str) or (isinstance(inp, list) and inp and isinstance(inp[0], int)) \
             else list(inp or [])
         dims = body.get("dimensions") if isinstance(body.get("dimensions"), int) else 8
-        data, tokens = [], 0
+        rows, tokens = [], 0
         for i, item in enumerate(items):
             text = item if isinstance(item, str) else json.dumps(item)
             tokens += approx_tokens(text) if isinstance(item, str) else len(item)
             digest = hashlib.sha256(text.encode()).digest()
-            data.append({"object": "embedding", "index": i,
-                         "embedding": [round(digest[j % 32] / 255 - 0.5, 6) for j in range(dims)]})
+            # The vector repeats the digest's 32 values: written by repeating their text, so that a 2,048 x 1,536
+            # answer (29 MB, for the gateway's large-answer tests) takes the fake a moment, not seconds.
+            values = [repr(round(b / 255 - 0.5, 6)) for b in digest]
+            vector = ",".join(values * (dims // 32) + values[: dims % 32])
+            rows.append(f'{{"object":"embedding","index":{i},"embedding":[{vector}]}}')
         await _occupy(cfg.base_ms / 1000)
-        return JSONResponse({"object": "list", "data": data, "model": model,
-                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        usage = json.dumps({"prompt_tokens": tokens, "total_tokens": tokens})
+        content = f'{{"object":"list","data":[{",".join(rows)}],"model":{json.dumps(model)},"usage":{usage}}}'
+        return Response(content, media_type="application/json")
 
     async def chat(request: Request) -> Response:
         return await handle(request, "chat")

@@ -93,7 +93,7 @@ class TestBadInput:
 
 
 def test_the_chunk_the_query_asks_about_is_not_merged_away() -> None:
-    """Issue 23: the Free and Pro plan chunks (Jaccard 0.89) differ in their rate limit; both reach the ranking, and
+    """The Free and Pro plan chunks (Jaccard 0.89) differ in their rate limit; both reach the ranking, and
     the Pro one the query asks about comes first."""
     free = ("The Free plan is meant for trying the API on small projects and personal tools. It allows 60 requests "
             "per minute and 10,000 requests per month, with a maximum payload of 2 MB for each request. Responses are "

@@ -199,3 +199,63 @@ def test_the_architecture_page_examples_run(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(tmp_path / "example.py")], capture_output=True, text=True,
                          timeout=120, check=False)
     assert out.returncode == 0, out.stderr
+
+
+MAX_MODULE_LINES = 600
+NOT_SPLIT_YET: set[str] = set()
+"""Modules over the limit whose split is planned with other work on them (the gateway's lifecycle); the test fails
+as soon as one of them is under the limit, so the entry goes with the split."""
+
+
+def test_no_module_is_over_600_lines() -> None:
+    """Past 600 lines a module holds more than one concern: split it by concern (as audit.reader and
+    audit.segments are)."""
+    lines = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in MODULES.items()}
+    long = {m: n for m, n in lines.items() if n > MAX_MODULE_LINES and m not in NOT_SPLIT_YET}
+    assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
+    stale = sorted(m for m in NOT_SPLIT_YET if lines.get(m, 0) <= MAX_MODULE_LINES)
+    assert stale == [], f"now within the limit, drop from NOT_SPLIT_YET: {stale}"
+
+
+def _exception_classes() -> dict[str, tuple[str, list[str]]]:
+    """Every class in the package whose bases lead to a built-in exception: name -> (module, base names)."""
+    import builtins
+
+    classes: dict[str, tuple[str, list[str]]] = {}
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else ""
+                         for b in node.bases]
+                classes[node.name] = (module, bases)
+
+    def is_exception(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name in seen:
+            return False
+        builtin = getattr(builtins, name, None)
+        if isinstance(builtin, type):
+            return issubclass(builtin, BaseException)
+        return name in classes and any(is_exception(b, seen | {name}) for b in classes[name][1])
+
+    return {name: info for name, info in classes.items() if is_exception(name)}
+
+
+def test_every_exception_is_a_ragtrim_error_in_the_tree() -> None:
+    """One base for everything the library raises (catch RagtrimError and nothing escapes), and the tree in
+    ragtrim/errors.py's docstring names every class."""
+    from ragtrim import errors
+
+    found = _exception_classes()
+
+    def under_base(name: str) -> bool:
+        return name == "RagtrimError" or any(under_base(b) for b in found.get(name, ("", []))[1])
+
+    outside = sorted(f"{module}.{name}" for name, (module, _) in found.items() if not under_base(name))
+    assert outside == [], f"exception classes outside the RagtrimError tree: {outside}"
+    tree = errors.__doc__ or ""
+    missing = sorted(name for name in found if name not in tree)
+    assert missing == [], f"exception classes missing from ragtrim/errors.py's tree: {missing}"
+
+
+def test_the_exception_check_finds_a_stray_class() -> None:
+    assert "OutputNotWritable" in _exception_classes() and "CatalogError" in _exception_classes()

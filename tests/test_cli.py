@@ -60,7 +60,7 @@ def test_plan_is_wired(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFi
     assert rc == 0 and "kv_capacity_tokens" in out
 
 
-# -- issue 14 item 7: every failure is one line on stderr and a documented exit code ----------------------------
+# -- every failure is one line on stderr and a documented exit code ----------------------------
 def run_bytes(argv: list[str], stdin: bytes, monkeypatch: pytest.MonkeyPatch,
               capsysbinary: pytest.CaptureFixture[bytes]) -> tuple[int, bytes, str]:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="surrogateescape"))
@@ -179,3 +179,74 @@ def test_config_cannot_name_an_arbitrary_tokenizer_file(tmp_path: Path, monkeypa
     # --tokenizer is the operator's: it replaces the config's, which is never read
     assert main(["trim", str(chunks), "--config", str(config), "--tokenizer", "whitespace"]) == 0
     assert json.loads(capsys.readouterr().out)["tokenizer"] == "whitespace"
+
+
+# -- the command as a stranger meets it: version, one error prefix, help, --text, the guide -------------------------
+def _commands() -> dict[str, Any]:
+    from ragtrim.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return dict(sub.choices)  # type: ignore[attr-defined]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.metadata
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"ragtrim {importlib.metadata.version('ragtrim')}\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["trim", "-b", "x"], ["bench", "--limit", "x"], ["prepare", "--tokenizer", "nope"], ["serve"], ["index"],
+    ["plan", "--gpu-mem-gib", "x"], ["audit"], ["docs", "a", "b"], ["nope"],
+    ["plan", "--config", "/does/not/exist", "--gpu-mem-gib", "80", "--input-p95", "10", "--output-p95", "5"],
+    ["docs", "no-such-page"],
+])
+def test_every_failure_is_one_line_with_one_prefix(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ragtrim: error: ") and err.count("ragtrim:") == 1, err
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_every_subcommand_has_a_description_defaults_and_an_example(name: str) -> None:
+    parser = _commands()[name]
+    text = parser.format_help()
+    assert parser.description, f"ragtrim {name} has no description"
+    assert "examples:\n  ragtrim " in text or "examples:\n  " in text, f"ragtrim {name} --help has no example"
+    for action in parser._actions:
+        if action.option_strings and action.default not in (None, False, "==SUPPRESS==") and action.dest != "help":
+            shown = parser._get_formatter()._get_help_string(action) or ""  # type: ignore[attr-defined]
+            assert "default" in shown, f"ragtrim {name} {action.option_strings[0]} does not say its default"
+    assert "docs/" not in text, f"ragtrim {name} --help points at a path a wheel user does not have"
+
+
+def test_help_points_at_the_guide() -> None:
+    for name in ("trim", "serve", "plan", "audit", "prepare", "index"):
+        assert "full guide: ragtrim docs " in _commands()[name].format_help(), name
+
+
+def test_trim_text_prints_only_the_trimmed_text(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    chunks = ["<nav>Home</nav><p>The tower is 330 metres tall.</p>", "The tower is 330 metres tall.",
+              "Paris is in France."]
+    rc, out, err = run(["trim", "-q", "how tall is the tower", "-b", "8", "--scorer", "bm25", "--text"],
+                       json.dumps(chunks), monkeypatch, capsys)
+    assert rc == 0 and err == ""
+    assert out == "The tower is 330 metres tall.\n"
+
+
+def test_trim_text_refuses_jsonl(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = "\n".join(json.dumps({"query": q, "chunks": ["a b c."]}) for q in ("x", "y"))
+    rc, out, err = run(["trim", "--scorer", "bm25", "--text"], lines, monkeypatch, capsys)
+    assert rc == 2 and out == "" and "--text prints the trimmed text of one request" in err
+
+
+def test_docs_lists_and_prints_the_guide(capsys: pytest.CaptureFixture[str]) -> None:
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    assert main(["docs"]) == 0
+    listing = capsys.readouterr().out
+    assert all(f"  {page.stem} " in listing for page in docs.glob("*.md"))
+    assert main(["docs", "serve"]) == 0
+    assert capsys.readouterr().out == (docs / "serve.md").read_text(encoding="utf-8")

@@ -130,6 +130,34 @@ class TestPipelinesRoundTrip:
         assert again.run(chunks, query="q").text == pipeline.run(chunks, query="q").text
 
 
+class TestUrlPasswordsAreNotWritten:
+    """A vector store URL with a password (a shared Redis) never reaches a written config, a repr or a log."""
+
+    URL = "redis://ragtrim:s3cret-store-pw@cache.internal:6379/2"
+
+    def pipeline(self) -> Pipeline:
+        return Pipeline([RelevanceFilter(scorer=EmbeddingScorer(device="cpu", vector_store=self.URL), top_k=3)],
+                        tokenizer="whitespace")
+
+    def test_to_dict_masks_the_password_and_keeps_the_rest(self) -> None:
+        config = self.pipeline().to_dict()
+        written = json.dumps(config)
+        assert "s3cret-store-pw" not in written
+        assert config["stages"][0]["scorer"]["vector_store"] == "redis://ragtrim:***@cache.internal:6379/2"
+
+    def test_repr_masks_it(self) -> None:
+        assert "s3cret-store-pw" not in repr(self.pipeline().stages[0])
+
+    def test_the_masked_url_is_refused_not_used(self) -> None:
+        with pytest.raises(ConfigError, match=r"parameter 'vector_store' is a URL whose password was masked"):
+            Pipeline.from_dict(self.pipeline().to_dict())
+
+    def test_a_url_without_a_password_round_trips(self) -> None:
+        p = Pipeline([RelevanceFilter(scorer=EmbeddingScorer(vector_store="redis://cache.internal:6379/2"))],
+                     tokenizer="whitespace")
+        assert Pipeline.from_dict(p.to_dict()).to_dict() == p.to_dict()
+
+
 @pytest.fixture
 def saved() -> dict[str, Any]:
     data: dict[str, Any] = json.loads((FIXTURES / "v0.1.json").read_text())

@@ -39,7 +39,7 @@ def test_output_bytes_do_not_depend_on_hash_seed() -> None:
     assert b"gustave" in outputs["0"]
 
 
-# -- a request's text never depends on what was trimmed before (issue 25, item 13) ---------------------------------
+# -- a request's text never depends on what was trimmed before -------------------------------------------------
 # The fake embedder's vectors move with the other texts of a model call (``batch_dependent``), as int8 MiniLM's did
 # with activations quantized per call. Requests share passages, so under the old per-call batching a passage's
 # cached vector depended on the request that first embedded it, and a request's text on what ran before it.

@@ -1,4 +1,4 @@
-"""Fork safety (issue 25, item 12): after the parent has trimmed, a forked child trims too, instead of waiting
+"""Fork safety: after the parent has trimmed, a forked child trims too, instead of waiting
 forever on the parent's background thread (gunicorn's preload, multiprocessing's fork start method and Celery's
 prefork pool all fork a process that has trimmed). Every child has a deadline, so a regression fails, never hangs."""
 

@@ -1,4 +1,4 @@
-"""Growth guards for issue 14: every hostile input costs at most 8x at 4n what it costs at n.
+"""Growth guards: every hostile input costs at most 8x at 4n what it costs at n.
 
 Quadratic code gives about 16x, linear about 4x. Timing on a shared CI machine is noisy, so each case takes the best
 of three runs, repeats the call until the small run lasts at least ``_MIN_RUN_S`` and compares ratios, never absolute

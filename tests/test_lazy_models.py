@@ -1,4 +1,4 @@
-"""No model is loaded when there is nothing to rank (issue 23): a trim without a query, or of one chunk, builds no
+"""No model is loaded when there is nothing to rank: a trim without a query, or of one chunk, builds no
 session and imports neither onnxruntime nor torch; the first trim that ranks loads the model."""
 
 from __future__ import annotations

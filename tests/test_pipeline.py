@@ -210,7 +210,7 @@ class Lengthen(Stage):
 
 
 class TestHardBudgetOnResultText:
-    """Issue 14 item 2: ``counter.count(result.text) <= budget``, separators included, whatever the chunks claim."""
+    """``counter.count(result.text) <= budget``, separators included, whatever the chunks claim."""
 
     def test_separators_count(self) -> None:
         from ragtrim import trim
@@ -266,7 +266,7 @@ class TestHardBudgetOnResultText:
 
 
 class TestConfigSafety:
-    """Issue 14 item 4: every config problem is a ConfigError; config strings read no arbitrary files."""
+    """Every config problem is a ConfigError; config strings read no arbitrary files."""
 
     @staticmethod
     def deep(n: int) -> list[object]:
@@ -364,3 +364,40 @@ def test_scorer_given_keeps_the_callers_scores_and_order() -> None:
     assert {c.id: c.score for c in result.chunks}["b"] == 0.9
     relevance = next(r for r in result.trace if r.stage == "relevance")
     assert relevance.info["scorer"] == "given"
+
+
+class ShortenUncounted(Shorten):
+    """A first stage that reads no token counts (as the HTML stage): it records what it was given."""
+
+    name = "shorten_uncounted_test"
+    reads_token_counts = False
+
+    def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+        self.seen = [c.token_count for c in context.chunks]
+        return super().run(context, counter=counter)
+
+
+class TestInputCountedBesideTheFirstStage:
+    def test_first_stage_runs_on_uncounted_chunks_with_the_same_result(self) -> None:
+        texts = ["alpha beta gamma\n" * 400, "delta epsilon\n" * 300, "zeta eta theta"]
+        first = ShortenUncounted()
+        got = Pipeline([first, TokenBudget(max_tokens=6)]).run(texts)
+        want = Pipeline([Shorten(), TokenBudget(max_tokens=6)]).run(texts)
+        assert first.seen == [None, None, None]
+        assert (got.text, got.tokens_before, got.tokens_after) == (want.text, want.tokens_before, want.tokens_after)
+        assert [(r.chunk_id, r.reason, r.tokens_removed) for r in got.trace[0].removals] == [
+            (r.chunk_id, r.reason, r.tokens_removed) for r in want.trace[0].removals]
+        assert got.trace[0].tokens_in == want.trace[0].tokens_in == got.tokens_before > 0
+
+    def test_a_stage_that_reads_counts_gets_them(self) -> None:
+        seen: list[int | None] = []
+
+        class Reads(Shorten):
+            name = "reads_test"
+
+            def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+                seen.extend(c.token_count for c in context.chunks)
+                return super().run(context, counter=counter)
+
+        Pipeline([Reads()]).run(["one two\n" * 3000, "three"])
+        assert None not in seen and len(seen) == 2

@@ -5,6 +5,7 @@ and the vector store's writes (``ragtrim.vectors.store``). Both are re-created i
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -39,8 +40,36 @@ def submit_io(fn: Callable[..., T], *args: Any) -> Future[T]:
     return executor.submit(fn, *args)
 
 
+_COUNT: ThreadPoolExecutor | None = None
+
+
+def count_workers() -> int:
+    """Threads that count tokens beside the caller's (one per core, at most 4)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def submit_count(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """Run ``fn(*args)`` on ragtrim's counting threads (made on first use): native counting that releases the GIL,
+    started before the pipeline's stages and collected when they need it; never queued behind a model pass."""
+    global _COUNT
+    with _STATE_LOCK:
+        if _COUNT is None:
+            _COUNT = ThreadPoolExecutor(max_workers=count_workers(), thread_name_prefix="ragtrim-count")
+        executor = _COUNT
+    return executor.submit(fn, *args)
+
+
 _IN_FLIGHT = [0]  # background tasks submitted and not yet done
 _IN_FLIGHT_LOCK = fork_safe_lock()
+
+
+SWITCH_INTERVAL_S = 0.0005
+"""The interpreter's thread switch interval while a model pass is in flight (its default is 5 ms): the pass runs
+native code that releases the GIL, and each time it comes back for the GIL (after the tokenizer, to launch the
+model, to collect the vectors) it waited up to a whole interval for the caller's thread, which is busy with the
+CPU stages, so on a GPU host the pass took several times its own length (``ragtrim-bench pipeline stage_cost
+--switch-interval-s 0.005`` measures it with the default interval). Restored when no pass is in flight."""
+_SAVED_INTERVAL: list[float] = []
 
 
 def submit_background(fn: Callable[..., T], *args: Any) -> Future[T]:
@@ -48,10 +77,14 @@ def submit_background(fn: Callable[..., T], *args: Any) -> Future[T]:
 
     When the thread was idle, the caller waits (at most 20 ms) until ``fn`` has started: ``fn`` is meant to enter
     native code that releases the GIL (a model pass), and a caller that went straight on with Python work would
-    keep the GIL for the interpreter's switch interval (5 ms) before the background thread could even begin."""
+    keep the GIL for the interpreter's switch interval before the background thread could even begin. While any
+    task is in flight the switch interval is ``SWITCH_INTERVAL_S`` (when the host's is longer)."""
     with _IN_FLIGHT_LOCK:
         idle = _IN_FLIGHT[0] == 0
         _IN_FLIGHT[0] += 1
+        if idle and not _SAVED_INTERVAL and sys.getswitchinterval() > SWITCH_INTERVAL_S:
+            _SAVED_INTERVAL.append(sys.getswitchinterval())
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
     started = threading.Event()
 
     def task() -> T:
@@ -68,6 +101,8 @@ def submit_background(fn: Callable[..., T], *args: Any) -> Future[T]:
 def _task_done(_: Future[Any]) -> None:
     with _IN_FLIGHT_LOCK:
         _IN_FLIGHT[0] -= 1
+        if _IN_FLIGHT[0] == 0 and _SAVED_INTERVAL:
+            sys.setswitchinterval(_SAVED_INTERVAL.pop())
 
 
 def background_busy() -> bool:
@@ -82,10 +117,13 @@ def _after_fork_in_child() -> None:
     parent trimmed). Start from nothing: the executors are made again on first use (the locks are
     ``fork_safe_lock``s). The parent's futures never complete here: their owners forget them (see
     ``CachedEmbedder``)."""
-    global _BACKGROUND, _IO
+    global _BACKGROUND, _IO, _COUNT
     _BACKGROUND = None
     _IO = None
+    _COUNT = None
     _IN_FLIGHT[0] = 0
+    if _SAVED_INTERVAL:
+        sys.setswitchinterval(_SAVED_INTERVAL.pop())
 
 
 if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork

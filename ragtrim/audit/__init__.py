@@ -9,7 +9,8 @@ Importing this package loads no numpy and no model: the heavy parts load when an
 from __future__ import annotations
 
 from ragtrim.audit.capacity import PlannerConfig
-from ragtrim.audit.core import PLOTS, AuditConfig, run_audit, write_report
+from ragtrim.audit.config import AuditConfig
+from ragtrim.audit.core import PLOTS, run_audit, write_report
 from ragtrim.audit.formats import READ_FORMATS, REFUSED_FORMATS, UnsupportedLogFormat
 from ragtrim.audit.reader import PARTS, AuditRequest, EmptyLogError, Segment, parse_request, read_requests
 from ragtrim.audit.savings import SavingsConfig, TTFTCurve

@@ -1,5 +1,10 @@
 """Where the prompt tokens go: exact token counts per part for every request, their distributions, the largest
 requests, and how histories grow per conversation. Memory stays bounded: distributions are exact histograms.
+
+Each aggregate can ``absorb`` the aggregate of a later stretch of the input (another file, or a later byte range of
+the same file, read by another process): the result is exactly what one pass over both stretches gives. Integer
+histograms add up, top lists break ties by position in the input, and conversations that cross the boundary are
+joined (``ConversationGrowth``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from ragtrim.audit.reader import PARTS, AuditRequest, Part
 from ragtrim.text.tokens import TokenCounter, count_batch
 
 TOP_K = 10
+Position = tuple[int, int]
+"""Where a request is in the audited input: the file's place among the logs given (0 for the first), and its line."""
 SHARE_BINS = 10_000
 """Per-request shares are kept in basis points (0.01 %), so their percentiles are exact to that resolution."""
 
@@ -59,6 +66,11 @@ class CountCache:
                 "text_lookups": self.lookups, "cache_entries": len(self._counts)}
 
 
+def add_stats(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Counting statistics of two processes added up (``CountCache.stats`` of each)."""
+    return {k: a.get(k, 0) + b.get(k, 0) for k in dict.fromkeys([*a, *b])}
+
+
 class Histogram:
     """An exact histogram of non-negative integers: percentiles equal those of the full list of values."""
 
@@ -71,6 +83,12 @@ class Histogram:
         self.counts[value] += 1
         self.n += 1
         self.total += value
+
+    def absorb(self, other: Histogram) -> None:
+        """Add ``other``'s values (exact: a histogram of integers is its own mergeable summary)."""
+        self.counts.update(other.counts)
+        self.n += other.n
+        self.total += other.total
 
     def percentile(self, q: float) -> float:
         """Linear interpolation between closest ranks (numpy's default, as ``ragtrim.plan.percentile``)."""
@@ -127,29 +145,37 @@ def _r(x: float, digits: int = 4) -> float | None:
 
 
 class TopK:
-    """The ``k`` largest (value, request id) pairs seen; ties keep the earlier request."""
+    """The ``k`` largest (value, request id) pairs seen; ties keep the request earlier in the input, so the list does
+    not depend on the order in which stretches of the input were read and merged."""
 
     def __init__(self, k: int = TOP_K) -> None:
         self.k = k
-        self._heap: list[tuple[int, int, str, dict[str, Any]]] = []
-        self._seq = 0
+        self._heap: list[tuple[int, tuple[int, int], str, dict[str, Any]]] = []  # (value, -position, id, extra)
 
     def beats(self, value: int) -> bool:
-        """Whether ``value`` would enter the list (cheap: lets callers skip building the entry)."""
+        """Whether ``value``, offered after everything in the list, would enter it (cheap: lets callers skip building
+        the entry)."""
         return value > 0 and (len(self._heap) < self.k or value > self._heap[0][0])
 
-    def offer(self, value: int, request_id: str, extra: Mapping[str, Any] | None = None) -> None:
+    def offer(self, value: int, request_id: str, extra: Mapping[str, Any] | None = None,
+              position: Position = (0, 0)) -> None:
         if value <= 0:  # a top list of zeros says nothing
             return
-        self._seq += 1
-        item = (value, -self._seq, request_id, dict(extra or {}))
+        self._push((value, (-position[0], -position[1]), request_id, dict(extra or {})))
+
+    def _push(self, item: tuple[int, tuple[int, int], str, dict[str, Any]]) -> None:
         if len(self._heap) < self.k:
             heapq.heappush(self._heap, item)
-        elif item > self._heap[0]:
+        elif item[:2] > self._heap[0][:2]:
             heapq.heapreplace(self._heap, item)
 
+    def absorb(self, other: TopK) -> None:
+        for item in other._heap:
+            self._push(item)
+
     def items(self) -> list[dict[str, Any]]:
-        return [{"request_id": rid, "tokens": v, **extra} for v, _, rid, extra in sorted(self._heap, reverse=True)]
+        return [{"request_id": rid, "tokens": v, **extra}
+                for v, _, rid, extra in sorted(self._heap, key=lambda i: i[:2], reverse=True)]
 
 
 class Breakdown:
@@ -168,7 +194,8 @@ class Breakdown:
         self.pretrimmed = 0
         self.top: dict[str, TopK] = {name: TopK() for name in ("prompt", "context", "history", "system")}
 
-    def add(self, req: AuditRequest, parts: Mapping[Part, int], output_tokens: int) -> int:
+    def add(self, req: AuditRequest, parts: Mapping[Part, int], output_tokens: int,
+            position: Position = (0, 0)) -> int:
         prompt = sum(parts.values())
         self.requests += 1
         self.by_endpoint[req.endpoint] += 1
@@ -187,8 +214,22 @@ class Breakdown:
                             ("system", parts["system"])):
             top = self.top[name]
             if top.beats(value):
-                top.offer(value, req.request_id, {"line": req.line})
+                top.offer(value, req.request_id, {"line": req.line}, position)
         return prompt
+
+    def absorb(self, other: Breakdown) -> None:
+        self.requests += other.requests
+        self.by_endpoint.update(other.by_endpoint)
+        self.pretrimmed += other.pretrimmed
+        for p in PARTS:
+            self.part_totals[p] += other.part_totals[p]
+            self.part_hist[p].absorb(other.part_hist[p])
+            self.share_hist[p].absorb(other.share_hist[p])
+        for mine, theirs in ((self.prompt_hist, other.prompt_hist), (self.output_hist, other.output_hist),
+                             (self.total_hist, other.total_hist), (self.documents_hist, other.documents_hist)):
+            mine.absorb(theirs)
+        for name, top in self.top.items():
+            top.absorb(other.top[name])
 
     def to_dict(self) -> dict[str, Any]:
         total = sum(self.part_totals.values())
@@ -219,11 +260,20 @@ class ConversationGrowth:
     A conversation is the log's explicit id, else the hash of its system prompt and first user message (every
     request of one chat repeats both); a request with no history and no id starts a new one. At most
     ``max_conversations`` are followed at once: the least recently seen is closed and folded into the statistics.
+
+    ``mergeable``: this aggregate covers a later stretch of the input, to be absorbed by the one before it. A
+    conversation whose first request here continues a chat (it has history, or an explicit id) may have begun in
+    the earlier stretch, so it is held, not folded, until ``absorb`` joins it to the earlier part; the first request
+    of every key is remembered for that (``first_seen``).
     """
 
-    def __init__(self, *, max_conversations: int = 200_000) -> None:
+    def __init__(self, *, max_conversations: int = 200_000, mergeable: bool = False) -> None:
         self.max_conversations = max_conversations
-        self._open: OrderedDict[int | str, list[Any]] = OrderedDict()  # key -> [requests, first, last, max, id]
+        self.mergeable = mergeable
+        # key -> [requests, first history, last history, max history, first request id, first position, held]
+        self._open: OrderedDict[int | str, list[Any]] = OrderedDict()
+        self.first_seen: dict[int | str, bool] = {}  # key -> its first request here continues a chat
+        self._held: dict[int | str, list[Any]] = {}  # closed here, but may continue an earlier stretch's chat
         self.started = 0
         self.closed_early = 0
         self._turns = Histogram()
@@ -238,36 +288,84 @@ class ConversationGrowth:
         first_user = next((s.text for s in req.segments if s.role == "user" and s.part in ("history", "question")), "")
         return hash((tuple(req.texts("system")), first_user))
 
-    def _close(self, c: list[Any]) -> None:
+    def _close(self, k: int | str, c: list[Any]) -> None:
+        if c[6]:
+            self._held[k] = c
+        else:
+            self._fold(c)
+
+    def _fold(self, c: list[Any]) -> None:
         if c[0] > 1:
             self._turns.add(c[0])
             self._max_history.add(c[3])
             self._growth.add(round(max(0, c[2] - c[1]) / (c[0] - 1)))
-            self._top.offer(c[3], c[4], {"requests": c[0]})
+            self._top.offer(c[3], c[4], {"requests": c[0]}, c[5])
 
-    def add(self, req: AuditRequest, history_tokens: int) -> None:
+    def add(self, req: AuditRequest, history_tokens: int, position: Position = (0, 0)) -> None:
         k = self.key(req)
         c = self._open.get(k)
-        if c is not None and req.conversation is None and history_tokens == 0:
+        restart = req.conversation is None and history_tokens == 0
+        held = False
+        if self.mergeable and k not in self.first_seen:
+            self.first_seen[k] = held = not restart
+        if c is not None and restart:
             # The same opening with no history: a new conversation (a repeated question), not a next turn.
-            self._close(self._open.pop(k))
+            self._close(k, self._open.pop(k))
             c = None
         if c is None:
             if len(self._open) >= self.max_conversations:
-                self._close(self._open.popitem(last=False)[1])
+                self._close(*self._open.popitem(last=False))
                 self.closed_early += 1
             self.started += 1
-            self._open[k] = [1, history_tokens, history_tokens, history_tokens, req.request_id]
+            self._open[k] = [1, history_tokens, history_tokens, history_tokens, req.request_id, position, held]
             return
         self._open.move_to_end(k)
         c[0] += 1
         c[2] = history_tokens
         c[3] = max(c[3], history_tokens)
 
+    def absorb(self, later: ConversationGrowth) -> None:
+        """Append the conversations of ``later``, the next stretch of the input (``mergeable``; it is used up):
+        a chat open here that ``later`` continues becomes one conversation, one that ``later`` restarts is closed.
+        Exact while fewer than ``max_conversations`` are open at once."""
+        joined = 0
+        for k in [k for k in self._open if k in later.first_seen]:
+            c = self._open.pop(k)
+            if not later.first_seen[k]:
+                self._fold(c)
+                continue
+            b = later._held.pop(k, None)
+            still_open = b is None
+            if b is None:
+                b = later._open[k]
+            both = [c[0] + b[0], c[1], b[2], max(c[3], b[3]), c[4], c[5], False]
+            joined += 1
+            if still_open:
+                later._open[k] = both
+            else:
+                self._fold(both)
+        for c in later._held.values():
+            self._fold(c)
+        for mine, theirs in ((self._turns, later._turns), (self._max_history, later._max_history),
+                             (self._growth, later._growth)):
+            mine.absorb(theirs)
+        self._top.absorb(later._top)
+        self.started += later.started - joined
+        self.closed_early += later.closed_early
+        for k, c in later._open.items():
+            c[6] = False
+            self._open[k] = c
+        while len(self._open) > self.max_conversations:
+            self._fold(self._open.popitem(last=False)[1])
+            self.closed_early += 1
+
     def finish(self) -> None:
         """Close every open conversation (call once, at the end of the log)."""
         while self._open:
-            self._close(self._open.popitem(last=False)[1])
+            self._fold(self._open.popitem(last=False)[1])
+        for c in self._held.values():
+            self._fold(c)
+        self._held.clear()
 
     def to_dict(self) -> dict[str, Any]:
         self.finish()

@@ -7,7 +7,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from ragtrim.errors import ConfigError
+from ragtrim._util.cli_help import epilog
+from ragtrim.errors import ConfigError, OutputError
 
 
 def _budget(text: str) -> float:
@@ -22,14 +23,17 @@ def add_cli(subparsers: Any) -> None:
     """Register the ``audit`` subcommand."""
     a = subparsers.add_parser(
         "audit", help="where a service's prompt tokens go, what a prefix cache could serve and what ragtrim would "
-                      "save, from a JSONL log of OpenAI requests (docs/audit.md)",
-        description="Audit a request log: JSONL (plain or gzip) of OpenAI chat or completions bodies, Anthropic "
+                      "save, from JSONL logs of OpenAI requests",
+        description="Audit request logs (several are read as one, in the order given): JSONL (plain or gzip) of "
+                    "OpenAI chat or completions bodies, Anthropic "
                     "Messages bodies, OpenAI/vLLM or Anthropic batch lines, the gateway's request log (log_request = "
                     "true), ragtrim requests, or a vLLM server log with --enable-log-requests. The format is told "
                     "from the first lines. Writes audit.json (every number) and audit.html (a static page with "
                     "plots) into --out.",
-        epilog=AUDIT_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    a.add_argument("log", help="request log (JSONL or JSONL.gz; - for stdin)")
+        epilog=epilog(AUDIT_EXAMPLES, topic="audit", extra=AUDIT_EXIT_CODES),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    a.add_argument("logs", nargs="+", metavar="LOG",
+                   help="request logs (JSONL or JSONL.gz; - for stdin), read as one log in the order given")
     a.add_argument("--out", default="audit-report", help="output folder (default: audit-report)")
     a.add_argument("--tokenizer", default=None, help="cl100k_base (default), hf:<tokenizer.json>, approx, ...")
     a.add_argument("--no-text", action="store_true", help="keep request text (prompt and document previews) out "
@@ -45,26 +49,39 @@ def add_cli(subparsers: Any) -> None:
     s.add_argument("--budget", type=_budget, default=None,
                    help="document budget: a share of each request's context tokens (0.25) or tokens (1500); "
                         "default: lossless stages only (HTML cleanup, duplicates)")
-    s.add_argument("--scorer", default="bm25", choices=["auto", "bm25", "embedding", "hybrid", "balanced", "fast"])
+    s.add_argument("--scorer", default="bm25", choices=["auto", "bm25", "embedding", "hybrid", "balanced", "fast"],
+                   help="chunk ranking of the savings run (bm25: no model, the audit stays fast)")
     s.add_argument("--history-turns", type=int, default=4, help="turns the history stage keeps verbatim")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the sample")
     g = a.add_argument_group("GPU (via ragtrim plan)")
     g.add_argument("--model-config", default=None, help="the model's Hugging Face config.json")
     g.add_argument("--gpu-mem-gib", type=float, default=None, help="GPU memory in GiB (H200: 141)")
-    g.add_argument("--gpu-util", type=float, default=0.9)
-    g.add_argument("--kv-dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8"])
-    g.add_argument("--weight-dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8", "int8", "int4"])
+    g.add_argument("--gpu-util", type=float, default=0.9, help="vLLM --gpu-memory-utilization")
+    g.add_argument("--kv-dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8"], help="vLLM --kv-cache-dtype")
+    g.add_argument("--weight-dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8", "int8", "int4"],
+                   help="dtype of the weights")
     g.add_argument("--ttft-curve", default=None, help="measured TTFT vs prompt tokens: JSON points or the GPU "
                                                       "harness's summary.json")
     g.add_argument("--ttft-config", default=None, help="which config of a summary.json (default: the first)")
     g.add_argument("--prefix-cache-tokens", type=int, default=None,
                    help="prefix cache size in tokens (default: the planned GPU's KV cache, else 1,000,000)")
-    g.add_argument("--block-size", type=int, default=16)
+    g.add_argument("--block-size", type=int, default=16, help="vLLM --block-size (the prefix cache's unit)")
     a.add_argument("--output-tokens", type=int, default=256,
                    help="output tokens per request when the log has neither usage nor max_tokens")
+    from ragtrim.engines.options import add_engine_args
+
+    engine = add_engine_args(a, "shards of the logs (each file; plain files also in --shard-mb byte ranges)")
+    engine.add_argument("--shard-mb", type=float, default=64, help="--engine ray: plain logs are read in byte ranges of "
+                                                              "about this size (default 64); gzip files whole")
     a.set_defaults(func=run_cli)
 
 
+AUDIT_EXAMPLES = [
+    "ragtrim audit requests.jsonl.gz                        # writes audit-report/audit.html and audit.json",
+    "ragtrim audit requests.jsonl.gz --budget 0.25 --model-config /models/gemma-3-12b-it --gpu-mem-gib 141",
+    "ragtrim audit gateway-requests.jsonl --no-text --out /tmp/audit   # keep prompt text out of the report",
+    "ragtrim audit logs/2026-11-*.jsonl.gz --engine ray --ray-address ray://head:10001   # shards on a Ray cluster",
+]
 AUDIT_EXIT_CODES = """exit codes:
   0  the report is written and covers the whole log
   1  the report is written, but the log ends early (a truncated gzip file): it covers the lines read, and
@@ -75,7 +92,7 @@ AUDIT_EXIT_CODES = """exit codes:
   4  internal error in ragtrim (please report it)"""
 
 
-class OutputNotWritable(Exception):
+class OutputNotWritable(OutputError):
     """``--out`` cannot hold the report (exit 3)."""
 
 
@@ -116,7 +133,7 @@ def _image_tokens(args: argparse.Namespace) -> int:
 
 def config_from_args(args: argparse.Namespace) -> Any:
     from ragtrim.audit.capacity import PlannerConfig
-    from ragtrim.audit.core import AuditConfig
+    from ragtrim.audit.config import AuditConfig
     from ragtrim.audit.savings import SavingsConfig, TTFTCurve
 
     if (args.model_config is None) != (args.gpu_mem_gib is None):
@@ -142,6 +159,8 @@ def run_cli(args: argparse.Namespace) -> int:
     from ragtrim.audit.core import run_audit, write_report
 
     config = config_from_args(args)  # bad arguments first (exit 2), then the output folder (exit 3)
+    if args.engine == "ray" and not args.shard_mb > 0:
+        raise ConfigError(f"--shard-mb must be > 0, got {args.shard_mb}")
     created = not Path(args.out).exists()
     try:
         check_out_dir(args.out)
@@ -149,7 +168,14 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"ragtrim: error: {exc}", file=sys.stderr)
         return 3
     try:
-        report = run_audit(args.log, config)
+        if args.engine == "ray":
+            from ragtrim.engines.options import RayOptions
+            from ragtrim.engines.ray_audit import run_ray_audit
+
+            report = run_ray_audit(args.logs, config, RayOptions(address=args.ray_address, workers=args.workers),
+                                   shard_bytes=int(args.shard_mb * 2**20), progress=_shard_progress)
+        else:
+            report = run_audit(args.logs, config)
     except BaseException:
         if created:  # leave no empty folder behind a failed audit
             with contextlib.suppress(OSError):
@@ -166,10 +192,17 @@ def run_cli(args: argparse.Namespace) -> int:
     inp = report["input"]
     if not inp["complete"]:
         print(f"ragtrim: warning: the log ends early: reading stopped after line {inp['stopped_after_line']:,} of "
-              f"{args.log} ({inp['stop_reason']}); the report covers the {inp['requests']:,} requests read",
-              file=sys.stderr)
+              f"{inp.get('stopped_in', args.logs[0])} ({inp['stop_reason']}); the report covers the "
+              f"{inp['requests']:,} requests read", file=sys.stderr)
         return 1
     return 0
+
+
+def _shard_progress(done: int, total: int) -> None:
+    import sys
+
+    print(f"\rragtrim audit: {done:,} of {total:,} shards", end="\n" if done == total else "", file=sys.stderr,
+          flush=True)
 
 
 def summary_lines(r: dict[str, Any]) -> list[str]:
@@ -192,8 +225,12 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
     lines.append(f"prefix cache could serve {100 * pc['as_logged']['served_share_of_prompt_tokens']:.1f}% as logged, "
                  f"{100 * pc['recommended_order']['served_share_of_prompt_tokens']:.1f}% in the recommended order")
     if r.get("savings", {}).get("sampled_requests"):
+        from ragtrim.audit.levers import headline_split
+
         s = r["savings"]["prompt"]
-        lines.append(f"ragtrim would save {100 * s['saved_share']:.1f}% of prompt tokens "
-                     f"(95% interval {100 * s['saved_share_ci95'][0]:.1f}-{100 * s['saved_share_ci95'][1]:.1f}%, "
-                     f"{r['savings']['sampled_requests']:,} requests trimmed)")
+        split = headline_split(r)
+        lines.append(f"ragtrim would save {100 * s['saved_share']:.1f}% of prompt tokens in the "
+                     f"{r['savings']['sampled_requests']:,} requests trimmed (95% interval "
+                     f"{100 * s['saved_share_ci95'][0]:.1f}-{100 * s['saved_share_ci95'][1]:.1f}%)"
+                     + (f"; over the whole log: {split}" if split else ""))
     return lines

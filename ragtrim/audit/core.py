@@ -1,5 +1,7 @@
 """The audit in one pass over the log: count every request's parts, follow prefixes, documents and conversations,
-keep a sample for the savings run, then assemble the report (a JSON-ready dict with every number)."""
+keep a sample for the savings run (``ragtrim.audit.state``), then assemble the report (a JSON-ready dict with every
+number). ``run_audit`` is the local engine; the Ray engine builds the same state from shards and calls
+``build_report`` too."""
 
 from __future__ import annotations
 
@@ -8,22 +10,26 @@ import resource
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragtrim.audit.breakdown import Breakdown, ConversationGrowth, CountCache, part_tokens
-from ragtrim.audit.capacity import PlannerConfig, plan_section
-from ragtrim.audit.duplicates import DEFAULT_MAX_DOCS, DocumentAnalysis
+from ragtrim.audit.capacity import plan_section
+from ragtrim.audit.config import AuditConfig
 from ragtrim.audit.formats import READ_FORMATS
 from ragtrim.audit.html import bin_values, prompt_edges, render_html, shares
 from ragtrim.audit.levers import levers
-from ragtrim.audit.prefix import DEFAULT_CACHE_TOKENS, PrefixAnalysis
-from ragtrim.audit.reader import PARTS, AuditRequest, EmptyLogError, SkipLog, read_requests
-from ragtrim.audit.savings import Reservoir, SavingsConfig, TTFTCurve, measure, summarize_savings, ttft_change
+from ragtrim.audit.reader import MAX_SKIP_EXAMPLES, PARTS, EmptyLogError, SkipLog
+from ragtrim.audit.savings import (
+    SampleRecord,
+    measure,
+    summarize_savings,
+    ttft_change,
+)
+from ragtrim.audit.shards import plan_shards
+from ragtrim.audit.state import AuditState, Workspace
 from ragtrim.errors import ConfigError
-from ragtrim.text.tokens import get_counter
+from ragtrim.text.tokens import TokenCounter
 
 REPORT_VERSION = 1
 PLOTS = ("part_share", "part_share_per_request", "prompt_tokens_before_after", "prefix_cache", "savings_by_part",
@@ -31,118 +37,64 @@ PLOTS = ("part_share", "part_share_per_request", "prompt_tokens_before_after", "
 """The plots of the HTML report, each an ``<svg data-plot="...">``; the JSON lists those drawn."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class AuditConfig:
-    """How to audit. ``keep_text=False`` keeps request text (previews of prompts and documents) out of the report;
-    ``savings=None`` skips the pipeline run; ``prefix_cache_tokens=None`` uses the planned GPU's KV cache size when
-    a planner is given, else ``DEFAULT_CACHE_TOKENS``; ``image_tokens`` is what one image costs the model (0: images
-    are counted but not as tokens, and the report says how many there are)."""
-
-    tokenizer: str | None = None
-    context_tag: str = "context"
-    batch_size: int = 512
-    block_size: int = 16
-    prefix_cache_tokens: int | None = None
-    keep_text: bool = True
-    html_share: bool = True
-    near_threshold: float = 0.8
-    max_docs: int = DEFAULT_MAX_DOCS
-    default_output_tokens: int = 256
-    savings: SavingsConfig | None = field(default_factory=SavingsConfig)
-    planner: PlannerConfig | None = None
-    ttft_curve: TTFTCurve | None = None
-    num_threads: int = 2
-    image_tokens: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("batch_size", "block_size", "max_docs", "num_threads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.prefix_cache_tokens is not None and self.prefix_cache_tokens < 0:
-            raise ConfigError(f"prefix_cache_tokens must be >= 0, got {self.prefix_cache_tokens}")
-        if not 0 < self.near_threshold <= 1:
-            raise ConfigError(f"near_threshold must be in (0, 1], got {self.near_threshold}")
-        if self.default_output_tokens < 0:
-            raise ConfigError(f"default_output_tokens must be >= 0, got {self.default_output_tokens}")
-        if isinstance(self.image_tokens, bool) or not isinstance(self.image_tokens, int) or self.image_tokens < 0:
-            raise ConfigError(f"image_tokens must be an integer >= 0 (tokens one image costs the model; Gemma 3: "
-                              f"256), got {self.image_tokens!r}")
-
-
-def _batches(items: Iterable[AuditRequest], size: int) -> Iterator[list[AuditRequest]]:
-    batch: list[AuditRequest] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def run_audit(path: str | Path, config: AuditConfig | None = None) -> dict[str, Any]:
-    """Audit the request log at ``path`` (JSONL, plain or gzip; ``-`` for stdin) and return the report."""
+def run_audit(path: str | Path | Sequence[str | Path], config: AuditConfig | None = None) -> dict[str, Any]:
+    """Audit the request log at ``path`` (JSONL, plain or gzip; ``-`` for stdin), or several logs read as one in
+    the order given, in this process, and return the report. ``ragtrim.engines.ray_audit`` gives the same report
+    from a Ray cluster."""
     cfg = config or AuditConfig()
     started = time.perf_counter()
-    counter = get_counter(cfg.tokenizer)
-    cache_tokens = cfg.prefix_cache_tokens
-    if cache_tokens is None:
-        cache_tokens = cfg.planner.kv_cache_tokens() if cfg.planner else DEFAULT_CACHE_TOKENS
-    counts = CountCache(counter, num_threads=cfg.num_threads)
-    breakdown = Breakdown()
-    growth = ConversationGrowth()
-    prefix = PrefixAnalysis(capacity_tokens=cache_tokens, block_size=cfg.block_size, keep_text=cfg.keep_text)
-    documents = DocumentAnalysis(counts, threshold=cfg.near_threshold, max_docs=cfg.max_docs, keep_text=cfg.keep_text,
-                                 html=cfg.html_share)
-    reservoir = Reservoir(cfg.savings.sample if cfg.savings else 0, cfg.savings.seed if cfg.savings else 0)
-    skipped = SkipLog()
-    images: Counter[str] = Counter()
-    uncounted: Counter[str] = Counter()
-    for batch in _batches(read_requests(path, skipped=skipped, context_tag=cfg.context_tag), cfg.batch_size):
-        flat = counts.counts([s.text for r in batch for s in r.segments])
-        per_request: list[list[int]] = []
-        pos = 0
-        for r in batch:
-            per_request.append(flat[pos:pos + len(r.segments)])
-            pos += len(r.segments)
-        documents.add_batch(batch, per_request)
-        for req, seg_counts in zip(batch, per_request, strict=True):
-            parts = part_tokens(req, seg_counts, cfg.image_tokens)
-            if req.images:
-                images.update(req.images)
-            if req.uncounted:
-                uncounted.update(req.uncounted)
-            output = req.output_tokens if req.output_tokens is not None else cfg.default_output_tokens
-            prompt = breakdown.add(req, parts, output)
-            growth.add(req, parts["history"])
-            prefix.add(req, [hash(s.text) for s in req.segments], seg_counts, prompt)
-            if cfg.savings is not None:
-                reservoir.offer((req, parts, output))
+    paths = log_paths(path)
+    state = AuditState(cfg)
+    workspace = Workspace(cfg, state.documents)
+    for shard in plan_shards(paths):
+        state.read(shard, workspace, cfg)
+    check_not_empty(state)
     breakdown_seconds = time.perf_counter() - started
-    if not breakdown.requests:
-        raise EmptyLogError(_empty_message(str(path), skipped))
+    savings_started = time.perf_counter()
+    records = measure_sample(state, workspace.counter, cfg)
+    return build_report(state, cfg, records, tokenizer=workspace.counter.name, started=started,
+                        breakdown_seconds=breakdown_seconds, savings_seconds=time.perf_counter() - savings_started,
+                        engine={"engine": "local", "workers": 1, "shards": len(paths)})
 
+
+def log_paths(path: str | Path | Sequence[str | Path]) -> list[str]:
+    """One log or several, as a list of paths (an empty list is a usage error)."""
+    paths = [str(path)] if isinstance(path, (str, Path)) else [str(p) for p in path]
+    if not paths:
+        raise ConfigError("give at least one request log")
+    return paths
+
+
+def check_not_empty(state: AuditState) -> None:
+    """Raise EmptyLogError when no file gave a request, saying why for each."""
+    if state.breakdown.requests:
+        return
+    files = state.ordered_files()
+    if len(files) == 1:
+        raise EmptyLogError(_empty_message(files[0].path, files[0].skipped))
+    raise EmptyLogError(f"none of the {len(files)} request logs holds a request the audit reads: "
+                        + "; ".join(_empty_message(f.path, f.skipped) for f in files))
+
+
+def measure_sample(state: AuditState, counter: TokenCounter, cfg: AuditConfig) -> list[SampleRecord]:
+    """ragtrim's pipeline on every sampled request, in input order (none without ``cfg.savings``)."""
+    if cfg.savings is None:
+        return []
+    return [measure(req, parts, output, counter, cfg.savings) for req, parts, output in state.sample.items]
+
+
+def build_report(state: AuditState, cfg: AuditConfig, records: Sequence[SampleRecord], *, tokenizer: str,
+                 started: float, breakdown_seconds: float, savings_seconds: float,
+                 engine: dict[str, Any]) -> dict[str, Any]:
+    """The report of a whole input's state and its sample's savings records (both engines call this)."""
+    breakdown, prefix, cache_tokens = state.breakdown, state.prefix, state.cache_tokens
     report: dict[str, Any] = {
         "version": REPORT_VERSION,
-        "input": {
-            "path": str(path), "format": skipped.log_format,
-            "format_description": _format_description(skipped),
-            "formats_in_first_lines": skipped.formats_seen,
-            "requests": breakdown.requests, "lines_read": skipped.lines_read,
-            "complete": skipped.stopped_after_line is None,
-            "stopped_after_line": skipped.stopped_after_line, "stop_reason": skipped.stop_reason,
-            "skipped_lines": _skips(skipped, cfg.keep_text),
-            "images": {"count": sum(images.values()), "by_part": dict(sorted(images.items())),
-                       "tokens_each": cfg.image_tokens,
-                       "note": "counted as tokens_each tokens in the part that holds them" if cfg.image_tokens else
-                               "not counted as tokens (set --image-tokens to what one image costs the model)"},
-            "uncounted_blocks": dict(sorted(uncounted.items())),
-        },
-        "tokenizer": counter.name,
+        "input": _input(state, cfg),
+        "tokenizer": tokenizer,
         "text_included": cfg.keep_text,
         "breakdown": breakdown.to_dict(),
-        "conversations": growth.to_dict(),
+        "conversations": state.growth.to_dict(),
         "prefix_cache": {
             "capacity_tokens": cache_tokens, "block_size": cfg.block_size,
             "as_logged": prefix.as_logged.to_dict(), "recommended_order": prefix.recommended.to_dict(),
@@ -151,20 +103,16 @@ def run_audit(path: str | Path, config: AuditConfig | None = None) -> dict[str, 
             "method": "LRU over prompt prefixes at segment granularity (message, document), in log order; served "
                       "tokens rounded down to full blocks; message framing not counted as served",
         },
-        "documents": documents.to_dict(sum(breakdown.part_totals.values())),
+        "documents": state.documents.to_dict(sum(breakdown.part_totals.values())),
     }
-    records = []
-    savings_started = time.perf_counter()
     if cfg.savings is not None:
-        records = [measure(req, parts, output, counter, cfg.savings) for req, parts, output in reservoir.items]
         report["savings"] = summarize_savings(records, breakdown.part_totals, breakdown.requests, cfg.savings)
-    savings_seconds = time.perf_counter() - savings_started
     if cfg.planner is not None and breakdown.requests:
         report["plan"] = plan_section(cfg.planner, breakdown.prompt_hist, breakdown.output_hist,
-                                      breakdown.total_hist, records)
+                                      breakdown.total_hist, list(records))
     if cfg.ttft_curve is not None and records:
         report["ttft"] = ttft_change(records, cfg.ttft_curve)
-    report["levers"] = levers(report, records, cfg.planner,
+    report["levers"] = levers(report, list(records), cfg.planner,
                               history_turns=cfg.savings.history_turns if cfg.savings else 0)
     edges = prompt_edges(breakdown.prompt_hist.max())
     report["prompt_distribution"] = {
@@ -179,10 +127,50 @@ def run_audit(path: str | Path, config: AuditConfig | None = None) -> dict[str, 
         "breakdown_seconds": round(breakdown_seconds, 3),
         "savings_seconds": round(savings_seconds, 3),
         "peak_rss_mib": round(peak_rss_mib(), 1),
-        "counting": counts.stats(),
+        "counting": state.counting,
         "parts": list(PARTS),
+        **engine,
     }
     return report
+
+
+def _input(state: AuditState, cfg: AuditConfig) -> dict[str, Any]:
+    files = state.ordered_files()
+    several = len(files) > 1
+    first = files[0]
+    stopped = next((f for f in files if f.skipped.stopped_after_line is not None), None)
+    formats = list(dict.fromkeys(f.skipped.log_format for f in files))
+    seen: Counter[str] = Counter()
+    for f in files:
+        seen.update(f.skipped.formats_seen)
+    by_reason: Counter[str] = Counter()
+    examples: list[dict[str, Any]] = []
+    for f in files:
+        by_reason.update(f.skipped.counts)
+        for e in f.skipped.examples:
+            if len(examples) < MAX_SKIP_EXAMPLES:
+                e = {"line": e["line"], "reason": e["reason"]} if not cfg.keep_text else dict(e)
+                examples.append({"file": f.path, **e} if several else e)
+    images = state.images
+    return {
+        "path": first.path if not several else f"{len(files)} files",
+        "format": formats[0] if len(formats) == 1 else "mixed",
+        "format_description": "; ".join(dict.fromkeys(_format_description(f.skipped) for f in files)),
+        "formats_in_first_lines": dict(seen.most_common()),
+        "requests": state.breakdown.requests, "lines_read": sum(f.skipped.lines_read for f in files),
+        "complete": stopped is None,
+        "stopped_after_line": stopped.skipped.stopped_after_line if stopped else None,
+        "stop_reason": stopped.skipped.stop_reason if stopped else None,
+        **({"stopped_in": stopped.path} if stopped and several else {}),
+        "skipped_lines": {"total": sum(by_reason.values()), "by_reason": dict(sorted(by_reason.items())),
+                          "examples": examples},
+        "images": {"count": sum(images.values()), "by_part": dict(sorted(images.items())),
+                   "tokens_each": cfg.image_tokens,
+                   "note": "counted as tokens_each tokens in the part that holds them" if cfg.image_tokens else
+                           "not counted as tokens (set --image-tokens to what one image costs the model)"},
+        "uncounted_blocks": dict(sorted(state.uncounted.items())),
+        "files": [f.to_dict() for f in files],
+    }
 
 
 def write_report(report: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
@@ -230,13 +218,6 @@ def _empty_message(path: str, skipped: SkipLog) -> str:
     if skipped.stopped_after_line is not None:
         text += f". Reading stopped after line {skipped.stopped_after_line} ({skipped.stop_reason})"
     return text
-
-
-def _skips(skipped: SkipLog, keep_text: bool) -> dict[str, Any]:
-    d = skipped.to_dict()
-    if not keep_text:
-        d["examples"] = [{"line": e["line"], "reason": e["reason"]} for e in d["examples"]]
-    return d
 
 
 def peak_rss_mib() -> float:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ragtrim.audit.levers import headline_split
 from ragtrim.audit.reader import PARTS
 
 COLORS = {"system": "#4e79a7", "history": "#f28e2b", "context": "#59a14f", "question": "#e15759", "other": "#9c755f",
@@ -350,9 +351,11 @@ def render_html(r: Mapping[str, Any]) -> str:
             _kpi("prefix-cacheable as logged", _pct(pc["as_logged"]["served_share_of_prompt_tokens"]))]
     if "savings" in r and r["savings"].get("sampled_requests"):
         s = r["savings"]["prompt"]
-        out.append(_kpi("of prompt tokens ragtrim would save (95% interval)",
+        out.append(_kpi("of prompt tokens ragtrim would save in the sample (95% interval)",
                         f"{_pct(s['saved_share'])} [{_pct(s['saved_share_ci95'][0])}, "
                         f"{_pct(s['saved_share_ci95'][1])}]"))
+        if headline_split(r):
+            out.append(f'<p class="note" id="headline-split">Over the whole log: {_e(headline_split(r))}.</p>')
     skipped = inp["skipped_lines"]
     reasons = ", ".join(f"{k} {v:,}" for k, v in skipped["by_reason"].items())
     out.append(f'<p class="note">{_e(inp.get("format_description", "request log"))}; tokenizer '
@@ -480,7 +483,8 @@ def _savings_html(r: Mapping[str, Any], plots: Mapping[str, str]) -> list[str]:
             out.append(f"<p>{_e(p['workloads'][0]['max_model_len_statement'])}</p>")
         if "freed" in p:
             f = p["freed"]
-            out.append(f"<p>Trimming frees {_n(f['kv_tokens_freed_per_p95_request'])} KV tokens per p95 request "
+            out.append(f"<p>Trimming (every lever together) frees {_n(f['kv_tokens_freed_per_p95_request'])} KV "
+                       "tokens per p95 request "
                        f"({_n(f['kv_mib_per_p95_request_before'])} to {_n(f['kv_mib_per_p95_request_after'])} MiB), "
                        f"concurrent requests at p95 {_n(f['concurrency_p95_before'])} to "
                        f"{_n(f['concurrency_p95_after'])}, <code>--max-model-len</code> "

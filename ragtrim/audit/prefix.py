@@ -4,6 +4,12 @@ log orders each prompt and in the cache-friendly order, which system prompts rep
 The cache is simulated over the log in order: an LRU of prompt prefixes at segment granularity (a message, a
 document), holding at most ``capacity_tokens``; a request is served the tokens of its longest cached leading run
 of whole segments, rounded down to full KV blocks and never its last token (vLLM recomputes it).
+
+Stretches of the log read apart merge exactly (``PrefixCacheSim.absorb``). An LRU of byte-bounded entries holds, at
+any moment, the most recently used prefixes back to the first one that no longer fits: its content depends only on
+the requests since the distinct prefixes they used first exceeded the capacity. So a stretch read from an empty
+cache is exact from its first eviction on; the requests before it (the head) are kept and replayed on the cache the
+earlier stretch left.
 """
 
 from __future__ import annotations
@@ -23,9 +29,14 @@ _ORDER_RANK: dict[Part, int] = {"system": 0, "other": 1, "history": 2, "context"
 
 
 class PrefixCacheSim:
-    """An LRU prefix cache over segment chains; ``serve`` returns the tokens one request would get from it."""
+    """An LRU prefix cache over segment chains; ``serve`` returns the tokens one request would get from it.
 
-    def __init__(self, *, capacity_tokens: int = DEFAULT_CACHE_TOKENS, block_size: int = 16) -> None:
+    ``mergeable``: this simulation starts a later stretch of the log from an empty cache; its requests up to and
+    including the first one that evicts (whose result depends on what the earlier stretch left in the cache) are
+    kept in ``head`` and not counted, for ``absorb`` to replay."""
+
+    def __init__(self, *, capacity_tokens: int = DEFAULT_CACHE_TOKENS, block_size: int = 16,
+                 mergeable: bool = False) -> None:
         self.capacity_tokens = capacity_tokens
         self.block_size = block_size
         self._lru: OrderedDict[int, int] = OrderedDict()
@@ -35,15 +46,26 @@ class PrefixCacheSim:
         self.prompt_tokens = 0
         self.requests_with_hit = 0
         self.evicted_tokens = 0
+        self.recording = mergeable
+        self.head: list[tuple[tuple[int, ...], tuple[int, ...], tuple[Part, ...], int]] = []
 
     def serve(self, keys: Sequence[int], tokens: Sequence[int], parts: Sequence[Part], prompt_tokens: int) -> int:
+        if self.recording:
+            self.head.append((tuple(keys), tuple(tokens), tuple(parts), prompt_tokens))
+            served, evicted = self._run(keys, tokens, parts, prompt_tokens, count=False)
+            self.recording = not evicted
+            return served
+        return self._run(keys, tokens, parts, prompt_tokens, count=True)[0]
+
+    def _run(self, keys: Sequence[int], tokens: Sequence[int], parts: Sequence[Part], prompt_tokens: int, *,
+             count: bool) -> tuple[int, bool]:
         lru = self._lru
         touch = lru.move_to_end
-        count = len(keys)
+        n_keys = len(keys)
         chain = 0
         matched = 0
         i = 0
-        while i < count:  # the leading run of cached prefixes
+        while i < n_keys:  # the leading run of cached prefixes
             chain = hash((chain, keys[i]))
             if chain not in lru:
                 break
@@ -54,7 +76,8 @@ class PrefixCacheSim:
         cap = self.capacity_tokens
         held = self._held
         evicted = 0
-        while i < count:  # the rest is cached now, for the requests after this one
+        evictions = False
+        while i < n_keys:  # the rest is cached now, for the requests after this one
             n = tokens[i]
             if chain in lru:  # left behind when its parent prefix was evicted
                 touch(chain)
@@ -65,12 +88,15 @@ class PrefixCacheSim:
                     old = lru.popitem(last=False)[1]
                     held -= old
                     evicted += old
+                    evictions = True
             i += 1
-            if i < count:
+            if i < n_keys:
                 chain = hash((chain, keys[i]))
         self._held = held
-        self.evicted_tokens += evicted
         served = max(0, min(matched, prompt_tokens - 1)) // self.block_size * self.block_size
+        if not count:
+            return served, evictions
+        self.evicted_tokens += evicted
         self.prompt_tokens += prompt_tokens
         self.served_tokens += served
         if served:
@@ -80,7 +106,21 @@ class PrefixCacheSim:
                 take = min(left, tokens[j])
                 self.served_by_part[parts[j]] += take
                 left -= take
-        return served
+        return served, evictions
+
+    def absorb(self, later: PrefixCacheSim) -> None:
+        """Append ``later``, the next stretch of the log (``mergeable``): its head is replayed on this cache, the
+        rest of its counts are exact as they are."""
+        for keys, tokens, parts, prompt in later.head:
+            self._run(keys, tokens, parts, prompt, count=True)
+        if not later.recording:  # it evicted: its cache no longer depends on what came before it
+            self._lru, self._held = later._lru, later._held
+        self.served_tokens += later.served_tokens
+        self.prompt_tokens += later.prompt_tokens
+        self.requests_with_hit += later.requests_with_hit
+        self.evicted_tokens += later.evicted_tokens
+        for p in PARTS:
+            self.served_by_part[p] += later.served_by_part[p]
 
     def to_dict(self) -> dict[str, Any]:
         share = self.served_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
@@ -105,9 +145,10 @@ class PrefixAnalysis:
     """Both cache simulations, the system-prompt variants, and the ordering facts the advice is made of."""
 
     def __init__(self, *, capacity_tokens: int = DEFAULT_CACHE_TOKENS, block_size: int = 16,
-                 keep_text: bool = True) -> None:
-        self.as_logged = PrefixCacheSim(capacity_tokens=capacity_tokens, block_size=block_size)
-        self.recommended = PrefixCacheSim(capacity_tokens=capacity_tokens, block_size=block_size)
+                 keep_text: bool = True, mergeable: bool = False) -> None:
+        self.as_logged = PrefixCacheSim(capacity_tokens=capacity_tokens, block_size=block_size, mergeable=mergeable)
+        self.recommended = PrefixCacheSim(capacity_tokens=capacity_tokens, block_size=block_size,
+                                          mergeable=mergeable)
         self.keep_text = keep_text
         self.system_variants: dict[int, list[Any]] = {}  # key -> [requests, tokens per request, preview, text]
         self.system_variants_overflow = 0
@@ -136,6 +177,25 @@ class PrefixAnalysis:
             text = "\n".join(req.segments[i].text for i in system)[:_KEEP_CHARS]
             v = self.system_variants[key] = [0, sum(tokens[i] for i in system), text]
         v[0] += 1
+
+    def absorb(self, later: PrefixAnalysis) -> None:
+        """Append ``later``, the next stretch of the log. System prompt variants are exact while there are at most
+        ``MAX_SYSTEM_VARIANTS`` of them."""
+        self.as_logged.absorb(later.as_logged)
+        self.recommended.absorb(later.recommended)
+        for key, v in later.system_variants.items():
+            mine = self.system_variants.get(key)
+            if mine is not None:
+                mine[0] += v[0]
+            elif len(self.system_variants) < MAX_SYSTEM_VARIANTS:
+                self.system_variants[key] = v
+            else:
+                self.system_variants_overflow += v[0]
+        self.system_variants_overflow += later.system_variants_overflow
+        self.requests_without_system += later.requests_without_system
+        self.context_in_system += later.context_in_system
+        self.question_before_context += later.question_before_context
+        self.context_before_history += later.context_before_history
 
     def _facts(self, req: AuditRequest, parts: Sequence[Part]) -> None:
         segs = req.segments

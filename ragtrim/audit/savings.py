@@ -5,10 +5,11 @@ capacity planner (``ragtrim.plan``) and a measured TTFT-vs-prompt-tokens curve.
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import itertools
 import json
 import math
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,23 +46,41 @@ class SavingsConfig:
             raise ConfigError(f"bootstrap must be >= 0, got {self.bootstrap}")
 
 
-class Reservoir:
-    """A uniform random sample of fixed size from a stream (Algorithm R), reproducible for a seed."""
+class PrioritySample:
+    """A uniform random sample of ``size`` requests (all of them for ``size=0``), reproducible for a seed: each
+    request gets a priority from a hash of the seed and its position in the input, and the sample is the ``size``
+    lowest (a bottom-k sample). It does not depend on how the input was split: the sample of two stretches is the
+    lowest ``size`` of their two samples (``absorb``)."""
 
     def __init__(self, size: int, seed: int) -> None:
         self.size = size
-        self.items: list[Any] = []
+        self.seed = seed
         self.seen = 0
-        self._rng = random.Random(seed)
+        self._heap: list[tuple[int, tuple[int, int], Any]] = []  # (-priority, position, item): the largest on top
 
-    def offer(self, item: Any) -> None:
+    def priority(self, position: tuple[int, int]) -> int:
+        digest = hashlib.blake2b(f"{self.seed}:{position[0]}:{position[1]}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big")
+
+    def offer(self, position: tuple[int, int], item: Any) -> None:
         self.seen += 1
-        if self.size == 0 or len(self.items) < self.size:
-            self.items.append(item)
-            return
-        j = self._rng.randrange(self.seen)
-        if j < self.size:
-            self.items[j] = item
+        self._push((-self.priority(position), position, item))
+
+    def _push(self, entry: tuple[int, tuple[int, int], Any]) -> None:
+        if self.size == 0 or len(self._heap) < self.size:
+            heapq.heappush(self._heap, entry)
+        elif entry[:2] > self._heap[0][:2]:
+            heapq.heapreplace(self._heap, entry)
+
+    def absorb(self, other: PrioritySample) -> None:
+        self.seen += other.seen
+        for entry in other._heap:
+            self._push(entry)
+
+    @property
+    def items(self) -> list[Any]:
+        """The sampled items in input order."""
+        return [item for _, _, item in sorted(self._heap, key=lambda e: e[1])]
 
 
 @dataclass(frozen=True, slots=True)

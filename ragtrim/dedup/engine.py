@@ -8,10 +8,11 @@ this module knows nothing of chunks, scores or removals. A text is matched only 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, islice
 from typing import Literal, Protocol, cast
 
 import numpy as np
@@ -25,6 +26,7 @@ from ragtrim.dedup.shingles import (
     jaccard,
     line_tokens,
     sorted_jaccard,
+    sorted_unique,
     template_lines,
     word_shingles,
     word_text,
@@ -46,6 +48,7 @@ LSH_MAX_CANDIDATES = 32
 miss a near duplicate on such streams, never drop a chunk wrongly. ``info["near_candidates_capped"]`` counts the
 chunks whose comparisons a cap cut short."""
 
+_TOKEN = re.compile(r"\S+")
 _MAX_SET_SHINGLES = 50_000  # above this, Jaccard runs on sorted numpy arrays instead of Python sets (memory)
 
 ShingleSet = frozenset[int] | set[int] | U64Array
@@ -100,7 +103,8 @@ def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: 
                     out.append((line, tokens, None, chars))
                 continue
             limit = max_words * SPACELESS_CHARS_PER_WORD if chars else max_words
-            head = tokens.split(maxsplit=limit)  # never splits a long line beyond its first tokens
+            # the first limit + 1 tokens, found without copying the rest of a long line (split(maxsplit=) copies it)
+            head = [m.group() for m in islice(_TOKEN.finditer(tokens), limit + 1)]
             if head:
                 out.append((line, tokens, tuple(head) if len(head) <= limit else None, chars))
         return out
@@ -172,8 +176,9 @@ class ExactJaccard:
             h = self.raw[t]
             if isinstance(h, (set, frozenset)):
                 got = h
-            else:  # Python sets are fastest to intersect; sorted arrays keep a 10 MB chunk's set small.
-                got = np.unique(h) if len(h) > _MAX_SET_SHINGLES else frozenset(h.tolist())
+            else:  # Python sets are fastest to intersect; sorted arrays keep a 10 MB chunk's set small (the
+                # shingle arrays are this search's own, from build_shingle_sets: sorted where they lie)
+                got = sorted_unique(h, in_place=True) if len(h) > _MAX_SET_SHINGLES else frozenset(h.tolist())
             self._exact[t] = got
         return got
 
@@ -184,8 +189,8 @@ class ExactJaccard:
             return 0.0
         if not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
             return jaccard(a, b)
-        return sorted_jaccard(np.unique(np.fromiter(a, np.uint64)) if not isinstance(a, np.ndarray) else a,
-                              np.unique(np.fromiter(b, np.uint64)) if not isinstance(b, np.ndarray) else b)
+        return sorted_jaccard(sorted_unique(np.fromiter(a, np.uint64)) if not isinstance(a, np.ndarray) else a,
+                              sorted_unique(np.fromiter(b, np.uint64)) if not isinstance(b, np.ndarray) else b)
 
 
 # -- candidate strategies -----------------------------------------------------------------------------------------

@@ -6,21 +6,23 @@ A line written mostly in Han or Kana (no spaces between words) is shingled by ch
 
 from __future__ import annotations
 
+import hashlib
 import re
-import unicodedata
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 
 import numpy as np
 import numpy.typing as npt
 
+from ragtrim.dedup import pieces
 from ragtrim.text.scripts import SPACELESS_CLASS, is_spaceless
 from ragtrim.text.sentences import normalize_text
 
 _WORD = re.compile(r"\w+")
 # On a spaceless line every Han/Kana character is a token; runs of other word characters stay words.
 _CHAR_TOKEN = re.compile(f"[{SPACELESS_CLASS}]|[^\\W{SPACELESS_CLASS}]+")
+_CHAR_CUT = re.compile(f"[{SPACELESS_CLASS}]|\\W")  # no token of _CHAR_TOKEN continues across one
 
 SHINGLE_CHARS = 6
 """Characters per shingle on Han/Kana lines (``DuplicateFilter(shingle_chars=...)``'s default): chosen on the
@@ -44,8 +46,9 @@ def normalize(text: str) -> str:
 
 
 def nfkc_lower(text: str) -> str:
-    """NFKC and lower case: ``" ".join(nfkc_lower(t).split()) == normalize_text(t)``; its lines are the lines."""
-    return unicodedata.normalize("NFKC", text).lower()
+    """NFKC and lower case: ``" ".join(nfkc_lower(t).split()) == normalize_text(t)``; its lines are the lines (a long
+    text a piece at a time, ``ragtrim.dedup.pieces``)."""
+    return pieces.nfkc_lower(text)
 
 
 # Every ASCII character that is neither a word character (``\w``) nor whitespace becomes a space, so that
@@ -56,8 +59,8 @@ _ASCII_NON_WORD = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.
 def word_text(normalized: str) -> str:
     """Normalized text with every non-word character turned into a space: its ``split()`` is the ``\\w+`` words."""
     if normalized.isascii():
-        return normalized.translate(_ASCII_NON_WORD)
-    return " ".join(_WORD.findall(normalized))
+        return pieces.translated(normalized, _ASCII_NON_WORD)
+    return pieces.tokens_joined(normalized, _WORD)
 
 
 def words_of(normalized: str) -> list[str]:
@@ -70,7 +73,7 @@ def words_of(normalized: str) -> list[str]:
 def char_text(line: str) -> str:
     """A line's tokens for character shingles, joined by spaces: every Han/Kana character is a token of its own,
     every run of other word characters (Latin, digits, Hangul...) one token."""
-    return " ".join(_CHAR_TOKEN.findall(line))
+    return pieces.tokens_joined(line, _CHAR_TOKEN, _CHAR_CUT)
 
 
 def line_tokens(line: str) -> tuple[str, bool]:
@@ -128,6 +131,18 @@ def fmix64(h: U64Array) -> U64Array:
 _POWERS: U64Array = np.ones(1, dtype=np.uint64)
 _POWERS_CACHE_MAX = 1 << 16
 _GROUP_BYTES = 1 << 17
+"""Characters of text hashed per vectorized pass (a text longer than this is cut at spaces into such segments):
+the temporary arrays, about 40 bytes per byte, stay cache-sized, and no numpy call holds the GIL for long (a text
+of megabytes hashed in a single pass holds it for most of a second and takes hundreds of MiB)."""
+_FOLD_WORDS = 1 << 17
+"""Word hashes folded into shingle hashes per vectorized pass."""
+LONG_WORD_BYTES = 1 << 10
+"""A word of more UTF-8 bytes than this is hashed whole by BLAKE2b (8 bytes, streamed a slice at a time) instead of
+the vectorized polynomial hash, whose arrays grow with the word: the same word always takes the same hash, so every
+Jaccard value is the same (up to 64-bit collisions, as for any word), and a run without spaces costs no memory."""
+_LONG_WORD_SLICE = 1 << 20  # characters encoded per step when a long word is hashed from a str
+_LONG_WORD_PERSON = b"ragtrim-word"
+_NOT_SPACE = re.compile(r"[^ ]")
 
 
 def _powers(n: int) -> U64Array:
@@ -145,16 +160,37 @@ def _powers(n: int) -> U64Array:
     return table
 
 
+def _long_word_hash(data: bytes | memoryview) -> int:
+    # hashlib releases the GIL while it hashes more than 2 KiB
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8, person=_LONG_WORD_PERSON).digest(), "little")
+
+
+def _long_word_hash_of_text(word: str) -> int:
+    """``_long_word_hash`` of ``word``'s UTF-8 bytes, encoded a slice at a time (a 12 MB word is never copied)."""
+    h = hashlib.blake2b(digest_size=8, person=_LONG_WORD_PERSON)
+    for start in range(0, len(word), _LONG_WORD_SLICE):
+        h.update(word[start:start + _LONG_WORD_SLICE].encode("utf-8"))
+    return int.from_bytes(h.digest(), "little")
+
+
 def batch_shingle_hashes(word_texts: Sequence[str], shingle_words: int) -> list[U64Array]:
     """64-bit hashes of the word shingles of each text (``word_text`` output), in shingle order, not deduplicated.
 
-    Texts are hashed in groups of about ``_GROUP_BYTES`` so temporary arrays stay cache-sized; see
-    ``_shingle_hashes_group`` for the hashing itself.
+    Texts are hashed in groups of about ``_GROUP_BYTES`` so temporary arrays stay cache-sized; a longer text is cut
+    at spaces into segments of that size and its words folded in blocks (``_long_text_shingle_hashes``), so memory
+    and the time any one numpy call holds the GIL are bounded whatever the text. See ``_shingle_hashes_group`` for
+    the hashing itself.
     """
     out: list[U64Array] = []
     group: list[str] = []
     size = 0
     for text in word_texts:
+        if len(text) > _GROUP_BYTES:
+            if group:
+                out.extend(_shingle_hashes_group(group, shingle_words))
+                group, size = [], 0
+            out.append(_long_text_shingle_hashes(text, shingle_words))
+            continue
         if group and size + len(text) > _GROUP_BYTES:
             out.extend(_shingle_hashes_group(group, shingle_words))
             group, size = [], 0
@@ -165,58 +201,165 @@ def batch_shingle_hashes(word_texts: Sequence[str], shingle_words: int) -> list[
     return out
 
 
-def _shingle_hashes_group(word_texts: Sequence[str], shingle_words: int) -> list[U64Array]:
-    """Shingle hashes of each text, computed in one vectorized pass.
+def _word_hashes(parts: Sequence[bytes]) -> tuple[U64Array, list[int]]:
+    """The hash of every word of ``parts`` (UTF-8 texts, words separated by spaces) in one vectorized pass, and the
+    position of each part's first word (with one more entry: the number of words).
 
-    All texts are hashed in one vectorized pass: a word's hash is a polynomial hash of its UTF-8 bytes (a segmented
-    sum, O(bytes) whatever the word lengths) and its length, finalized with MurmurHash3's fmix64; a shingle's hash
-    is an FNV-style fold of its word hashes. A text with fewer than ``shingle_words`` words (but at least one) has
-    a single shingle of all its words; a text without words has none.
-    """
-    parts = [t.encode("utf-8") for t in word_texts]
-    data = np.frombuffer(b" ".join(parts), dtype=np.uint8)
+    A word's hash is a polynomial hash of its UTF-8 bytes (a segmented sum, O(bytes) whatever the word lengths) and
+    its length, finalized with MurmurHash3's fmix64; a word of more than ``LONG_WORD_BYTES`` bytes is hashed by
+    BLAKE2b instead (``_long_word_hash``)."""
+    joined = b" ".join(parts)
+    data = np.frombuffer(joined, dtype=np.uint8)
     is_word = np.concatenate(([False], data != 0x20, [False]))
     edges = np.flatnonzero(is_word[1:] != is_word[:-1])
     starts, ends = edges[0::2], edges[1::2]
     lengths = ends - starts
-    word_hashes = np.empty(0, dtype=np.uint64)
+    word_hashes = np.empty(len(lengths), dtype=np.uint64)
     if len(lengths):
-        word_bytes = data[is_word[1:-1]].astype(np.uint64)
-        offsets = np.cumsum(lengths) - lengths
-        position = np.arange(len(word_bytes)) - np.repeat(offsets, lengths)  # byte position inside its word
-        terms = word_bytes * _powers(int(lengths.max()))[position]
-        summed: U64Array = np.add.reduceat(terms, offsets)
-        word_hashes = fmix64(summed ^ lengths.astype(np.uint64))
+        long = lengths > LONG_WORD_BYTES
+        any_long = bool(long.any())
+        short = ~long
+        mask = is_word[1:-1]
+        if any_long:
+            mask = mask.copy()
+            for s, e in zip(starts[long].tolist(), ends[long].tolist(), strict=True):
+                mask[s:e] = False
+        s_lengths = lengths[short] if any_long else lengths
+        if len(s_lengths):
+            word_bytes = data[mask].astype(np.uint64)
+            offsets = np.cumsum(s_lengths) - s_lengths
+            position = np.arange(len(word_bytes)) - np.repeat(offsets, s_lengths)  # byte position inside its word
+            terms = word_bytes * _powers(int(s_lengths.max()))[position]
+            summed: U64Array = np.add.reduceat(terms, offsets)
+            hashed = fmix64(summed ^ s_lengths.astype(np.uint64))
+            if any_long:
+                word_hashes[short] = hashed
+            else:
+                word_hashes = hashed
+        if any_long:
+            view = memoryview(joined)
+            for i, s, e in zip(np.flatnonzero(long).tolist(), starts[long].tolist(), ends[long].tolist(), strict=True):
+                word_hashes[i] = _long_word_hash(view[s:e])
     text_starts = np.cumsum([0] + [len(p) + 1 for p in parts])
-    first_word = np.searchsorted(starts, text_starts).tolist()
+    first_word: list[int] = np.searchsorted(starts, text_starts).tolist()
+    return word_hashes, first_word
 
-    n_words = len(word_hashes)
-    k = shingle_words
-    m = n_words - k + 1
-    full = np.empty(0, dtype=np.uint64)
-    if m > 0:
-        h = np.full(m, _FNV_OFFSET, dtype=np.uint64)
+
+def _fold(word_hashes: U64Array, shingle_words: int) -> U64Array:
+    """Shingle hashes of one run of word hashes: an FNV-style fold of each ``shingle_words`` consecutive words,
+    finalized with fmix64, in blocks of ``_FOLD_WORDS``; fewer words than a shingle (but at least one) give a single
+    shingle of them all, no words none."""
+    n, k = len(word_hashes), shingle_words
+    if n == 0:
+        return np.empty(0, dtype=np.uint64)
+    if n < k:
+        h1 = np.full(1, _FNV_OFFSET, dtype=np.uint64)
+        for j in range(n):
+            h1 = (h1 ^ word_hashes[j : j + 1]) * _FNV_PRIME
+        return fmix64(h1)
+    m = n - k + 1
+    out = np.empty(m, dtype=np.uint64)
+    for lo in range(0, m, _FOLD_WORDS):
+        hi = min(m, lo + _FOLD_WORDS)
+        h = np.full(hi - lo, _FNV_OFFSET, dtype=np.uint64)
         for j in range(k):
-            h = (h ^ word_hashes[j : j + m]) * _FNV_PRIME
-        full = fmix64(h)
+            h = (h ^ word_hashes[lo + j : hi + j]) * _FNV_PRIME
+        out[lo:hi] = fmix64(h)
+    return out
+
+
+def _shingle_hashes_group(word_texts: Sequence[str], shingle_words: int) -> list[U64Array]:
+    """Shingle hashes of each text of a group (at most about ``_GROUP_BYTES`` in all), computed in one vectorized
+    pass: word hashes (``_word_hashes``) folded into shingles over the whole group, then cut per text (a shingle
+    never spans two texts). A text with fewer than ``shingle_words`` words (but at least one) has a single shingle of
+    all its words; a text without words has none."""
+    parts = [t.encode("utf-8") for t in word_texts]
+    word_hashes, first_word = _word_hashes(parts)
+    k = shingle_words
+    full = _fold(word_hashes, k) if len(word_hashes) >= k else np.empty(0, dtype=np.uint64)
     out: list[U64Array] = []
     for c in range(len(parts)):
         lo, hi = first_word[c], first_word[c + 1]
         if hi - lo >= k:
             out.append(full[lo : hi - k + 1])
-        elif hi > lo:  # fewer words than a shingle: one shingle of them all
-            h1 = np.full(1, _FNV_OFFSET, dtype=np.uint64)
-            for j in range(lo, hi):
-                h1 = (h1 ^ word_hashes[j : j + 1]) * _FNV_PRIME
-            out.append(fmix64(h1))
         else:
-            out.append(np.empty(0, dtype=np.uint64))
+            out.append(_fold(word_hashes[lo:hi], k))
     return out
+
+
+def _segments(text: str) -> Iterator[str]:
+    """``text`` (words separated by spaces) cut at spaces into pieces of at most ``_GROUP_BYTES`` characters, but
+    for a word longer than that, which is a piece of its own (no space in it)."""
+    i, n = 0, len(text)
+    while i < n:
+        end = i + _GROUP_BYTES
+        if end >= n:
+            yield text[i:]
+            return
+        cut = text.rfind(" ", i, end)
+        if cut > i:
+            yield text[i:cut]
+            i = cut + 1
+            continue
+        found = _NOT_SPACE.search(text, i, end)  # the window holds no space but at i: skip the spaces...
+        if found is None:
+            i = end
+            continue
+        start = found.start()  # ...to the word that runs past the window
+        cut = text.find(" ", start)
+        cut = n if cut < 0 else cut
+        yield text[start:cut]
+        i = cut + 1
+
+
+def _long_text_shingle_hashes(text: str, shingle_words: int) -> U64Array:
+    """``_shingle_hashes_group([text])[0]`` for a text longer than ``_GROUP_BYTES``, with bounded passes: word
+    hashes per segment (``_segments``; a word longer than a segment streamed through ``_long_word_hash_of_text``),
+    each folded with the last ``shingle_words - 1`` words of the segments before it straight into the result, so
+    nothing but the text's shingles is held at once (sized by its spaces, an upper bound of its words)."""
+    k = shingle_words
+    out = np.empty(max(1, text.count(" ") + 2 - k), dtype=np.uint64)
+    filled = 0
+    carry = np.empty(0, dtype=np.uint64)  # the last k - 1 words so far
+    for segment in _segments(text):
+        if len(segment) > max(_GROUP_BYTES, LONG_WORD_BYTES):  # one word, longer than a segment
+            words = np.array([_long_word_hash_of_text(segment)], dtype=np.uint64)
+        else:
+            words = _word_hashes([segment.encode("utf-8")])[0]
+        if not len(words):
+            continue
+        run = np.concatenate([carry, words]) if len(carry) else words
+        if len(run) >= k:
+            folded = _fold(run, k)
+            out[filled:filled + len(folded)] = folded
+            filled += len(folded)
+        carry = run[max(0, len(run) - (k - 1)):] if k > 1 else np.empty(0, dtype=np.uint64)
+    if not filled:  # fewer words than a shingle (or none) in the whole text
+        return _fold(carry, k)
+    return out[:filled]
 
 
 def shingle_hashes(text: str, shingle_words: int) -> U64Array:
     """Sorted unique shingle hashes of one chunk's text (normalized here), as near-duplicate detection sees it."""
-    return np.unique(batch_shingle_hashes([word_text(normalize(text))], shingle_words)[0])
+    return sorted_unique(batch_shingle_hashes([word_text(normalize(text))], shingle_words)[0])
+
+
+def sorted_unique(values: U64Array, *, in_place: bool = False) -> U64Array:
+    """The distinct values of a 64-bit hash array, sorted: a sort (of ``values`` itself with ``in_place``, which
+    saves a copy of a big set), then a mask. numpy 2.4's ``np.unique`` hashes 64-bit integers instead, which takes
+    seconds for a million distinct shingle hashes while holding the GIL; the sort takes milliseconds and releases
+    it."""
+    if in_place:
+        values.sort()
+        ordered = values
+    else:
+        ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def jaccard(a: AbstractSet[Hashable], b: AbstractSet[Hashable]) -> float:

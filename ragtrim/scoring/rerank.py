@@ -46,7 +46,7 @@ def _load_causal_lm(path: str, device: str, dtype: str) -> tuple[Any, Any]:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
-        raise MissingDependencyError("transformers", "embeddings", "query-likelihood reranking") from exc
+        raise MissingDependencyError("transformers", "torch", "query-likelihood reranking") from exc
     if not (Path(path) / "config.json").is_file():
         raise ConfigError(f"model must be a local transformers model directory with a config.json, got {path!r}")
     try:

@@ -2,8 +2,8 @@
 sentence-transformers in between. What the fast path runs on a CUDA device.
 
 sentence-transformers' ``encode`` spends most of a 20-passage, 16-piece call outside the model (its tokenizer
-call, feature dicts, per-batch sorting and device moves, a progress check): about 15 ms on the H200 host, for a
-model pass that takes 1-2 ms there. This scorer tokenizes with the same prefix encoding as the ONNX scorer
+call, feature dicts, per-batch sorting and device moves, a progress check), several times the model pass itself on a
+GPU. This scorer tokenizes with the same prefix encoding as the ONNX scorer
 (``ragtrim.scoring.onnx_backend.padded_batches``, one ``encode_batch`` call), moves one int64 array to the device, and runs the encoder in half
 precision (on CUDA) under ``torch.inference_mode`` with mean pooling and L2 normalization on the device.
 """
@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ragtrim._util.forks import fork_safe_lock
+from ragtrim._util.notice import announced
 from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
@@ -47,10 +48,12 @@ def _load(model_dir: str, device: str) -> Any:
                 import torch
                 from transformers import AutoModel
             except ImportError as exc:
-                raise MissingDependencyError("torch", "embeddings", "the torch MiniLM scorer") from exc
+                raise MissingDependencyError("torch", "torch", "the torch MiniLM scorer") from exc
             dtype = torch.float16 if device.startswith("cuda") else torch.float32
-            encoder = quietly(lambda: AutoModel.from_pretrained(model_dir, local_files_only=True, dtype=dtype))
-            _MODELS[key] = encoder.to(device).eval()
+            with announced(f"loading {Path(model_dir).name} with torch on {device} from {model_dir} (once per "
+                           "process, on first use)"):
+                encoder = quietly(lambda: AutoModel.from_pretrained(model_dir, local_files_only=True, dtype=dtype))
+                _MODELS[key] = encoder.to(device).eval()
             logger.info("loaded %s with torch on %s (%s)", Path(model_dir).name, device, str(dtype).split(".")[-1])
         return _MODELS[key]
 

@@ -1,4 +1,4 @@
-"""Admission of a request: the caller's per-key rate limits (requests and tokens per minute, kept in the rate store)
+"""Admission of a request: the caller's per-key rate limits (requests and tokens per window, kept in the rate store)
 and its concurrency slots (the long-request lane, the key's own, the org's), taken in one fixed order.
 """
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ragtrim.serve.config import GatewayConfig
+from ragtrim.serve.limiter import LimiterWatch
 from ragtrim.serve.limits import FairGate, Gate, RateDecision, SharedGate, StateUnavailable
 from ragtrim.serve.metrics import GatewayMetrics
 from ragtrim.serve.rate_store import RateStore, RedisRateStore, RedisSlots
@@ -46,10 +47,13 @@ class Queued(Protocol):
 class Admission:
     """The rate store and the concurrency gates of one gateway process (gates are created on first use)."""
 
-    def __init__(self, config: GatewayConfig, store: RateStore, metrics: GatewayMetrics) -> None:
+    def __init__(self, config: GatewayConfig, store: RateStore, metrics: GatewayMetrics,
+                 watch: LimiterWatch | None = None) -> None:
         self.config = config
         self.store = store
         self.metrics = metrics
+        self.watch = watch if watch is not None else LimiterWatch(metrics,
+                                                                  fail_open=lambda: self.config.limits.fail_open)
         lim = config.limits
         # With Redis state, concurrency slots are shared by replicas too (leases in Redis).
         self.slots = RedisSlots(store) if isinstance(store, RedisRateStore) else None
@@ -65,7 +69,12 @@ class Admission:
             return local
         return SharedGate(local, self.slots, key=shared_key,
                           lease_ms=int((self.config.upstream.timeout_s + 60) * 1000),
-                          fail_open=self.config.limits.fail_open, on_state_error=self.metrics.state_errors.inc)
+                          fail_open=self.config.limits.fail_open, on_state_error=self._slots_failed,
+                          on_state_ok=self.watch.worked)
+
+    def _slots_failed(self, exc: StateUnavailable, admitted: bool) -> None:
+        self.metrics.state_errors.inc()
+        self.watch.failed(exc, limit="slots", decided="admitted" if admitted else "refused")
 
     def reconfigure(self, config: GatewayConfig) -> None:
         """Apply reloaded limits to the gates in place: requests in flight keep (and give back) the slots they hold,
@@ -110,8 +119,14 @@ class Admission:
                     local.max_queued, local.max_queued_per_user = lim.max_queued, per_user
 
     # -- rate limits ------------------------------------------------------------------------------------------------
+    @property
+    def per_window(self) -> str:
+        """The rate window in words: ``per minute`` for the default 60 s, else ``per 4 s window``."""
+        window_s = self.config.limits.window_s
+        return "per minute" if window_s == 60 else f"per {window_s:g} s window"
+
     async def rate(self, ident: Identity, tokens: int) -> RateDecision | None:
-        """Charge one request and ``tokens`` to the key's per-minute limits (None: the key has none); a request
+        """Charge one request and ``tokens`` to the key's limits per ``limits.window_s`` (None: the key has none); a request
         over a limit is refused with a 429 that says when to retry."""
         if ident.rpm is None and ident.tpm is None:
             return None
@@ -119,23 +134,26 @@ class Admission:
             decision = await self.store.acquire(ident.key_id, ident.rpm, ident.tpm, tokens)
         except StateUnavailable as exc:
             self.metrics.state_errors.inc()
-            if self.config.limits.fail_open:
+            fail_open = self.config.limits.fail_open
+            self.watch.failed(exc, limit="rate", decided="admitted" if fail_open else "refused")
+            if fail_open:
                 return RateDecision(True, None, None, reason="state_unavailable")
             raise state_unavailable(exc, "rate-limit") from None
+        self.watch.worked()
         if not decision.admitted:
             wait = decision.retry_after_s
             headers = rate_headers(decision)
             if math.isinf(wait):
                 what = "tokens" if decision.reason == "tokens" else "requests"
                 # Waiting cannot help: tell the OpenAI SDKs not to retry (they honour x-should-retry).
-                raise GatewayError(429, f"this request needs {tokens} {what}, more than the key's whole per-minute "
-                                   f"limit ({ident.tpm if what == 'tokens' else ident.rpm}); lower max_tokens or "
-                                   "the prompt", type_=what, code="rate_limit_exceeded",
+                raise GatewayError(429, f"this request needs {tokens} {what}, more than the key's whole limit of "
+                                   f"{ident.tpm if what == 'tokens' else ident.rpm} {what} {self.per_window}; lower "
+                                   "max_tokens or the prompt", type_=what, code="rate_limit_exceeded",
                                    headers={**headers, "x-should-retry": "false"}, outcome="rate_limited")
             headers["retry-after"] = str(max(1, math.ceil(wait)))
             limit = ident.rpm if decision.reason == "requests" else ident.tpm
-            raise GatewayError(429, f"rate limit reached for user {ident.user!r} on {decision.reason} per minute: "
-                               f"limit {limit}; retry in {wait:.1f} s", type_=decision.reason,
+            raise GatewayError(429, f"rate limit reached for user {ident.user!r} on {decision.reason} "
+                               f"{self.per_window}: limit {limit}; retry in {wait:.1f} s", type_=decision.reason,
                                code="rate_limit_exceeded", headers=headers, outcome="rate_limited")
         return decision
 
@@ -143,8 +161,9 @@ class Admission:
         """Correct a key's charge; an unavailable store is counted, not raised (the charge was an estimate)."""
         try:
             await self.store.adjust(key_id, requests_delta, tokens_delta)
-        except StateUnavailable:
+        except StateUnavailable as exc:
             self.metrics.state_errors.inc()
+            self.watch.failed(exc, limit="rate", decided=None)
 
     # -- concurrency slots ------------------------------------------------------------------------------------------
     def org_gate(self, org: str) -> Gate | None:

@@ -1,23 +1,26 @@
 """The gateway: authenticate, trim, check limits, queue for a slot, relay to the upstream, account for usage.
 
 ``create_app(config)`` returns a Starlette app; ``Gateway`` holds the per-process state (store, gates, client) and
-its routes and request handling. Admission (rate limits and slots) is ``ragtrim.serve.admission``, the streaming
-relay ``ragtrim.serve.relay``, and error responses and headers ``ragtrim.serve.responses``.
+its routes and request handling. Reading and preparing a request is ``ragtrim.serve.intake``, admission (rate
+limits and slots) ``ragtrim.serve.admission`` (its state store watched by ``ragtrim.serve.limiter``), the probes
+``ragtrim.serve.probes``, the streaming relay ``ragtrim.serve.relay``, and error responses and headers
+``ragtrim.serve.responses``.
 
 No request can stall the event loop: the body is read under a size cap and a deadline, and parsing, counting,
-trimming and encoding run in a worker thread. Every answer that is not a success is OpenAI-shaped JSON with a
+trimming and encoding run in a worker thread; an upstream answer larger than ``SMALL_ANSWER_BYTES`` is passed on
+as it arrives, never held or parsed whole. Every answer that is not a success is OpenAI-shaped JSON with a
 ``code``, and every request (404s included) reaches the metrics and the request log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,97 +33,49 @@ for _package in ("starlette", "uvicorn", "aiohttp", "prometheus_client"):  # one
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from ragtrim.serve.admission import Admission, Identity, key_id
-from ragtrim.serve.config import GatewayConfig, load_config
+from ragtrim.serve.autotrim import AutoTrim
+from ragtrim.serve.config import GatewayConfig, load_config, restart_only_changes
+from ragtrim.serve.drain import Drain, DrainMiddleware
+from ragtrim.serve.intake import Prepare, parse_and_prepare, read_body
+from ragtrim.serve.limiter import check_state_servers, shared_redis_problem
 from ragtrim.serve.limits import Gate, QueueFull, QueueTimeout
-from ragtrim.serve.log import RequestLog
+from ragtrim.serve.log import Record, RequestLog
 from ragtrim.serve.metrics import GatewayMetrics
+from ragtrim.serve.probes import Probes
 from ragtrim.serve.rate_store import make_store
-from ragtrim.serve.relay import ClientGone, RelayStream, event_end, until_disconnect
+from ragtrim.serve.relay import BodyBroken, ClientGone, RelayStream, event_end, until_disconnect
 from ragtrim.serve.render import Prepared, RequestError, prepare_chat, prepare_completion, prepare_embeddings
 from ragtrim.serve.responses import (
+    MAX_ERROR_BYTES,
+    USAGE_TAIL_BYTES,
     GatewayError,
     dumps,
     error_response,
-    loads,
     rate_headers,
     relay_error,
     request_id,
     trim_headers,
     upstream_code,
     upstream_failed,
+    usage_in_tail,
     usage_of,
 )
 from ragtrim.serve.upstream import Upstream, UpstreamError, UpstreamResponse
 from ragtrim.text.tokens import TokenCounter, get_counter
-from ragtrim.vectors.store import configure_default_store
+from ragtrim.vectors.store import configure_default_store, default_store_spec
 
 logger = get_logger(__package__)  # the package logger, which `ragtrim serve` sends to stderr
 
-Prepare = Callable[[Any, GatewayConfig, TokenCounter], Prepared]
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
-# Config keys a reload cannot change in a running process (a new client, store, tokenizer or log file).
-_RESTART_ONLY = ("upstream", "log", "limits.state", "limits.window_s", "limits.state_timeout_s",
-                 "limits.state_breaker_s", "trim.vector_store", "trim.vector_store_max_mb")
-
-
-def json_too_deep(obj: Any, limit: int) -> bool:
-    """Whether ``obj`` nests objects and arrays more than ``limit`` levels deep (iterative: no recursion limit)."""
-    stack: list[tuple[Any, int]] = [(obj, 1)]
-    while stack:
-        o, depth = stack.pop()
-        children = o.values() if isinstance(o, dict) else o if isinstance(o, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
-    return False
-
-
-def restart_only_changes(old: GatewayConfig, new: GatewayConfig) -> list[str]:
-    """The keys of ``_RESTART_ONLY`` whose values differ between two configs."""
-    changed = []
-    for name in _RESTART_ONLY:
-        section, _, key = name.partition(".")
-        a, b = getattr(old, section), getattr(new, section)
-        if (getattr(a, key) != getattr(b, key)) if key else a != b:
-            changed.append(name)
-    return changed
-
-
-@dataclass(slots=True)
-class Record:
-    """What one request did; fills in as the request moves, then goes to metrics and the log."""
-
-    request_id: str
-    endpoint: str
-    started: float
-    identity: Identity | None = None
-    outcome: str = "ok"
-    status: int = 200
-    prepared: Prepared | None = None
-    upstream: str = ""
-    queue_ms: float = 0.0
-    upstream_ttft_ms: float | None = None
-    completion_tokens: int | None = None
-    charged_tokens: int = 0
-    charged: bool = False  # the rate store holds this request's charge (so a refund gives it back)
-    sent: bool = False  # the request went to an upstream (from then on, a client that leaves keeps its charge)
-    error: str = ""
-    error_code: str | None = None
-    error_client_text: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def fail(self, exc: GatewayError) -> None:
-        self.outcome, self.status, self.error = exc.outcome, exc.status, str(exc)
-        self.error_code, self.error_client_text = exc.code, exc.client_text
-
-
+SMALL_ANSWER_BYTES = 256 * 1024
+"""A non-streamed answer up to this size (declared by its Content-Length) is read whole and its usage parsed; a
+larger or undeclared one is passed through as it arrives (``Gateway._pass_through``)."""
 class Gateway:
     """``config_path``: the file the config came from; SIGHUP re-reads it (keys, orgs, limits, trim)."""
 
@@ -138,10 +93,28 @@ class Gateway:
                     if config.log.path else None)
         self.identities = self._identities(config)
         self.admission = Admission(config, self.store, self.metrics)
-        self._readiness: tuple[float, int, dict[str, Any]] | None = None
+        self.auto = AutoTrim(registry=self.metrics.registry)  # trim.scorer = "auto": learns the prefill cost
+        self.probes = Probes(self)
+        self.drain = Drain(lambda: self.config.serve.drain_timeout_s)  # SIGTERM's drain (ragtrim.serve.drain)
         max_mb = config.trim.vector_store_max_mb
         configure_default_store(config.trim.vector_store,
                                 max_bytes=int(max_mb * 2**20) if max_mb is not None else None)
+        problem = shared_redis_problem(lim.state, self.vector_store_spec)
+        if problem is not None:  # "default" may name the limiter's Redis through $RAGTRIM_VECTOR_STORE
+            raise ConfigError(problem)
+
+    @property
+    def vector_store_spec(self) -> str:
+        """The vector store trims use in this process (``"default"`` resolved: the config, else the environment)."""
+        return default_store_spec()[0]
+
+    def check_state_servers(self) -> list[str]:
+        """Ask the Redis servers before serving (``ragtrim serve`` does): ConfigError when the limiter and the
+        vector store are one server under two names; warnings (also logged) about the limiter's Redis."""
+        warnings = check_state_servers(self.config.limits.state, self.vector_store_spec)
+        for w in warnings:
+            logger.warning("ragtrim serve: %s", w)
+        return warnings
 
     @staticmethod
     def _identities(config: GatewayConfig) -> dict[str, Identity]:
@@ -180,17 +153,20 @@ class Gateway:
             Route("/v1/completions", self.completions, methods=["POST"]),
             Route("/v1/embeddings", self.embeddings, methods=["POST"]),
             Route("/v1/models", self.models, methods=["GET"]),
-            Route("/healthz", self.healthz, methods=["GET"]),
-            Route("/health/liveness", self.liveness, methods=["GET"]),
-            Route("/health/readiness", self.readiness, methods=["GET"]),
+            Route("/healthz", self.probes.healthz, methods=["GET"]),
+            Route("/health/liveness", self.probes.liveness, methods=["GET"]),
+            Route("/health/readiness", self.probes.readiness, methods=["GET"]),
             Route("/metrics", self.metrics_endpoint, methods=["GET"]),
-        ], lifespan=lifespan, exception_handlers={HTTPException: self._http_error, Exception: self._internal_error})
+        ], lifespan=lifespan, exception_handlers={HTTPException: self._http_error, Exception: self._internal_error},
+            middleware=[Middleware(DrainMiddleware, drain=self.drain)])
 
     def warm_up(self) -> None:
         """Load the tokenizer and the trimming code before the first request: loading them is seconds of work that
         holds the interpreter lock, which would otherwise stall every other request of the first one's client."""
         try:
             self.counter.count("warm up")
+            if self.config.trim.scorer == "auto" and self.config.trim.budget is not None:
+                self.auto.warm_up(self.counter)  # measure the recipes before the first request needs them
             if self.config.trim.budget is not None:
                 prepare_chat({"model": "warm-up", "messages": [{"role": "user", "content": "warm up"}],
                               "documents": ["The first warm-up passage.", "The second warm-up passage."],
@@ -208,9 +184,10 @@ class Gateway:
             return False
         try:
             new = load_config(self.config_path)
-        except ConfigError as exc:
+        except Exception as exc:  # noqa: BLE001 - a signal handler must not die; any failure refuses the reload
             self.metrics.reloads.labels("refused").inc()
-            logger.error("ragtrim serve: config reload refused, keeping the running config: %s", exc)
+            detail = exc if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+            logger.error("ragtrim serve: config reload refused, keeping the running config: %s", detail)
             return False
         changed = restart_only_changes(self.config, new)
         if changed:
@@ -247,55 +224,11 @@ class Gateway:
                               code="internal_error", headers={"x-request-id": request_id(request)})
 
     # -- small endpoints --------------------------------------------------------------------------------------------
-    async def healthz(self, request: Request) -> Response:
-        ok = await self.store.ping()
-        state = self.config.limits.state
-        body = {"status": "ok" if ok or self.config.limits.fail_open else "degraded",
-                "state": "memory" if state == "memory" else ("redis ok" if ok else "redis unreachable")}
-        return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
-
-    async def liveness(self, request: Request) -> Response:
-        """The process answers: for a liveness probe (nothing else is checked)."""
-        return JSONResponse({"status": "alive"})
-
-    async def readiness(self, request: Request) -> Response:
-        """Ready to take requests: the upstream (or its fallback) answers, and the state store when one is
-        configured (with ``fail_open = true`` a gateway without Redis still serves, so it stays ready). Cached for
-        a second, so that probes cannot flood the upstream."""
-        now = time.monotonic()
-        if self._readiness is None or now - self._readiness[0] >= 1.0:
-            upstream = await self._probe_upstream(fallback=False)
-            if upstream != "ok" and self.upstream.has_fallback:
-                fallback = await self._probe_upstream(fallback=True)
-                upstream = "ok (fallback)" if fallback == "ok" else f"{upstream}; fallback {fallback}"
-            body: dict[str, Any] = {"upstream": upstream}
-            state_ok = True
-            if self.config.limits.state != "memory":
-                state_ok = await self.store.ping()
-                body["state"] = "redis ok" if state_ok else (
-                    "redis unreachable (failing open)" if self.config.limits.fail_open else "redis unreachable")
-            else:
-                body["state"] = "memory"
-            ready = upstream.startswith("ok") and (state_ok or self.config.limits.fail_open)
-            body = {"status": "ready" if ready else "not ready", **body}
-            self._readiness = (now, 200 if ready else 503, body)
-        _, status, body = self._readiness
-        return JSONResponse(body, status_code=status)
-
-    async def _probe_upstream(self, *, fallback: bool) -> str:
-        timeout = min(2.0, self.config.upstream.connect_timeout_s + 1.0)
-        try:
-            resp = await asyncio.wait_for(self.upstream.request("GET", "/models", fallback=fallback), timeout)
-        except (UpstreamError, TimeoutError) as exc:
-            return f"unreachable ({type(exc).__name__})"
-        await resp.close()
-        return "ok" if resp.status < 500 else f"answers {resp.status}"
-
     async def metrics_endpoint(self, request: Request) -> Response:
         token = self.config.metrics.bearer_token
         if token:
             scheme, _, given = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not _same(given.strip(), token):
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
                 rec = Record(request_id=request_id(request), endpoint="metrics", started=time.perf_counter())
                 err = GatewayError(401, "/metrics needs 'Authorization: Bearer <metrics.bearer_token>'",
                                    type_="invalid_request_error", code="invalid_api_key", outcome="unauthorized")
@@ -310,6 +243,7 @@ class Gateway:
     async def models(self, request: Request) -> Response:
         rec = Record(request_id=request_id(request), endpoint="models", started=time.perf_counter())
         try:
+            self.drain.refuse_new()
             rec.identity = self.authenticate(request)
             try:
                 resp = await self.upstream.request("GET", "/models")
@@ -366,8 +300,9 @@ class Gateway:
         rec = Record(request_id=request_id(request), endpoint=endpoint, started=time.perf_counter())
         try:
             try:
+                self.drain.refuse_new()
                 rec.identity = self.authenticate(request)
-                raw = await self._read_body(request)
+                raw = await read_body(request, self.config.limits)
                 if self.log is not None and self.log.log_request:
                     rec.extra["request_body"] = bytes(raw)
                 prepared, content, too_large = await self._prepare(raw, prepare)
@@ -387,6 +322,10 @@ class Gateway:
                 rec.outcome, rec.status, rec.error_code = "client_closed", 499, "client_closed"
                 self._finish(rec)
                 return Response(status_code=499)
+            except asyncio.CancelledError:  # ended by the drain's timeout (ragtrim.serve.drain answers the 503)
+                rec.outcome, rec.status, rec.error_code = "shutting_down", 503, "shutting_down"
+                self._finish(rec)
+                raise
         except Exception as exc:  # a bug, not the client's doing: still an OpenAI error, counted and logged
             logger.error("ragtrim serve: internal error on %s (request %s)", path, rec.request_id, exc_info=exc)
             if rec.charged and not rec.sent:
@@ -400,41 +339,12 @@ class Gateway:
             self._finish(rec)
         return response
 
-    async def _read_body(self, request: Request) -> bytearray:
-        """The body, refused with 413 past ``limits.max_body_bytes`` (by its Content-Length before reading any
-        of it) and with 408 when it has not all arrived within ``limits.body_timeout_s``. Both close the
-        connection, since the rest of the body is never read."""
-        lim = self.config.limits
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > lim.max_body_bytes:
-            raise self._too_large(int(declared))
-        body = bytearray()  # one buffer (a list of chunks joined at the end held the body twice)
-        size = 0
-        try:
-            async with asyncio.timeout(lim.body_timeout_s):
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > lim.max_body_bytes:
-                        raise self._too_large(size)
-                    body += chunk
-        except TimeoutError:
-            raise GatewayError(408, f"the request body did not arrive within {lim.body_timeout_s:g} s "
-                               f"(limits.body_timeout_s); {size} bytes came", type_="invalid_request_error",
-                               code="request_timeout", outcome="body_timeout",
-                               headers={"connection": "close"}) from None
-        return body
-
-    def _too_large(self, size: int) -> GatewayError:
-        cap = self.config.limits.max_body_bytes
-        return GatewayError(413, f"the request body has {'at least ' if size <= cap * 2 else ''}{size} bytes, over "
-                            f"this gateway's limit of {cap} (limits.max_body_bytes)", type_="invalid_request_error",
-                            code="request_too_large", outcome="too_large", headers={"connection": "close"})
-
     async def _prepare(self, raw: bytearray, prepare: Prepare) -> tuple[Prepared, bytes, GatewayError | None]:
         """Parse, check, trim, count and encode the request in a worker thread: the event loop only waits."""
         config = self.config  # one config for the whole request, even if a reload lands meanwhile
         try:
-            prepared, content, too_large = await run_in_threadpool(self._parse_and_prepare, raw, prepare, config)
+            prepared, content, too_large = await run_in_threadpool(parse_and_prepare, raw, prepare, config, self.counter,
+                                                                   self.auto if config.trim.scorer == "auto" else None)
         except RequestError as exc:
             raise GatewayError(400, str(exc), type_="invalid_request_error", param=exc.param, code=exc.code,
                                outcome="bad_request") from None
@@ -443,41 +353,6 @@ class Gateway:
                                code="trim_failed", outcome="bad_request", client_text=True) from None
         self.metrics.trim_seconds.observe(prepared.trim_ms / 1000)
         return prepared, content, too_large
-
-    def _parse_and_prepare(self, raw: bytearray, prepare: Prepare,
-                           config: GatewayConfig) -> tuple[Prepared, bytes, GatewayError | None]:
-        """The request parsed, checked, trimmed and counted; its encoding for the upstream (empty when it is over
-        ``max_input_tokens``, which the third item then says)."""
-        try:
-            body = loads(raw)
-        except ValueError:  # orjson also refuses nesting past 1,024 levels here
-            raise RequestError("the request body is not valid JSON", code="invalid_json") from None
-        depth = config.limits.max_json_depth
-        if json_too_deep(body, depth):
-            raise RequestError(f"the request body nests objects and arrays more than {depth} levels deep "
-                               "(limits.max_json_depth)", code="json_too_deep")
-        prepared = prepare(body, config, self.counter)
-        too_large = self._size_error(prepared, config)
-        return prepared, b"" if too_large else dumps(prepared.body), too_large
-
-    @staticmethod
-    def _size_error(p: Prepared, config: GatewayConfig) -> GatewayError | None:
-        cap = config.limits.max_input_tokens
-        if cap is None:
-            return None
-        if p.largest_input_tokens is not None:
-            if p.largest_input_tokens > cap:
-                return GatewayError(
-                    400, f"an input has {p.largest_input_tokens} tokens, over this gateway's limit of {cap}; "
-                    "split it", type_="invalid_request_error", param="input", code="context_length_exceeded",
-                    outcome="too_large")
-        elif p.prompt_tokens > cap:
-            return GatewayError(
-                400, f"this request has {p.prompt_tokens} prompt tokens after trimming "
-                f"({p.prompt_tokens_before} before), over this gateway's limit of {cap}; send fewer or shorter "
-                "documents or messages", type_="invalid_request_error", param="messages",
-                code="context_length_exceeded", outcome="too_large")
-        return None
 
     async def _admit_and_send(self, rec: Record, path: str, p: Prepared, content: bytes) -> Response:
         ident = rec.identity
@@ -555,8 +430,10 @@ class Gateway:
         if use_fallback:
             out_headers["x-ragtrim-upstream"] = "fallback"
         if not p.stream:
+            if resp.status == 200 and (resp.content_length is None or resp.content_length > SMALL_ANSWER_BYTES):
+                return self._pass_through(rec, resp, gates, out_headers, t0)
             try:
-                body = await resp.read()
+                body = await resp.read(None if resp.status == 200 else MAX_ERROR_BYTES)
             except UpstreamError as exc:
                 raise upstream_failed(exc) from None
             rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
@@ -575,7 +452,7 @@ class Gateway:
             return Response(body, status_code=200, media_type="application/json", headers=out_headers)
         if resp.status != 200:
             try:
-                body = await resp.read()
+                body = await resp.read(MAX_ERROR_BYTES)
             except UpstreamError as exc:
                 raise upstream_failed(exc) from None
             for g in gates:
@@ -589,6 +466,46 @@ class Gateway:
         gates.clear()  # the stream owns the slots now
         return RelayStream(self._relay(rec, resp, p, t0), headers=out_headers,
                             on_close=lambda gone: self._close_stream(rec, resp, held, gone))
+
+    def _pass_through(self, rec: Record, resp: UpstreamResponse, gates: list[Gate], headers: dict[str, str],
+                      t0: float) -> RelayStream:
+        """A large (or undeclared) answer passed to the client piece by piece as it arrives: never held whole,
+        never parsed whole; its ``usage`` is read from its last bytes (``usage_in_tail``). The slots go back once
+        the upstream has sent the last byte, as they do for an answer read whole."""
+        held = list(gates)
+        gates.clear()  # the response owns the slots now
+
+        async def body() -> AsyncIterator[bytes]:
+            tail = b""
+            try:
+                async for piece in resp.chunks():
+                    if rec.upstream_ttft_ms is None:
+                        rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
+                        self.metrics.upstream_ttft_seconds.observe(rec.upstream_ttft_ms / 1000)
+                    tail = (tail + piece)[-USAGE_TAIL_BYTES:] if len(piece) < USAGE_TAIL_BYTES \
+                        else piece[-USAGE_TAIL_BYTES:]
+                    yield piece
+            except UpstreamError as exc:
+                rec.outcome, rec.error, rec.error_code = "upstream_error", str(exc), "upstream_body_broken"
+                raise BodyBroken() from None
+            self._release(rec, held)
+            rec.extra["usage"] = usage_in_tail(tail)
+
+        async def close(client_gone: bool) -> None:
+            await resp.close()
+            self._release(rec, held)
+            if client_gone:
+                rec.outcome, rec.status = "client_closed", 499
+            await self._settle(rec, rec.extra.get("usage"))
+            self._finish(rec)
+
+        return RelayStream(body(), headers=headers, on_close=close, media_type=resp.content_type,
+                           content_length=resp.content_length)
+
+    def _release(self, rec: Record, gates: list[Gate]) -> None:
+        for g in gates:
+            self.admission.release(g, rec.identity.org if rec.identity else "")
+        gates.clear()
 
     async def _relay(self, rec: Record, resp: UpstreamResponse, p: Prepared, t0: float) -> AsyncIterator[bytes]:
         """Upstream SSE events to the client one by one as they arrive; the usage chunk is read for accounting and
@@ -638,6 +555,8 @@ class Gateway:
             self.admission.release(g, rec.identity.org if rec.identity else "")
         if client_gone:
             rec.outcome, rec.status = "client_closed", 499
+        elif self.drain.cutting:  # ended by the drain's timeout with an error event (ragtrim.serve.drain)
+            rec.outcome, rec.error_code = "shutting_down", "shutting_down"
         usage = rec.extra.get("usage")
         if usage is None and rec.prepared is not None:
             # No usage chunk (an upstream without stream_options): count one token per content event.
@@ -660,6 +579,7 @@ class Gateway:
             rec.charged_tokens = total
 
     def _finish(self, rec: Record) -> None:
+        self.auto.observe_request(rec.prepared, rec.upstream_ttft_ms, rec.outcome)
         m = self.metrics
         m.requests.labels(rec.endpoint, rec.outcome).inc()
         if rec.error_code is not None:
@@ -673,12 +593,6 @@ class Gateway:
                 m.tokens.labels("completion").inc(rec.completion_tokens)
         if self.log is not None:
             self.log.write(rec, time.perf_counter())
-
-
-def _same(a: str, b: str) -> bool:
-    import hmac
-
-    return hmac.compare_digest(a.encode(), b.encode())
 
 
 def create_app(config: GatewayConfig, *, counter: TokenCounter | None = None,

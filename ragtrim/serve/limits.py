@@ -12,7 +12,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ragtrim.errors import ServeError
@@ -20,45 +20,76 @@ from ragtrim.errors import ServeError
 
 @dataclass(frozen=True, slots=True)
 class WindowState:
-    """Counts of one limit in the previous and current fixed windows, and how far into the current one we are."""
+    """Counts of one limit in the previous and current fixed windows, how far into the current one we are, and
+    where (as fractions of their window) each window's first and last charges fell. The defaults, (0, 1), say
+    nothing about when the charges came, and give the classic estimate that spreads them over the whole window."""
 
     previous: float
     current: float
     elapsed_fraction: float
+    previous_first: float = 0.0
+    previous_last: float = 1.0
+    current_first: float = 0.0
+    current_last: float = 1.0
+
+
+def previous_weight(w: WindowState) -> float:
+    """The share of the previous window's count still inside the last window length: its charges are taken as
+    spread evenly between its first and its last charge, so each leaves one window length after it came and the
+    last is gone by ``previous_last`` into this window (with the defaults, ``1 - elapsed``: Cloudflare's and the
+    ``limits`` library's estimate)."""
+    return _weight_at(w.elapsed_fraction, w.previous_first, w.previous_last)
+
+
+def _weight_at(e: float, first: float, last: float) -> float:
+    if e >= last:
+        return 0.0
+    if e <= first:
+        return 1.0
+    return (last - e) / (last - first)
+
+
+def _when_weight_is(ratio: float, first: float, last: float) -> float:
+    """The earliest fraction of a window at which ``_weight_at`` has fallen to ``ratio``."""
+    if ratio >= 1:
+        return 0.0
+    if ratio <= 0:
+        return last
+    return last - (last - first) * ratio
 
 
 def weighted_count(w: WindowState) -> float:
-    """The sliding-window estimate: the previous window's count weighted by the part of it still inside the last
-    window length, plus the current window's count (the scheme of Cloudflare and the ``limits`` library)."""
-    return max(0.0, w.previous) * (1.0 - w.elapsed_fraction) + max(0.0, w.current)
+    """The sliding-window estimate: the previous window's count weighted by ``previous_weight``, plus the current
+    window's count."""
+    return max(0.0, w.previous) * previous_weight(w) + max(0.0, w.current)
 
 
 def seconds_until_fits(w: WindowState, limit: float, cost: float, window_s: float) -> float:
-    """How long until ``cost`` more fits under ``limit`` (0 when it fits now; inf when it never can)."""
+    """How long until ``cost`` more fits under ``limit`` (0 when it fits now; inf when it never can). With the
+    charges' times known, never more than one window length: every charge has left the window by then."""
     if cost > limit:
         return math.inf
     if weighted_count(w) + cost <= limit:
         return 0.0
-    now_in_window = w.elapsed_fraction * window_s
+    now = w.elapsed_fraction
     room = limit - cost - max(0.0, w.current)
     prev = max(0.0, w.previous)
     if room >= 0 and prev > 0:
         # Still in this window: wait until the previous window's weight has decayed enough.
-        f = 1.0 - room / prev
-        return max(0.0, f * window_s - now_in_window)
+        return max(0.0, (_when_weight_is(room / prev, w.previous_first, w.previous_last) - now) * window_s)
     # Only the next window can fit it: there the current count becomes the decaying "previous".
     cur = max(0.0, w.current)
-    f_next = 0.0 if cur <= 0 else max(0.0, 1.0 - (limit - cost) / cur)
-    return (window_s - now_in_window) + f_next * window_s
+    at = 0.0 if cur <= 0 else _when_weight_is((limit - cost) / cur, w.current_first, w.current_last)
+    return (1.0 - now + at) * window_s
 
 
 def seconds_until_reset(w: WindowState, window_s: float) -> float:
-    """How long until the window is back to its full allowance."""
-    now_in_window = w.elapsed_fraction * window_s
+    """How long until the window is back to its full allowance: until its last charge has left it."""
+    now = w.elapsed_fraction
     if w.current > 0:
-        return 2 * window_s - now_in_window
+        return (1.0 - now + w.current_last) * window_s
     if w.previous > 0:
-        return window_s - now_in_window
+        return max(0.0, w.previous_last - now) * window_s
     return 0.0
 
 
@@ -85,6 +116,14 @@ class RateDecision:
         return max(waits) if waits else 0.0
 
 
+def charged(w: WindowState, amount: float) -> WindowState:
+    """``w`` after a charge of ``amount`` now (nothing changes for 0)."""
+    if not amount:
+        return w
+    first = w.current_first if w.current > 0 else w.elapsed_fraction
+    return replace(w, current=w.current + amount, current_first=first, current_last=w.elapsed_fraction)
+
+
 def window_decision(req: WindowState | None, tok: WindowState | None, rpm: int | None, tpm: int | None,
                     tokens: int, window_s: float) -> RateDecision:
     """Admit one request costing ``tokens`` when both limits have room (nothing is charged otherwise)."""
@@ -96,13 +135,14 @@ def window_decision(req: WindowState | None, tok: WindowState | None, rpm: int |
     r_status = t_status = None
     if req is not None and rpm is not None:
         used = weighted_count(req) + charge_r
-        reset = seconds_until_reset(WindowState(req.previous, req.current + charge_r, req.elapsed_fraction), window_s)
+        reset = seconds_until_reset(charged(req, charge_r), window_s)
         r_status = LimitStatus(rpm, max(0, math.floor(rpm - used)), reset, req_wait)
     if tok is not None and tpm is not None:
         used = weighted_count(tok) + charge_t
-        reset = seconds_until_reset(WindowState(tok.previous, tok.current + charge_t, tok.elapsed_fraction), window_s)
+        reset = seconds_until_reset(charged(tok, charge_t), window_s)
         t_status = LimitStatus(tpm, max(0, math.floor(tpm - used)), reset, tok_wait)
-    reason = "" if admitted else ("requests" if req_wait > 0 else "tokens")
+    # A request that can never fit its tokens is refused for them, even when the requests are spent as well.
+    reason = "" if admitted else ("requests" if req_wait > 0 and not math.isinf(tok_wait) else "tokens")
     return RateDecision(admitted, r_status, t_status, reason)
 
 
@@ -245,14 +285,16 @@ class SharedGate:
     """
 
     def __init__(self, local: FairGate, leases: SlotLeases, *, key: str, lease_ms: int, fail_open: bool,
-                 on_state_error: Callable[[], None] | None = None) -> None:
+                 on_state_error: Callable[[StateUnavailable, bool], None] | None = None,
+                 on_state_ok: Callable[[], None] | None = None) -> None:
         self.local = local
         self.name = local.name
         self.leases = leases
         self.key = key
         self.lease_ms = lease_ms
         self.fail_open = fail_open
-        self.on_state_error = on_state_error
+        self.on_state_error = on_state_error  # (the error, whether fail_open admits the request anyway)
+        self.on_state_ok = on_state_ok
         self._held: list[str | None] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -272,14 +314,17 @@ class SharedGate:
         try:
             while True:
                 try:
-                    if await self.leases.take(self.key, self.local.capacity, lease or "", self.lease_ms):
-                        break
-                except StateUnavailable:
+                    taken = await self.leases.take(self.key, self.local.capacity, lease or "", self.lease_ms)
+                except StateUnavailable as exc:
                     if self.on_state_error is not None:
-                        self.on_state_error()
+                        self.on_state_error(exc, self.fail_open)
                     if not self.fail_open:
                         raise
                     lease = None
+                    break
+                if self.on_state_ok is not None:
+                    self.on_state_ok()
+                if taken:
                     break
                 if time.monotonic() + delay > deadline:
                     raise QueueTimeout(self.name)

@@ -14,9 +14,13 @@ import queue
 import re
 import threading
 import time
-from typing import IO, Any, Protocol
+from dataclasses import dataclass, field
+from typing import IO, Any
 
 from ragtrim._util.redact import redact
+from ragtrim.serve.admission import Identity
+from ragtrim.serve.render import Prepared
+from ragtrim.serve.responses import GatewayError
 
 # What a model id or a field name looks like; anything else may be client text.
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
@@ -30,27 +34,32 @@ def identifier_or_redacted(value: Any) -> Any:
     return value if isinstance(value, str) and _IDENTIFIER.fullmatch(value) else REDACTED
 
 
-class _Record(Protocol):
+@dataclass(slots=True)
+class Record:
+    """What one request did; fills in as the request moves, then goes to metrics and the log."""
+
     request_id: str
     endpoint: str
     started: float
-    outcome: str
-    status: int
-    upstream: str
-    queue_ms: float
-    upstream_ttft_ms: float | None
-    completion_tokens: int | None
-    charged_tokens: int
-    error: str
-    error_code: str | None
-    error_client_text: bool
-    extra: dict[str, Any]
+    identity: Identity | None = None
+    outcome: str = "ok"
+    status: int = 200
+    prepared: Prepared | None = None
+    upstream: str = ""
+    queue_ms: float = 0.0
+    upstream_ttft_ms: float | None = None
+    completion_tokens: int | None = None
+    charged_tokens: int = 0
+    charged: bool = False  # the rate store holds this request's charge (so a refund gives it back)
+    sent: bool = False  # the request went to an upstream (from then on, a client that leaves keeps its charge)
+    error: str = ""
+    error_code: str | None = None
+    error_client_text: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def identity(self) -> Any: ...
-
-    @property
-    def prepared(self) -> Any: ...
+    def fail(self, exc: GatewayError) -> None:
+        self.outcome, self.status, self.error = exc.outcome, exc.status, str(exc)
+        self.error_code, self.error_client_text = exc.code, exc.client_text
 
 
 class RequestLog:
@@ -63,7 +72,7 @@ class RequestLog:
         self._queue: queue.SimpleQueue[tuple[dict[str, Any], bytes | None] | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
 
-    def entry(self, rec: _Record, now: float) -> dict[str, Any]:
+    def entry(self, rec: Record, now: float) -> dict[str, Any]:
         ident = rec.identity
         p = rec.prepared
         e: dict[str, Any] = {
@@ -104,7 +113,7 @@ class RequestLog:
                 e["forwarded"] = p.body
         return e
 
-    def write(self, rec: _Record, now: float) -> None:
+    def write(self, rec: Record, now: float) -> None:
         """Queue one line; the writer thread decodes the request body (``log_request``), encodes and writes it."""
         raw = rec.extra.get("request_body")
         self._queue.put((self.entry(rec, now), raw if self.log_request and isinstance(raw, bytes) else None))

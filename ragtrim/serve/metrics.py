@@ -25,6 +25,12 @@ class GatewayMetrics:
         self.in_flight = Gauge("ragtrim_serve_in_flight", "Requests holding a slot, per org", ["org"], registry=r)
         self.queued = Gauge("ragtrim_serve_queued", "Requests waiting for a slot, per org", ["org"], registry=r)
         self.state_errors = Counter("ragtrim_serve_state_errors", "Shared-state (Redis) failures", registry=r)
+        self.limiter_unavailable = Counter(
+            "ragtrim_serve_limiter_unavailable", "Requests whose limits could not be checked (the state store "
+            "failed), by limit (rate, slots) and what limits.fail_open made of them (admitted, refused)",
+            ["limit", "action"], registry=r)
+        self.limiter_failing = Gauge("ragtrim_serve_limiter_failing",
+                                     "1 while the limiter's state store fails, else 0", registry=r)
         self.errors = Counter("ragtrim_serve_errors", "Error answers by endpoint, status and error code",
                               ["endpoint", "status", "code"], registry=r)
         self.reloads = Counter("ragtrim_serve_config_reloads", "Config reloads on SIGHUP by result (applied, refused)",

@@ -18,6 +18,11 @@ class ClientGone(ServeError):
     """The client disconnected before the response started."""
 
 
+class BodyBroken(ServeError):
+    """Raised by a relayed body when its source failed after the response started: the response ends without its
+    last message, so the client sees a broken connection rather than a body that looks complete."""
+
+
 def event_end(buf: bytes) -> tuple[int, int]:
     """Where the first complete SSE event in ``buf`` ends, and the separator's length (-1 when none is complete).
     Events end with a blank line: LF LF, or CR LF CR LF."""
@@ -63,16 +68,22 @@ async def until_disconnect(receive: Receive, work: Awaitable[Response]) -> Respo
 
 
 class RelayStream(Response):
-    """An SSE response that relays events as they come and always runs ``on_close`` (client gone, upstream done
-    or error), which releases the slots and settles the token charge."""
+    """A response relayed piece by piece as the upstream sends it, which always runs ``on_close`` (client gone,
+    upstream done or error) to release the slots and settle the token charge: an SSE stream, or (with another
+    ``media_type`` and, when the upstream declared it, ``content_length``) a large answer passed through without
+    being held whole."""
 
     media_type = "text/event-stream"
 
     def __init__(self, events: AsyncIterator[bytes], *, headers: dict[str, str],
-                 on_close: Callable[[bool], Awaitable[None]]) -> None:
-        super().__init__(content=None, status_code=200, headers={**headers, "cache-control": "no-cache"},
-                         media_type="text/event-stream")
+                 on_close: Callable[[bool], Awaitable[None]], media_type: str = "text/event-stream",
+                 content_length: int | None = None) -> None:
+        extra = {"cache-control": "no-cache"} if media_type == "text/event-stream" else {}
+        super().__init__(content=None, status_code=200, headers={**headers, **extra}, media_type=media_type)
         self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
+        self.content_length = content_length
+        if content_length is not None:
+            self.raw_headers.append((b"content-length", str(content_length).encode()))
         self.events = events
         self.on_close = on_close
         self._closed = False
@@ -89,7 +100,7 @@ class RelayStream(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # HTTP/1.0 has no chunked framing, and ASGI servers frame a body without a length as chunked: an HTTP/1.0
         # client gets the whole stream as one body with a Content-Length once it is complete.
-        one_body = scope.get("http_version") == "1.0"
+        one_body = scope.get("http_version") == "1.0" and self.content_length is None
         relay = asyncio.ensure_future(self._relay_whole(send) if one_body else self._relay(send))
         watcher = asyncio.ensure_future(disconnected(receive))
         try:
@@ -112,13 +123,19 @@ class RelayStream(Response):
         await asyncio.shield(self.close())
 
     async def _relay_whole(self, send: Send) -> None:
-        body = b"".join([chunk async for chunk in self.events])
+        try:
+            body = b"".join([chunk async for chunk in self.events])
+        except BodyBroken:
+            return  # nothing sent yet: the server answers 500 and closes
         headers = [*self.raw_headers, (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": self.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def _relay(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        async for chunk in self.events:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        try:
+            async for chunk in self.events:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except BodyBroken:
+            return  # no last message: the server closes the connection, and the client sees it broken
         await send({"type": "http.response.body", "body": b"", "more_body": False})

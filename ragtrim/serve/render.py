@@ -21,7 +21,10 @@ from ragtrim.openai_text import (
     split_chunks,
 )
 from ragtrim.openai_text import text_of as _text_of
+from ragtrim.recipes import RecipeChoice
+from ragtrim.serve.autotrim import AutoTrim
 from ragtrim.serve.config import GatewayConfig
+from ragtrim.serve.messages import message_problem
 from ragtrim.text.tokens import TokenCounter
 
 CHAT_FIELDS = frozenset({
@@ -70,6 +73,8 @@ class Prepared:
     removed_fields: tuple[str, ...]
     prompts: int = 1  # a completions request may carry a batch of prompts, each with its own output
     largest_input_tokens: int | None = None  # embeddings: the longest input, what max_input_tokens caps
+    recipe: str = ""  # trim.scorer = "auto": the recipe chosen for the documents (ragtrim.serve.autotrim)
+    recipe_reason: str = ""
 
     @property
     def tokens_saved(self) -> int:
@@ -83,7 +88,7 @@ class Prepared:
         return self.prompt_tokens + self.max_output_tokens * max(choices, default=1) * self.prompts
 
 
-def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter) -> Prepared:
+def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter, *, auto: AutoTrim | None = None) -> Prepared:
     t0 = time.perf_counter()
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object", code="invalid_type")
@@ -95,6 +100,9 @@ def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter) -> Pre
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise RequestError(f"messages[{i}] must be an object with a string 'role'", param=f"messages[{i}]",
                                code="invalid_type")
+        problem = message_problem(i, m)
+        if problem is not None:
+            raise RequestError(problem[0], param=problem[1], code=problem[2])
     budget_override = _budget_override(body)
     tag = config.trim.context_tag
     docs = _documents(body.get("documents"))
@@ -121,7 +129,7 @@ def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter) -> Pre
     q_index = _last_user_index(clean)
     query = _text_of(clean[q_index].get("content")) if q_index is not None else ""
 
-    kept, doc_before, doc_after = _trim_documents(docs, query, config, counter, budget_override)
+    kept, doc_before, doc_after, choice = _trim_documents(docs, query, config, counter, budget_override, auto)
     folded_messages, n_folded, hist_before, hist_after = _fold_history(clean, q_index, config, counter)
 
     final = _with_documents(folded_messages, kept, q_index is not None)
@@ -142,10 +150,12 @@ def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter) -> Pre
         document_tokens_before=doc_before, document_tokens_after=doc_after, history_turns_folded=n_folded,
         history_tokens_before=hist_before, history_tokens_after=hist_after, max_output_tokens=max_out,
         trim_ms=(time.perf_counter() - t0) * 1000, removed_fields=removed,
+        recipe=choice.recipe if choice else "", recipe_reason=choice.reason if choice else "",
     )
 
 
-def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter) -> Prepared:
+def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter, *,
+                       auto: AutoTrim | None = None) -> Prepared:
     t0 = time.perf_counter()
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object", code="invalid_type")
@@ -155,6 +165,7 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter) 
     docs: list[str] = []
     kept: list[str] = []
     doc_before = doc_after = 0
+    choice: RecipeChoice | None = None
     n_prompts = 1
     tag = config.trim.context_tag
     if isinstance(prompt, str):
@@ -163,7 +174,8 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter) 
         if match:
             docs = split_chunks(match.group(1))
             query = (prompt[: match.start()] + prompt[match.end():]).strip()
-            kept, doc_before, doc_after = _trim_documents(docs, query, config, counter, budget_override)
+            kept, doc_before, doc_after, choice = _trim_documents(docs, query, config, counter, budget_override,
+                                                                  auto)
             prompt = prompt[: match.start()] + render_documents(kept) + prompt[match.end():]
             out["prompt"] = prompt
         prompt_tokens = count_text(prompt, counter)
@@ -195,13 +207,15 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter) 
         document_tokens_before=doc_before, document_tokens_after=doc_after, history_turns_folded=0,
         history_tokens_before=0, history_tokens_after=0, max_output_tokens=max_out,
         trim_ms=(time.perf_counter() - t0) * 1000, removed_fields=removed, prompts=n_prompts,
+        recipe=choice.recipe if choice else "", recipe_reason=choice.reason if choice else "",
     )
 
 
 EMBEDDING_FIELDS = frozenset({"model", "input", "encoding_format", "dimensions", "user"})
 
 
-def prepare_embeddings(body: Any, config: GatewayConfig, counter: TokenCounter) -> Prepared:
+def prepare_embeddings(body: Any, config: GatewayConfig, counter: TokenCounter, *,
+                       auto: AutoTrim | None = None) -> Prepared:
     """An embeddings request: ``input`` is a string, an array of strings, a token array or an array of token
     arrays; each input is counted (``max_input_tokens`` caps the longest), nothing is trimmed."""
     t0 = time.perf_counter()
@@ -284,10 +298,10 @@ def _budget_override(body: Mapping[str, Any]) -> int | None:
     return b
 
 
-def document_budget(doc_tokens: int, config_budget: float | None, override: int | None) -> int | None:
+def document_budget(doc_tokens: int, config_budget: float | str | None, override: int | None) -> int | None:
     """The token budget for this request's documents (a share of ``doc_tokens`` when ``config_budget`` is a float,
-    else a token count); a per-request override can only lower it."""
-    if config_budget is None:
+    else a token count; none for ``"lossless"``); a per-request override can only lower it."""
+    if config_budget is None or isinstance(config_budget, str):
         base = None
     elif isinstance(config_budget, int):
         base = config_budget
@@ -299,19 +313,32 @@ def document_budget(doc_tokens: int, config_budget: float | None, override: int 
 
 
 def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter: TokenCounter,
-                    override: int | None) -> tuple[list[str], int, int]:
+                    override: int | None, auto: AutoTrim | None = None,
+                    ) -> tuple[list[str], int, int, RecipeChoice | None]:
+    """The documents kept, their tokens before and after, and (``trim.scorer = "auto"`` with the gateway's
+    ``AutoTrim``) the recipe chosen by cost."""
     if not docs:
-        return [], 0, 0
+        return [], 0, 0, None
     tokens = sum(count_text(d, counter) for d in docs)
     budget = document_budget(tokens, config.trim.budget, override)
-    if budget is None or budget >= tokens:
-        return docs, tokens, tokens
-    from ragtrim.api import default_pipeline
+    from ragtrim.api import default_pipeline, lossless_pipeline, recipe_pipeline
 
-    pipeline = default_pipeline(budget=budget, tokenizer=counter, scorer=config.trim.scorer)
-    result = pipeline.run(docs, query=query)
-    kept = [c.text for c in result.chunks]
-    return kept, result.tokens_before, result.tokens_after
+    if budget is None or budget >= tokens:
+        if config.trim.budget != "lossless":
+            return docs, tokens, tokens, None
+        result = lossless_pipeline(tokenizer=counter).run(docs, query=query)
+        return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, None
+    from ragtrim.scoring.auto import choose
+
+    if config.trim.scorer != "auto" or auto is None:
+        result = default_pipeline(budget=budget, tokenizer=counter, scorer=config.trim.scorer).run(docs, query=query)
+        return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, None
+    choice = auto.choose(tokens_before=tokens, budget=budget, prior_ms_per_token=config.trim.prefill_ms_per_token,
+                         hard_budget=override is not None, default=choose().scorer, tokenizer=counter)
+    started = time.perf_counter()
+    result = recipe_pipeline(choice.recipe, budget=budget, tokenizer=counter).run(docs, query=query)
+    auto.observe_trim(choice.recipe, tokens, time.perf_counter() - started)
+    return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, choice
 
 
 # -- messages -------------------------------------------------------------------------------------------------------
@@ -376,8 +403,8 @@ def count_text(text: str, counter: TokenCounter) -> int:
     """Tokens of ``text``. A long text is counted in pieces of at most ``PIECE_CHARS`` characters, each cut just
     before a space that precedes a non-space: a pre-token boundary of the BPE tokenizers (tiktoken's and the
     Hugging Face byte-level and metaspace ones start a new pre-token there), so the sum is the whole text's count.
-    Whole, a 12 MB message became a list of 1.8 million ints in one call: 65 MB at once, and 50-90 ms during
-    which the tokenizer held the interpreter lock."""
+    Counted whole, a message of megabytes becomes one list of millions of ints at once, built while the
+    tokenizer holds the interpreter lock."""
     if not text:
         return 0
     if len(text) <= PIECE_CHARS:

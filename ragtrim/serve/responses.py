@@ -76,6 +76,8 @@ def trim_headers(p: Prepared) -> dict[str, str]:
         h["x-ragtrim-documents"] = f"{p.documents_kept}/{p.documents}"
     if p.history_turns_folded:
         h["x-ragtrim-history-folded"] = str(p.history_turns_folded)
+    if p.recipe:
+        h["x-ragtrim-recipe"] = p.recipe
     return h
 
 
@@ -101,9 +103,76 @@ def usage_of(body: bytes) -> dict[str, Any] | None:
     return usage if isinstance(usage, dict) else None
 
 
+USAGE_TAIL_BYTES = 64 * 1024
+"""How much of the end of a large answer is kept to find its ``usage`` (``usage_in_tail``)."""
+_USAGE_KEY = b'"usage"'
+_DECODER = json.JSONDecoder()
+_WS = " \t\r\n"
+
+
+def usage_in_tail(tail: bytes) -> dict[str, Any] | None:
+    """The top-level ``usage`` object of a JSON object of which ``tail`` holds the last bytes, or None.
+
+    A large answer (a 2,048 x 1,536 embeddings answer is 29 MB) is never parsed whole: that would hold the event
+    loop and the interpreter lock for the parse and build millions of Python floats. OpenAI, vLLM, llama.cpp's
+    server, TGI and Ollama all put ``usage`` after ``data``, near the end. A ``"usage"`` found in the tail is the
+    top-level one exactly when the members after it (parsed here, a few bytes) close the whole object: a key of a
+    nested object is followed by that object's ``}`` before the end, and inside a JSON string the quotes of
+    ``"usage"`` would be escaped."""
+    end = len(tail.rstrip())
+    if not end or tail[end - 1] != ord("}"):
+        return None
+    pos = tail.rfind(_USAGE_KEY)
+    while pos >= 0:
+        usage = _members_to_end(tail[pos:end - 1])
+        if usage is not None:
+            return usage
+        pos = tail.rfind(_USAGE_KEY, 0, pos)
+    return None
+
+
+def _members_to_end(raw: bytes) -> dict[str, Any] | None:
+    """``raw`` = ``"usage": {...}`` and then only ``, "key": value`` members: the usage object, else None."""
+    try:
+        text = raw.decode("utf-8")
+        i = _skip(text, len(_USAGE_KEY))
+        if text[i:i + 1] != ":":
+            return None
+        usage, i = _DECODER.raw_decode(text, _skip(text, i + 1))
+        while True:
+            i = _skip(text, i)
+            if i == len(text):
+                return usage if isinstance(usage, dict) else None
+            if text[i] != ",":
+                return None
+            key, i = _DECODER.raw_decode(text, _skip(text, i + 1))
+            i = _skip(text, i)
+            if not isinstance(key, str) or text[i:i + 1] != ":":
+                return None
+            _, i = _DECODER.raw_decode(text, _skip(text, i + 1))
+    except (ValueError, IndexError):
+        return None
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in _WS:
+        i += 1
+    return i
+
+
+MAX_ERROR_BYTES = 64 * 1024
+"""How much of an upstream's error answer is read and passed on (an error is a sentence, not megabytes)."""
+
+
 def relay_error(status: int, body: bytes, headers: dict[str, str]) -> Response:
     """Pass an upstream error on; wrap it OpenAI-style when the upstream's body is not, and give it a ``code``
-    (``upstream_<status>``) when the upstream gave none."""
+    (``upstream_<status>``) when the upstream gave none. The body goes through the one redaction function first:
+    an upstream that quotes the key it was sent ("Incorrect API key provided: ...") must not hand the gateway's
+    upstream key to a client."""
+    text = body.decode("utf-8", "replace")
+    clean = redact(text)
+    if clean != text:
+        body = clean.encode()
     try:
         obj = loads(body)
         if isinstance(obj, dict) and isinstance(obj.get("error"), dict):

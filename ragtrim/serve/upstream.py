@@ -1,7 +1,7 @@
 """The model server behind the gateway: one pooled aiohttp session for the primary URL and the optional fallback.
 
-aiohttp rather than httpx on the hot path: a small non-streaming request cost 0.25 ms of client CPU with aiohttp
-against 3.2 ms with httpx 0.28 on this project's 2-core box (ragtrim-bench serve upstream_client), and the gateway's
+aiohttp rather than httpx on the hot path: a small non-streaming request costs several times less client CPU with
+aiohttp (``ragtrim-bench serve upstream_client``, benchmarks/results/serve/upstream_client.json), and the gateway's
 throughput is bounded by its CPU per request.
 """
 
@@ -45,13 +45,32 @@ class UpstreamResponse:
         self.status = raw.status
         self.content_type = raw.headers.get("content-type", "application/json")
 
-    async def read(self) -> bytes:
+    @property
+    def content_length(self) -> int | None:
+        """The body's length in bytes as the gateway will read it (None: not declared, or compressed on the wire,
+        which aiohttp undoes)."""
+        if self._raw.headers.get("content-encoding", "identity").lower() != "identity":
+            return None
+        return self._raw.content_length
+
+    async def read(self, limit: int | None = None) -> bytes:
+        """The whole body; with ``limit``, at most its first ``limit`` bytes (the rest is not read)."""
         try:
-            return await self._raw.read()
+            if limit is None:
+                return await self._raw.read()
+            data = bytearray()
+            async for piece in self._raw.content.iter_any():
+                data += piece[: limit - len(data)]
+                if len(data) >= limit:
+                    break
+            return bytes(data)
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise _wrap(exc) from exc
         finally:
-            self._raw.release()
+            if limit is None:
+                self._raw.release()
+            else:
+                self._raw.close()  # the connection may hold an unread rest: not reused
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Bytes as they arrive from the socket (no buffering beyond what one read returns)."""

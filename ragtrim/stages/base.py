@@ -31,6 +31,10 @@ class Stage(Component, ABC):
     """False for a stage that loads its heavy resources itself, on the first request that needs them (the relevance
     stage: only when there is something to rank), so that ``Pipeline.run`` does not call ``warm_up`` for it;
     ``Pipeline.warm_up()`` still does."""
+    reads_token_counts: ClassVar[bool] = True
+    """False for a stage that reads no ``Chunk.token_count`` (the pipeline fills exact counts into its removal
+    records itself): as the first stage it then runs while the input is still being counted on worker threads
+    (``ragtrim.text.counting``), and its chunks may arrive with ``token_count`` None."""
 
     @abstractmethod
     def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:

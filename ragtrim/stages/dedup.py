@@ -15,8 +15,9 @@ How duplicates are decided:
   (``keep="first"``: pinned, then input position). A visited chunk is dropped when it duplicates a chunk already
   *kept*; otherwise it is kept. Comparing only against kept chunks means no chaining (A~B and B~C does not drop C
   unless C~A) and the kept set never holds two chunks at or above the threshold (up to LSH misses, see below).
-* Exact: the normalized text (``ragtrim.text.sentences.normalize_text``: NFKC, lower case, collapsed whitespace) is equal. Two
-  empty chunks are exact duplicates of each other. Template lines (below) play no part here.
+* Exact: the normalized text (``ragtrim.text.sentences.normalize_text``: NFKC, lower case, collapsed whitespace) is equal
+  (compared by a 128-bit digest, ``ragtrim.dedup.pieces.exact_key``). Two empty chunks are exact duplicates of each
+  other. Template lines (below) play no part here.
 * Near: words are ``\\w+`` runs of the normalized text (punctuation is ignored). Shingles never cross a line break:
   each line (``str.splitlines``) is shingled on its own into runs of ``shingle_words`` consecutive words, and a line
   with fewer words contributes one shingle of all its words; a chunk with no words is never a near duplicate. A line
@@ -53,6 +54,7 @@ from typing import ClassVar, Literal, get_args
 from ragtrim._util.validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
 from ragtrim.dedup.engine import CandidateStrategy, build_shingle_sets, find_near_duplicates
+from ragtrim.dedup.pieces import exact_key
 from ragtrim.dedup.shingles import SHINGLE_CHARS, nfkc_lower
 from ragtrim.dedup.values import ValueIndex
 from ragtrim.errors import ConfigError
@@ -146,8 +148,8 @@ class DuplicateFilter(Stage):
 
         # Exact duplicates first: they need no shingles. NFKC + lower once per chunk; lines come from the same form.
         folded = [nfkc_lower(c.text) for c in chunks]
-        norms = [" ".join(f.split()) for f in folded]
-        exact_kept: dict[str, int] = {}
+        norms = [exact_key(f) for f in folded]
+        exact_kept: dict[bytes, int] = {}
         survivors: list[int] = []  # visit order, exact duplicates removed
         distinct: list[int] = []  # one chunk per normalized text: template lines are counted over these
         for i in order:

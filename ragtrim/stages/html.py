@@ -21,7 +21,7 @@ from ragtrim.html.markup import (
     reads_as_markup,
 )
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
-from ragtrim.stages.base import Stage, chunk_tokens, register_stage
+from ragtrim.stages.base import Stage, register_stage
 from ragtrim.text.tokens import TokenCounter
 
 HtmlMode = Literal["auto", "page", "fragment"]
@@ -54,6 +54,7 @@ class HtmlCleaner(Stage):
     """
 
     name = "html"
+    reads_token_counts: ClassVar[bool] = False
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
         "mode": [Options(get_args(HtmlMode))],
         "extractor": [Options(get_args(HtmlExtractor))],
@@ -100,7 +101,8 @@ class HtmlCleaner(Stage):
             if new_text == chunk.text:
                 kept.append(chunk)
                 continue
-            before = chunk_tokens(chunk, counter)
+            # The pipeline puts the exact numbers into the records (it may still be counting the raw input).
+            before = chunk.token_count or 0
             what = describe_removed(result.removed) or "markup"
             if len(new_text) < max(self.min_text_chars, 1):
                 removals.append(Removal(

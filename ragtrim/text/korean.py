@@ -2,8 +2,8 @@
 
 Kiwi splits ``요금제의`` into ``요금제`` + the particle ``의`` and ``한도는`` into ``한도`` + ``는``; particles (tags J*),
 endings (E*) and punctuation are dropped, so a question and a passage meet on their content morphemes. The analyzer
-loads its model once per process (about 4 s on two cores, the first text included), then costs about 9 ms per
-500-character paragraph, 35 times the core's character bigrams, for a small gain on KorQuAD (docs/languages.md).
+loads its model once per process (seconds), then costs many times the core's character bigrams per paragraph, for a
+small gain on KorQuAD (docs/languages.md gives both from benchmarks/results/languages/).
 """
 
 from __future__ import annotations

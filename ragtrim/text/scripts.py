@@ -143,10 +143,10 @@ _HANGUL_CHAR = re.compile(f"[{HANGUL_CLASS}]")
 HAN_KANA_WEIGHT = 3
 """Latin letters one Han or Kana character stands for in a length threshold: the English translations of the ten
 Japanese articles in benchmarks/ragtrim_bench/dedup/script_texts.py have 2.4-2.9 characters per Japanese character, and the two
-Chinese sentences of the issue-24 HTML prototype 3.2 per Chinese character."""
+Chinese sentences of the HTML tests' multilingual page 3.2 per Chinese character."""
 HANGUL_WEIGHT = 2
 """The same for a Hangul syllable: 1.8 and 2.0 English characters per Korean character in the two Korean sentences
-of the issue-24 HTML prototype (spaces counted on both sides)."""
+of the HTML tests' multilingual page (spaces counted on both sides)."""
 _LETTER = re.compile(r"[^\W\d_]")
 _HAS_CJK = re.compile(f"[{SPACELESS_CLASS}{HANGUL_CLASS}]")
 

@@ -48,9 +48,16 @@ class _CachedCounter(Component):
     """Shared machinery: an LRU cache of counts by text, bounded in entries and bytes (see ``ragtrim._util.lru``).
 
     Texts are counted whole, so a count is exact for its tokenizer: a budget checked with ``count`` holds on the
-    text the model receives. (Cutting long texts into pieces undercounted: ``"." * 4097`` gave 65 of 66 tokens.
-    tiktoken 0.14 encodes a 320k-character run without whitespace in about half a second, linear in its length.)
+    text the model receives. The one exception is a text holding a run of more than ``LONG_RUN`` characters
+    without whitespace (a base64 blob, a hex dump, a pasted log line): a byte-pair tokenizer merges such a run as
+    one piece, with memory that grows with the run (hundreds of MB for a few MB of text). Such a text is counted in
+    blocks of ``BLOCK`` characters with one token added per cut. Cutting a piece can lose a merge across the cut,
+    so the blocks' sum alone may fall short of the whole's count (``"." * 4097`` in two blocks: 65 of 66); the added
+    token per cut makes the count an upper bound, so a budget still holds, over by at most two tokens a cut.
     """
+
+    LONG_RUN: ClassVar[int] = 20_000
+    BLOCK: ClassVar[int] = 8_192
 
     cache_size: ClassVar[int] = 8192
     cache_max_bytes: ClassVar[int] = CACHE_MAX_BYTES
@@ -78,9 +85,23 @@ class _CachedCounter(Component):
         cached: int | None = self._cache.get(text)
         if cached is not None:
             return cached
-        n = self._count_raw(text)
+        n = self._count_blocks(text) if _has_long_run(text, self.LONG_RUN) else self._count_raw(text)
         self._cache.put(text, n, max_entries=self.cache_size)
         return n
+
+    def _count_blocks(self, text: str) -> int:
+        block = self.BLOCK
+        cuts = (len(text) - 1) // block
+        return sum(self._count_raw(text[i:i + block]) for i in range(0, len(text), block)) + cuts
+
+    def cached(self, text: str) -> bool:
+        """True when ``text``'s count is in the cache (counting it costs a lookup)."""
+        return self._cache.get(text) is not None
+
+    def remember(self, text: str, n: int) -> None:
+        """Put a count made elsewhere (``ragtrim.text.counting``, on worker threads) into the cache."""
+        if text:
+            self._cache.put(text, n, max_entries=self.cache_size)
 
     def clear_cache(self) -> None:
         self._cache.clear()
@@ -88,6 +109,28 @@ class _CachedCounter(Component):
     def spec(self) -> str | None:
         """The name ``get_counter`` turns back into an equivalent counter (None: this one has no name)."""
         return None
+
+
+_SPACE = re.compile(r"\s")
+_UP_TO_LAST_SPACE = re.compile(r".*\s", re.DOTALL)
+
+
+def _has_long_run(text: str, run: int) -> bool:
+    """Whether ``text`` holds more than ``run`` characters in a row without whitespace. A run that long covers a
+    whole aligned window of ``run // 2`` characters, so only windows without whitespace are looked at closer: one
+    short search per window on ordinary text."""
+    if len(text) <= run:
+        return False
+    w = max(1, run // 2)
+    for i in range(0, len(text) - w + 1, w):
+        if _SPACE.search(text, i, i + w) is None:
+            before = _UP_TO_LAST_SPACE.match(text, max(0, i - run), i)
+            after = _SPACE.search(text, i + w)
+            start = before.end() if before else max(0, i - run)
+            end = after.start() if after else len(text)
+            if end - start > run:
+                return True
+    return False
 
 
 @register("counter", "tiktoken")
@@ -362,8 +405,7 @@ def get_counter(
 
     Named counters are shared per process (one per name), so a tokenizer file is read once and counts are cached
     across calls: ``trim(..., tokenizer="hf:...")`` on every request would otherwise reload a large vocabulary each
-    time (1.8 s per call for Gemma 3's 262k entries, against 24 ms shared: ``ragtrim-bench pipeline
-    trim_call_overhead``)."""
+    time (Gemma 3's has 262k entries; ``ragtrim-bench pipeline trim_call_overhead`` measures both)."""
     if not isinstance(spec, (str, os.PathLike)) and spec is not None:
         if isinstance(spec, TokenCounter):
             return spec

@@ -9,11 +9,12 @@ pieces: by default the ``auto`` scorer's), so a later trim finds it.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ragtrim.errors import InputError, VectorStoreError
 from ragtrim.scoring.base import Scorer
@@ -28,11 +29,13 @@ TEXT_FIELDS = ("text", "page_content", "content", "contents", "passage")
 @dataclass(frozen=True)
 class IndexReport:
     """What ``index_passages`` did: ``passages`` read, ``stored`` new vectors per embedder (summed), ``already``
-    there, ``embedders`` (their names), ``seconds``."""
+    there intact, ``repaired`` (found damaged: computed again and overwritten), ``embedders`` (their names),
+    ``seconds``."""
 
     passages: int
     stored: int
     already: int
+    repaired: int
     embedders: tuple[str, ...]
     seconds: float
 
@@ -83,10 +86,11 @@ def index_passages(passages: Iterable[str], *, scorer: Scorer | str = "auto",
                    store: str | VectorStore | None = None, batch_size: int = 256, clean_html: bool = True,
                    progress: Callable[[int], None] | None = None) -> IndexReport:
     """Embed ``passages`` with every model inside ``scorer`` (default: the ``auto`` scorer, as ``trim()``) and
-    store the vectors the store lacks. ``store``: a file path, ``redis://`` URL or ``VectorStore`` (default: each
+    store the vectors the store lacks (and those it holds damaged). ``store``: a file path, ``redis://`` URL or ``VectorStore`` (default: each
     embedder's own, normally the default store). ``clean_html``: store markup under the HTML stage's cleaned text,
     which is what a trim embeds. ``progress(n)`` is called after each batch of ``n`` passages. Raises
-    VectorStoreError when the scorer has no model to store vectors of, or the store fails."""
+    VectorStoreError when the scorer has no model to store vectors of, or the store fails; ConfigError when the
+    store refuses its location (a file that is not ragtrim's)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"batch_size must be an int >= 1, got {batch_size!r}")
     resolved = resolve_index_scorer(scorer)
@@ -98,17 +102,18 @@ def index_passages(passages: Iterable[str], *, scorer: Scorer | str = "auto",
     embedders = [_with_store(e, store if store is not None else e.vector_store) for e in embedders]
     cleaner = _html_cleaner() if clean_html else None
     started = time.perf_counter()
-    count = stored = already = 0
+    count = stored = already = repaired = 0
     for batch in _batches(passages, batch_size):
         texts = [cleaner(t) for t in batch] if cleaner is not None else batch
         for embedder in embedders:
-            new, old = embedder.index(texts)
-            stored += new
-            already += old
+            counts = embedder.index(texts)
+            stored += counts.stored
+            already += counts.already
+            repaired += counts.repaired
         count += len(batch)
         if progress is not None:
             progress(len(batch))
-    return IndexReport(passages=count, stored=stored, already=already,
+    return IndexReport(passages=count, stored=stored, already=already, repaired=repaired,
                        embedders=tuple(e.name for e in embedders), seconds=time.perf_counter() - started)
 
 
@@ -137,43 +142,73 @@ def _batches(items: Iterable[str], size: int) -> Iterator[list[str]]:
         yield batch
 
 
-def read_corpus(paths: Sequence[str | Path], *, text_field: str | None = None,
-                title_field: str | None = None) -> Iterator[str]:
+STDIN_NAMES = ("-", "/dev/stdin")
+"""Corpus names that mean standard input, read as JSONL (one passage a line)."""
+
+
+def read_corpus(paths: Sequence[str | Path], *, text_field: str | None = None, title_field: str | None = None,
+                stdin: BinaryIO | None = None) -> Iterator[str]:
     """The passages of ``paths``: a ``.jsonl`` file gives one per line (a string, or an object's ``text_field``, by
     default the first of ``TEXT_FIELDS`` present; with ``title_field``, ``"title\\ntext"`` as the NQ benchmark
-    sends them); a folder gives its files in name order; any other file is one passage. Empty texts are skipped.
-    Raises InputError naming the file and line of anything unreadable."""
+    sends them); ``-`` or ``/dev/stdin`` is standard input (``stdin``, default ``sys.stdin``), read as JSONL; a folder
+    gives its files in name order; any other file is one passage. Files are UTF-8, with or without a byte order mark.
+    Empty texts are skipped. Raises InputError naming the file (and line) of anything unreadable: missing, not UTF-8,
+    not JSON, a lone surrogate, no text field."""
     for raw in paths:
+        if str(raw) in STDIN_NAMES:
+            stream = stdin if stdin is not None else getattr(sys.stdin, "buffer", None)
+            if stream is None:
+                raise InputError("stdin cannot be read as bytes here; pass the corpus as a file")
+            yield from _jsonl_passages(stream, "stdin", text_field, title_field)
+            continue
         path = Path(raw)
         if path.is_dir():
             yield from read_corpus(sorted(p for p in path.rglob("*") if p.is_file()), text_field=text_field,
                                    title_field=title_field)
             continue
-        if not path.is_file():
+        if not path.exists():
             raise InputError(f"corpus file {str(path)!r} does not exist")
-        if path.name.endswith(".jsonl"):
-            yield from _read_jsonl(path, text_field, title_field)
-            continue
         try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            with path.open("rb") as stream:
+                if path.name.endswith(".jsonl"):
+                    yield from _jsonl_passages(stream, str(path), text_field, title_field)
+                    continue
+                text = _decode(stream.read(), str(path))
+        except OSError as exc:
+            raise InputError(f"corpus file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
         if text.strip():
             yield text
 
 
-def _read_jsonl(path: Path, text_field: str | None, title_field: str | None) -> Iterator[str]:
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise InputError(f"{path}:{n}: not JSON ({exc})") from None
-            text = _record_text(record, text_field, title_field, f"{path}:{n}")
-            if text.strip():
-                yield text
+def _decode(data: bytes, where: str, *, first: bool = True, unit: str = "file") -> str:
+    """UTF-8 text (a byte order mark at the start of a file dropped, as ``ragtrim trim`` reads input), or an
+    InputError naming ``where``; a lone surrogate cannot come out of a strict UTF-8 decoder."""
+    try:
+        return data.decode("utf-8-sig" if first else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start} of the {unit}); convert it "
+                         "first, e.g. iconv -f latin1 -t utf-8") from None
+
+
+def _jsonl_passages(stream: BinaryIO, name: str, text_field: str | None, title_field: str | None) -> Iterator[str]:
+    # Lines split at b"\n" only: a raw U+2028 inside a JSON string is part of its line, as for ``ragtrim trim``.
+    for n, raw_line in enumerate(stream, start=1):
+        where = f"{name}:{n}"
+        line = _decode(raw_line, where, first=n == 1, unit="line")
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise InputError(f"{where}: not JSON ({exc})") from None
+        text = _record_text(record, text_field, title_field, where)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(f"{where}: holds a lone surrogate {text[exc.start]!r} (a JSON \\u escape of half a "
+                             "character); write valid Unicode text") from None
+        if text.strip():
+            yield text
 
 
 def _record_text(record: Any, text_field: str | None, title_field: str | None, where: str) -> str:

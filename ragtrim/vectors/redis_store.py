@@ -1,7 +1,7 @@
 """Passage vectors in Redis, shared by gateway replicas (``[trim] vector_store = "redis://..."``).
 
 A lookup is one ``MGET``. Writes run as one Lua script per batch: ``SET NX`` per vector (the first writer's bytes
-stay), its last use in a sorted set, the stored bytes in a counter, and while the counter exceeds ``max_bytes``
+stay; a repair of a damaged value is a plain ``SET``), its last use in a sorted set, the stored bytes in a counter, and while the counter exceeds ``max_bytes``
 the least recently used entries go (down to 90%). Every key shares one hash tag (``{ragtrim-vectors}``), so the
 script also runs on a Redis Cluster. Timeouts are short and there are no retries: a Redis that does not answer
 costs a request one failed call, after which ``SharedStore``'s breaker leaves it alone for a while. redis-py's
@@ -13,10 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.redact import redact_url, register_url_secrets
 from ragtrim.errors import ConfigError, MissingDependencyError
+from ragtrim.vectors.limits import check_max_bytes
 
 DEFAULT_PREFIX = "{ragtrim-vectors}:"
 _KEPT_AFTER_EVICTION = 0.9
@@ -26,13 +28,20 @@ local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local max_bytes = tonumber(ARGV[3])
 local kept = tonumber(ARGV[4])
+local replace = ARGV[5] == '1'
 local lru = prefix .. 'lru'
 local total_key = prefix .. 'bytes'
 local added = 0
 local total = tonumber(redis.call('GET', total_key) or '0')
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   local k = ARGV[i]
-  if redis.call('SET', prefix .. 'v:' .. k, ARGV[i + 1], 'NX') then
+  local vk = prefix .. 'v:' .. k
+  if replace then
+    local old = redis.call('STRLEN', vk)
+    if old > 0 then total = total - old - #k end
+    redis.call('SET', vk, ARGV[i + 1])
+  end
+  if replace or redis.call('SET', vk, ARGV[i + 1], 'NX') then
     redis.call('ZADD', lru, now, k)
     total = total + #k + #ARGV[i + 1]
     added = added + 1
@@ -77,12 +86,18 @@ class RedisVectorStore:
     ``serve`` extra)."""
 
     def __init__(self, url: str, *, max_bytes: int, prefix: str = DEFAULT_PREFIX, timeout_s: float = 0.1) -> None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 64 * 1024:
-            raise ConfigError(f"max_bytes must be an int >= 65536 (64 KiB), got {max_bytes!r}")
+        check_max_bytes(max_bytes)
         if not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 60:
             raise ConfigError(f"timeout_s must be a number of seconds in (0, 60], got {timeout_s!r}")
-        self.url = url
         register_url_secrets(url)
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018  # parsing the port raises ValueError for one that is not a number
+        except ValueError as exc:
+            raise ConfigError(f"vector store URL {redact_url(url)} cannot be parsed: {exc}") from None
+        if parts.scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError(f"vector store URL {redact_url(url)} must start with redis://, rediss:// or unix://")
+        self.url = url
         self.max_bytes = max_bytes
         self.prefix = prefix
         self.timeout_s = float(timeout_s)
@@ -116,8 +131,15 @@ class RedisVectorStore:
         return {k: bytes(v) for k, v in zip(keys, values) if v is not None}
 
     def put(self, items: Sequence[tuple[bytes, bytes]]) -> int:
+        return self._write(items, replace=False)
+
+    def replace(self, items: Sequence[tuple[bytes, bytes]]) -> int:
+        return self._write(items, replace=True)
+
+    def _write(self, items: Sequence[tuple[bytes, bytes]], *, replace: bool) -> int:
         self._redis()
-        args: list[Any] = [self.prefix, int(time.time() * 1000), self.max_bytes, _KEPT_AFTER_EVICTION]
+        args: list[Any] = [self.prefix, int(time.time() * 1000), self.max_bytes, _KEPT_AFTER_EVICTION,
+                           "1" if replace else "0"]
         for key, value in items:
             args += [key, value]
         return int(self._put(keys=[f"{self.prefix}lru"], args=args))

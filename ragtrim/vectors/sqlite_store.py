@@ -3,8 +3,11 @@
 WAL journal (readers never wait for a writer), a busy timeout, ``INSERT OR IGNORE`` (two processes that embed the
 same text write the same bytes; the first one stays), and a byte bound: after a write, while the database's pages
 in use exceed ``max_bytes``, the least recently used entries go down to 90% of it and the freed pages return to the
-file system (incremental vacuum, then a checkpoint), so the file stays under the bound; the WAL beside it is kept
-under 4 MiB after each checkpoint. A read marks its rows as used at most once a minute, on ragtrim's I/O thread.
+file system (incremental vacuum, then a checkpoint), so the file stays under the bound. The WAL beside it is
+checkpointed and truncated after a write that leaves it over ``WAL_LIMIT_BYTES``: SQLite's own automatic checkpoint
+cannot restart a WAL while other processes keep reading, and it grew past 60 MiB under three readers. A read marks
+its rows as used at most once a minute, on ragtrim's I/O thread. The file must be ragtrim's own
+(``ragtrim.vectors.sqlite_file``): another application's database is refused, never changed.
 
 Fork safety. SQLite's own state is per process: a connection, and even SQLite's internal mutexes, must not be used
 in a child forked while they were in use (https://www.sqlite.org/howtocorrupt.html, section 2.6). A child forked
@@ -28,9 +31,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ragtrim._util.forks import fork_safe_lock
+from ragtrim._util.notice import notice
 from ragtrim.errors import ConfigError, VectorStoreError
+from ragtrim.vectors.limits import check_max_bytes
+from ragtrim.vectors.sqlite_file import create, explain, ownership, rollback
 
-SCHEMA_VERSION = 1
 TOUCH_INTERVAL_MS = 60_000
 """A read refreshes a row's last use (milliseconds) only when it is older than this: most reads then write
 nothing."""
@@ -38,17 +43,16 @@ READ_BUSY_TIMEOUT_MS = 50
 """How long a lookup (on the request path) waits for a lock before it gives up and the model answers."""
 WRITE_BUSY_TIMEOUT_MS = 5000
 """How long a batch of writes (on the I/O thread) waits for another process's write to finish."""
+CHECKPOINT_BUSY_TIMEOUT_MS = 250
+"""How long a checkpoint that truncates the WAL waits for readers to leave it (it tries again after the next write
+when they do not)."""
+WAL_LIMIT_BYTES = 4 * 2**20
+"""A write that leaves the WAL larger than this checkpoints and truncates it (one write's own transaction may be
+larger while it lasts)."""
 _MAX_PARAMS = 500
-_WAL_LIMIT_BYTES = 4 * 2**20
 _KEPT_AFTER_EVICTION = 0.9
 FORK_WAIT_S = WRITE_BUSY_TIMEOUT_MS / 1000 + 1.0
 """How long a fork waits for ragtrim's calls into SQLite to end (a write may wait its busy timeout)."""
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS vectors (key BLOB NOT NULL UNIQUE, value BLOB NOT NULL, used INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used);
-"""
 
 _ABANDONED: list[sqlite3.Connection] = []
 """Connections a child inherited from a fork that ran no Python fork handlers (a C extension's own ``fork()``): kept
@@ -107,13 +111,13 @@ class SqliteVectorStore:
     use. Safe for any number of threads and processes."""
 
     def __init__(self, path: str | os.PathLike[str], *, max_bytes: int) -> None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 64 * 1024:
-            raise ConfigError(f"max_bytes must be an int >= 65536 (64 KiB), got {max_bytes!r}")
+        check_max_bytes(max_bytes)
         self.path = Path(path)
         self.max_bytes = max_bytes
         self._lock = fork_safe_lock()
         self._pid = -1
         self._reader: sqlite3.Connection | None = None
+        self._reader_checked = False  # the reader found the file to be ragtrim's store
         self._writer: sqlite3.Connection | None = None
         self._write_lock = fork_safe_lock()
         _STORES.add(self)
@@ -123,35 +127,65 @@ class SqliteVectorStore:
         return str(self.path)
 
     # -- connections --------------------------------------------------------------------------------------------
-    def _connection(self, role: str) -> sqlite3.Connection:
-        """This process's reader (lookups, on the request path: it never creates anything and waits at most
-        ``READ_BUSY_TIMEOUT_MS``) or writer (on the I/O thread: it makes the tables on first use)."""
+    def _own_process(self) -> None:
+        """Forget connections another process made (a fork that ran no Python fork handlers)."""
+        if self._pid != os.getpid():
+            _ABANDONED.extend(c for c in (self._reader, self._writer) if c is not None)
+            self._reader = self._writer = None
+            self._reader_checked = False
+            self._pid = os.getpid()
+
+    def _reader_connection(self) -> sqlite3.Connection | None:
+        """This process's reader (lookups, on the request path): it never creates or changes anything, waits at
+        most ``READ_BUSY_TIMEOUT_MS``, and is None while the file holds no store yet. Refuses a file that is not
+        ragtrim's (ConfigError, ``sqlite_file.ownership``)."""
         with self._lock:
-            if self._pid != os.getpid():
-                _ABANDONED.extend(c for c in (self._reader, self._writer) if c is not None)
-                self._reader = self._writer = None
-                self._pid = os.getpid()
-            if role == "reader":
-                if self._reader is None:
-                    self._reader = self._connect(READ_BUSY_TIMEOUT_MS)
-                return self._reader
+            self._own_process()
+            if self._reader is None:
+                self._reader = self._connect(READ_BUSY_TIMEOUT_MS)
+            if not self._reader_checked:
+                self._reader_checked = ownership(self._reader, self.path)
+                if not self._reader_checked:
+                    return None
+            return self._reader
+
+    def _writer_connection(self) -> sqlite3.Connection:
+        """This process's writer (on the I/O thread): it makes the store on first use, and refuses a file that is
+        not ragtrim's before changing anything in it (``sqlite_file.create``)."""
+        with self._lock:
+            self._own_process()
             if self._writer is None:
+                new = not self.path.exists()
                 writer = self._connect(WRITE_BUSY_TIMEOUT_MS)
                 try:
-                    _create(writer)
+                    create(writer, self.path)
                 except BaseException:
                     writer.close()
                     raise
                 self._writer = writer
+                if new:
+                    notice(f"created the passage-vector store {self.path} (at most {self.max_bytes / 2**20:,.0f} "
+                           "MiB; passages seen again need no model pass; RAGTRIM_VECTOR_STORE=off keeps none)")
             return self._writer
 
     def _connect(self, busy_ms: int) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise ConfigError(f"vector store {self.path} is a directory; point --store or $RAGTRIM_VECTOR_STORE at "
+                              "a file in it (e.g. vectors.sqlite3)")
+        blocker = next((p for p in self.path.parents if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise ConfigError(f"vector store {self.path}: {blocker} is a file, not a folder; point --store or "
+                              "$RAGTRIM_VECTOR_STORE at a path under a folder")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"vector store {self.path}: its folder cannot be made ({exc.strerror or exc}); point "
+                              "--store or $RAGTRIM_VECTOR_STORE at a path under a folder") from None
         conn = sqlite3.connect(self.path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
             conn.execute("PRAGMA synchronous = NORMAL")  # a cache: a power cut may lose the last writes, never the file
-            conn.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT_BYTES}")
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
         except BaseException:
             conn.close()
             raise
@@ -164,6 +198,7 @@ class SqliteVectorStore:
                 if conn is not None:
                     conn.close()
         self._reader = self._writer = None
+        self._reader_checked = False
 
     def close(self) -> None:
         with _GATE.inside(), self._lock:
@@ -171,12 +206,19 @@ class SqliteVectorStore:
 
     @contextlib.contextmanager
     def _sqlite(self) -> Iterator[None]:
-        """Around every use of SQLite: forks wait for it to end (see the module's docstring)."""
+        """Around every use of SQLite: forks wait for it to end (see the module's docstring), and SQLite's errors
+        leave in a user's terms (``sqlite_file.explain``: a full disk, a file that is not a database)."""
         if _UNSAFE[0]:
             raise VectorStoreError(f"{self.path}: this process was forked while another thread was inside SQLite, "
                                    "so SQLite is not safe to use here; its trims ask the model instead")
         with _GATE.inside():
-            yield
+            try:
+                yield
+            except sqlite3.Error as exc:
+                clear = explain(exc, self.path)
+                if clear is exc:
+                    raise
+                raise clear from exc
 
     # -- the protocol -------------------------------------------------------------------------------------------
     def get(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
@@ -186,8 +228,10 @@ class SqliteVectorStore:
             return self._get(keys)
 
     def _get(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-        reader = self._connection("reader")
+        reader = self._reader_connection()
         found: dict[bytes, bytes] = {}
+        if reader is None:  # the file holds no store yet
+            return found
         with self._lock:  # one statement at a time on the shared read connection
             try:
                 for start in range(0, len(keys), _MAX_PARAMS):
@@ -204,32 +248,35 @@ class SqliteVectorStore:
 
     def put(self, items: Sequence[tuple[bytes, bytes]]) -> int:
         with self._sqlite():
-            return self._put(items)
+            return self._write("INSERT OR IGNORE INTO vectors (key, value, used) VALUES (?, ?, ?)", items)
 
-    def _put(self, items: Sequence[tuple[bytes, bytes]]) -> int:
-        writer = self._connection("writer")
+    def replace(self, items: Sequence[tuple[bytes, bytes]]) -> int:
+        with self._sqlite():
+            return self._write("INSERT OR REPLACE INTO vectors (key, value, used) VALUES (?, ?, ?)", items)
+
+    def _write(self, statement: str, items: Sequence[tuple[bytes, bytes]]) -> int:
+        writer = self._writer_connection()
         now = int(time.time() * 1000)
         with self._write_lock:
             writer.execute("BEGIN IMMEDIATE")
             try:
                 before = writer.total_changes
-                writer.executemany("INSERT OR IGNORE INTO vectors (key, value, used) VALUES (?, ?, ?)",
-                                   [(k, v, now) for k, v in items])
-                added = writer.total_changes - before
+                writer.executemany(statement, [(k, v, now) for k, v in items])
+                written = writer.total_changes - before
                 writer.execute("COMMIT")
             except BaseException:
-                writer.execute("ROLLBACK")
+                rollback(writer)
                 raise
-            if added:
-                self._evict(writer)
-        return added
+            evicted = self._evict(writer) if written else False
+            self._bound_wal(writer, force=evicted)
+        return written
 
     def touch(self, keys: Sequence[bytes]) -> None:
         with self._sqlite():
             self._touch(keys)
 
     def _touch(self, keys: Sequence[bytes]) -> None:
-        writer = self._connection("writer")
+        writer = self._writer_connection()
         now = int(time.time() * 1000)
         with self._write_lock:
             writer.execute("BEGIN IMMEDIATE")
@@ -238,23 +285,25 @@ class SqliteVectorStore:
                                    [(now, k, now - TOUCH_INTERVAL_MS) for k in keys])
                 writer.execute("COMMIT")
             except BaseException:
-                writer.execute("ROLLBACK")
+                rollback(writer)
                 raise
+            self._bound_wal(writer)
 
     # -- the byte bound -----------------------------------------------------------------------------------------
     def used_bytes(self) -> int:
         """Bytes of the database's pages in use (the file minus its free pages; the WAL not counted)."""
         with self._sqlite():
-            writer = self._connection("writer")
+            writer = self._writer_connection()
             with self._write_lock:
                 return _used_bytes(writer)
 
-    def _evict(self, writer: sqlite3.Connection) -> None:
+    def _evict(self, writer: sqlite3.Connection) -> bool:
         """Drop the least recently used rows until the pages in use are at most 90% of ``max_bytes`` (one
-        eviction makes room for many writes), then give the free pages back."""
+        eviction makes room for many writes), and free their pages (the file shrinks at the next checkpoint).
+        Returns whether anything was dropped."""
         used = _used_bytes(writer)
         if used <= self.max_bytes:
-            return
+            return False
         while used > self.max_bytes * _KEPT_AFTER_EVICTION:
             rows = writer.execute("SELECT count(*) FROM vectors").fetchone()[0]
             if rows == 0:
@@ -267,18 +316,35 @@ class SqliteVectorStore:
                                "LIMIT ?)", (drop,))
                 writer.execute("COMMIT")
             except BaseException:
-                writer.execute("ROLLBACK")
+                rollback(writer)
                 raise
             writer.executescript("PRAGMA incremental_vacuum;")  # runs to the end (one step frees one page)
             used = _used_bytes(writer)
-        writer.execute("PRAGMA wal_checkpoint(PASSIVE)")  # the file shrinks at a checkpoint (WAL mode)
+        return True
+
+    def _bound_wal(self, writer: sqlite3.Connection, *, force: bool = False) -> None:
+        """Checkpoint and truncate the WAL when it is over ``WAL_LIMIT_BYTES`` (or ``force``: after an eviction,
+        whose freed pages leave the main file only at a checkpoint). A TRUNCATE checkpoint waits for the readers
+        still in the WAL, at most ``CHECKPOINT_BUSY_TIMEOUT_MS`` (lookups are single short statements); when they
+        do not leave in time, what could be copied was, and the next write tries again."""
+        if not force:
+            try:
+                if os.path.getsize(f"{self.path}-wal") <= WAL_LIMIT_BYTES:
+                    return
+            except OSError:
+                return
+        writer.execute(f"PRAGMA busy_timeout = {CHECKPOINT_BUSY_TIMEOUT_MS}")
+        try:
+            writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            writer.execute(f"PRAGMA busy_timeout = {WRITE_BUSY_TIMEOUT_MS}")
 
 
 _STORES: weakref.WeakSet[SqliteVectorStore] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """The parent closed its connections before the fork (``_ForkGate.before_fork``), so ``_connection`` opens the
+    """The parent closed its connections before the fork (``_ForkGate.before_fork``), so the next use opens the
     child's own; if it could not, SQLite is not safe here and every store refuses."""
     global _GATE
     _UNSAFE[0] = _UNSAFE[0] or not _GATE.clean
@@ -295,18 +361,3 @@ def _used_bytes(conn: sqlite3.Connection) -> int:
     free = conn.execute("PRAGMA freelist_count").fetchone()[0]
     size = conn.execute("PRAGMA page_size").fetchone()[0]
     return int((pages - free) * size)
-
-
-def _create(conn: sqlite3.Connection) -> None:
-    """Make the tables once (incremental auto-vacuum must be set before the first table), or check the schema of
-    a file another version made."""
-    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-        conn.execute("PRAGMA journal_mode = WAL")
-    conn.executescript(_SCHEMA)
-    conn.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-    found = conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()[0]
-    if found != str(SCHEMA_VERSION):
-        raise ConfigError(f"vector store schema {found} is not {SCHEMA_VERSION} (written by another ragtrim version); "
-                          "point RAGTRIM_VECTOR_STORE at another file, or delete this one")

@@ -4,18 +4,22 @@ I/O thread, a breaker that stops asking a broken store for a while, counters).
 
 A key is the SHA-256 of the embedder's *recipe* (everything besides the text that changes a vector: the model's
 content fingerprint, the backend and its precision, the runtime's version, the word pieces read, pooling and
-normalization, how texts are batched, ``FORMAT_VERSION``) and of the text, so a vector of another model, version or
-prefix length is never found. A value is the vector as little-endian float32, exactly, after a CRC-32 of it: a
-damaged value is a miss, never a wrong vector.
+normalization, how texts are batched, ``FORMAT_VERSION``) and of the text in its ``key_text`` form (the one form
+every writer and reader keys, and the model reads), so a vector of another model, version or prefix length is never
+found. A value is the vector as little-endian float32, exactly, after a CRC-32 of it: a value that fails the
+checksum, holds another width than the embedder's or a number that is not finite is a miss, never a vector, and the
+vector computed for it replaces it.
 
 Which store a scorer uses (``vector_store="default"``): ``configure_default_store`` (the gateway's config), else
 ``$RAGTRIM_VECTOR_STORE`` (``off``, a file path, or a ``redis://`` URL), else SQLite in
-``ragtrim._util.paths.cache_dir()/vectors.sqlite3``, at most ``$RAGTRIM_VECTOR_STORE_MAX_MB`` (default 256) MiB.
+``ragtrim._util.paths.cache_dir()/vectors.sqlite3``, at most ``$RAGTRIM_VECTOR_STORE_MAX_MB`` (default 256) MiB; every
+bound passes ``store_size_bytes``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import struct
 import time
@@ -34,6 +38,7 @@ from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.paths import cache_dir
 from ragtrim._util.redact import get_logger
 from ragtrim.errors import ConfigError
+from ragtrim.vectors.limits import MAX_STORE_MB, MIN_STORE_MB
 
 logger = get_logger("ragtrim")
 
@@ -66,6 +71,11 @@ class VectorStore(Protocol):
         recently used entries beyond the store's byte bound. Returns how many were new."""
         ...
 
+    def replace(self, items: Sequence[tuple[bytes, bytes]]) -> int:
+        """Store ``(key, value)`` pairs over whatever the keys hold: the repair of values found damaged (two
+        processes that repair one key write the same bytes). Returns how many were written."""
+        ...
+
     def touch(self, keys: Sequence[bytes]) -> None:
         """Mark ``keys`` as just used (they were read), for the LRU eviction."""
         ...
@@ -73,10 +83,51 @@ class VectorStore(Protocol):
     def close(self) -> None: ...
 
 
+def store_size_bytes(value: object, *, source: str) -> int:
+    """The byte bound of a vector store given in MiB by ``source`` (``--max-mb``, ``$RAGTRIM_VECTOR_STORE_MAX_MB``,
+    the gateway's ``trim.vector_store_max_mb``): a number, or a string holding one, from ``MIN_STORE_MB`` to
+    ``MAX_STORE_MB`` (``ragtrim.vectors.limits``). The one check of a store's size; raises ConfigError naming the
+    source, the value, the range and its unit."""
+    number: float | None = None
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    if number is None or not math.isfinite(number) or not MIN_STORE_MB <= number <= MAX_STORE_MB:
+        if number is not None and math.isfinite(number) and number > MAX_STORE_MB:
+            why = " (the unit is MiB)"
+        elif number is not None and number < MIN_STORE_MB:
+            why = ": a smaller store holds too few vectors to help"
+        else:
+            why = ""
+        raise ConfigError(f"{source} must be a number of MiB from {MIN_STORE_MB} to {MAX_STORE_MB} (1 TiB), got "
+                          f"{value!r}{why}")
+    return int(number * 2**20)
+
+
+_LINE_ENDS = str.maketrans({"\r": "\n"})
+
+
+def key_text(text: str) -> str:
+    """The form of a passage that the store keys and the model reads: without a byte order mark at its start, with
+    CRLF and CR line ends as LF, without leading and trailing whitespace. One rule for every writer and reader
+    (``ragtrim index``, ``trim()``, the gateway, the framework integrations), so a passage read from a ``.txt``
+    file with its last newline, or from a Windows file, is found by a trim of the same passage stripped."""
+    out = text.strip()
+    if out.startswith("\ufeff"):
+        out = out[1:].strip()
+    if "\r" in out:
+        out = out.replace("\r\n", "\n").translate(_LINE_ENDS)
+    return out
+
+
 def vector_key(recipe: str, text: str) -> bytes:
-    """The store key of ``text`` embedded by ``recipe`` (32 bytes)."""
+    """The store key of ``text`` (in its ``key_text`` form) embedded by ``recipe`` (32 bytes)."""
     h = hashlib.sha256(f"ragtrim-vectors/{FORMAT_VERSION}\x00{len(recipe)}:{recipe}".encode())
-    h.update(text.encode("utf-8", "surrogatepass"))
+    h.update(key_text(text).encode("utf-8", "surrogatepass"))
     return h.digest()
 
 
@@ -89,21 +140,30 @@ def pack(vector: np.ndarray) -> bytes:
     return _CRC.pack(zlib.crc32(data)) + data
 
 
-def unpack(raw: bytes) -> np.ndarray | None:
-    """The stored vector, or None when the value is damaged (wrong length or checksum)."""
+def unpack(raw: bytes, width: int | None = None) -> np.ndarray | None:
+    """The stored vector, or None when the value is not an intact one: a wrong length or checksum, a width other
+    than ``width`` (when given: the embedder's), or a number that is not finite. As strict as the checksum: a value
+    that fails any of these is a miss, never a vector."""
     if len(raw) <= _CRC.size or (len(raw) - _CRC.size) % 4:
         return None
     data = raw[_CRC.size:]
+    if width is not None and len(data) != 4 * width:
+        return None
     if _CRC.unpack_from(raw)[0] != zlib.crc32(data):
         return None
-    return np.frombuffer(data, dtype="<f4").astype(np.float32)
+    vector = np.frombuffer(data, dtype="<f4").astype(np.float32)
+    if not np.isfinite(vector).all():
+        return None
+    return vector
 
 
 @dataclass
 class StoreStats:
     """What a process did with one store. ``errors``: failed lookups and writes (each logged, none raised);
-    ``skipped``: lookups and writes not tried while the breaker was open; ``damaged``: values that failed the
-    checksum (treated as misses); ``dropped``: writes given up because the queue was full."""
+    ``skipped``: lookups and writes not tried while the breaker was open or after the store was refused;
+    ``damaged``: values found that were not intact vectors (``unpack``: length, checksum, width, finite numbers),
+    treated as misses; ``repaired``: damaged values overwritten with the vector computed for the miss;
+    ``dropped``: writes given up because the queue was full."""
 
     lookups: int = 0
     hits: int = 0
@@ -112,6 +172,7 @@ class StoreStats:
     errors: int = 0
     skipped: int = 0
     damaged: int = 0
+    repaired: int = 0
     dropped: int = 0
 
     def as_dict(self) -> dict[str, int]:
@@ -135,22 +196,31 @@ class SharedStore:
     def _reset_state(self) -> None:
         self._lock = fork_safe_lock()
         self._queue: dict[bytes, bytes] = {}
+        self._repairs: dict[bytes, bytes] = {}
+        self._damaged: set[bytes] = set()  # keys whose stored value was damaged, until the repair is queued
         self._touched: set[bytes] = set()
         self._scheduled: Future[None] | None = None
         self._broken_until = 0.0
         self._failing = False
+        self._refused = False
 
     # -- the breaker --------------------------------------------------------------------------------------------
     def available(self) -> bool:
-        return time.monotonic() >= self._broken_until
+        return not self._refused and time.monotonic() >= self._broken_until
 
     def _failed(self, what: str, exc: BaseException) -> None:
         self.stats.errors += 1
+        if isinstance(exc, ConfigError):  # not a store ragtrim may use (another application's file): never again
+            self._refused = True
+            logger.warning("vector store %s refused: %s; trims go to the model, and this process does not use the "
+                           "store again", self.store.location, exc)
+            return
         self._broken_until = time.monotonic() + self.retry_after_s
         if not self._failing:
             self._failing = True
-            logger.warning("vector store %s: %s failed (%s: %s); trims go to the model, and the store is tried again "
-                           "in %.0f s", self.store.location, what, type(exc).__name__, exc, self.retry_after_s)
+            logger.warning("ragtrim: passage-vector store %s: %s failed (%s: %s); trims go on without it (vectors "
+                           "kept in memory) and it is tried again in %.0f s; %s=off turns it off", self.store.location,
+                           what, type(exc).__name__, exc, self.retry_after_s, STORE_ENV)
         else:
             logger.debug("vector store %s: %s failed again (%s: %s)", self.store.location, what,
                          type(exc).__name__, exc)
@@ -161,8 +231,9 @@ class SharedStore:
             logger.warning("vector store %s answers again", self.store.location)
 
     # -- reads --------------------------------------------------------------------------------------------------
-    def lookup(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
-        """The stored vectors of those ``keys`` that are present and intact (never raises)."""
+    def lookup(self, keys: Sequence[bytes], *, width: int | None = None) -> dict[bytes, np.ndarray]:
+        """The stored vectors of those ``keys`` that are present and intact (``unpack``: of ``width`` numbers when
+        given); never raises. A damaged value is a miss, and the vector later saved for its key replaces it."""
         if not keys:
             return {}
         self.stats.lookups += 1
@@ -176,14 +247,20 @@ class SharedStore:
             return {}
         self._worked()
         found: dict[bytes, np.ndarray] = {}
+        damaged: list[bytes] = []
         for key, value in raw.items():
-            vector = unpack(value)
+            vector = unpack(value, width)
             if vector is None:
-                self.stats.damaged += 1
+                damaged.append(key)
             else:
                 found[key] = vector
         self.stats.hits += len(found)
         self.stats.misses += len(keys) - len(found)
+        if damaged:
+            self.stats.damaged += len(damaged)
+            with self._lock:
+                if len(self._damaged) < self.max_queue:
+                    self._damaged.update(damaged)
         if found:
             with self._lock:
                 self._touched.update(found)
@@ -195,15 +272,19 @@ class SharedStore:
         """Queue vectors for the store; they are written in one batch on the I/O thread (never raises)."""
         with self._lock:
             for key, vector in items:
-                if len(self._queue) >= self.max_queue:
+                if len(self._queue) + len(self._repairs) >= self.max_queue:
                     self.stats.dropped += 1
                     continue
-                self._queue[key] = pack(vector)
+                if key in self._damaged:
+                    self._damaged.discard(key)
+                    self._repairs[key] = pack(vector)
+                else:
+                    self._queue[key] = pack(vector)
         self._schedule()
 
     def _schedule(self) -> None:
         with self._lock:
-            if self._scheduled is not None or not (self._queue or self._touched):
+            if self._scheduled is not None or not (self._queue or self._repairs or self._touched):
                 return
             self._scheduled = submit_io(self._write)
 
@@ -213,8 +294,9 @@ class SharedStore:
         while True:
             with self._lock:
                 items, self._queue = list(self._queue.items()), {}
+                repairs, self._repairs = list(self._repairs.items()), {}
                 touched, self._touched = list(self._touched), set()
-                if not items and not touched:
+                if not items and not repairs and not touched:
                     self._scheduled = None
                     return
             if not self.available():
@@ -223,6 +305,8 @@ class SharedStore:
             try:
                 if items:
                     self.stats.writes += self.store.put(items)
+                if repairs:
+                    self.stats.repaired += self.store.replace(repairs)
                 if touched:
                     self.store.touch(touched)
             except Exception as exc:  # noqa: BLE001  # the vectors stay in memory; the store misses them
@@ -236,7 +320,7 @@ class SharedStore:
         while True:
             with self._lock:
                 pending = self._scheduled
-                if pending is None and (self._queue or self._touched):
+                if pending is None and (self._queue or self._repairs or self._touched):
                     pending = self._scheduled = submit_io(self._write)
             if pending is None:
                 return
@@ -267,10 +351,7 @@ def default_store_spec() -> tuple[str, int]:
         spec = os.environ.get(STORE_ENV, "default")
     if max_bytes is None:
         raw = os.environ.get(MAX_MB_ENV, "")
-        try:
-            max_bytes = int(float(raw) * 2**20) if raw else DEFAULT_MAX_BYTES
-        except ValueError:
-            raise ConfigError(f"${MAX_MB_ENV} must be a number of MiB, got {raw!r}") from None
+        max_bytes = store_size_bytes(raw, source=f"${MAX_MB_ENV}") if raw.strip() else DEFAULT_MAX_BYTES
     if spec.strip().lower() == "default":
         spec = str(cache_dir() / DEFAULT_FILE)
     return spec, max_bytes

@@ -1,4 +1,4 @@
-"""The byte-bounded caches: SizedLRU, bounded_cache, and the per-text caches built on them (issue 14, memory)."""
+"""The byte-bounded caches: SizedLRU, bounded_cache, and the per-text caches built on them."""
 
 from __future__ import annotations
 

@@ -36,6 +36,20 @@ class TestRedactUrl:
 
     def test_an_unparsable_url_is_masked_from_its_userinfo_on(self) -> None:
         assert redact_url("redis://user:s3cret@host:notaport/0") == "redis://***"
+        assert redact_url("redis://user:s3cret@[::1/0") == "redis://***"
+
+    def test_an_unparsable_url_with_nowhere_to_hide_a_secret_stays(self) -> None:
+        assert redact_url("http://host:port") == "http://host:port"  # a placeholder in a message
+        assert redact("base_url must be an http://host:port URL") == "base_url must be an http://host:port URL"
+
+    def test_an_unparsable_url_without_userinfo_is_kept(self) -> None:
+        assert redact("base_url must be an http://host:port URL") == "base_url must be an http://host:port URL"
+        assert redact_url("redis://host:port/0?password=s3cret") == "redis://host:port/0?password=***"
+
+    def test_an_unparsable_url_without_userinfo_keeps_its_host(self) -> None:
+        # "http://host:port" in a help text or an error's example has no password to hide.
+        assert redact_url("http://host:port") == "http://host:port"
+        assert redact_url("http://host:port/v1?password=s3cret#x") == "http://host:port/v1?password=***#x"
 
 
 class TestRedact:
@@ -66,6 +80,15 @@ class TestRedact:
     def test_url_secrets_are_registered_in_every_encoding(self) -> None:
         register_url_secrets("redis://:p%40ss-Word-77@host/0?token=tok-Word-77")
         assert redact("auth p@ss-Word-77 / p%40ss-Word-77 / tok-Word-77") == f"auth {MASK} / {MASK} / {MASK}"
+
+    def test_the_basic_auth_form_of_a_url_password_is_registered(self) -> None:
+        import base64
+
+        register_url_secrets("http://gw-user:Basic-Pw-4411@upstream:8000/v1")
+        token = base64.b64encode(b"gw-user:Basic-Pw-4411").decode()
+        assert redact(f"upstream said: bad credentials {token}") == f"upstream said: bad credentials {MASK}"
+        assert redact("upstream saw Basic dXNlcjpwYXNzd29yZA== and refused") == f"upstream saw Basic {MASK} and refused"
+        assert redact("a Basic understanding") == "a Basic understanding"
 
     def test_short_values_are_not_registered(self) -> None:
         register_secret("abc")
@@ -112,3 +135,31 @@ def test_no_module_makes_a_logger_without_the_filter() -> None:
     offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
                  if p.name != "redact.py" and bare.search(p.read_text(encoding="utf-8"))]
     assert offenders == []
+
+
+class TestRedactingStream:
+    def test_whole_lines_are_cleaned_however_they_are_written(self) -> None:
+        import io
+
+        from ragtrim._util.redact import RedactingStream
+
+        out = io.StringIO()
+        stream = RedactingStream(out)
+        register_secret("Stream-Secret-9931")
+        for piece in ("Traceback: connect to redis://:pw-Stream-", "77@h/0 failed\nkey Stream-Sec", "ret-9931 ",
+                      "refused\npartial "):
+            stream.write(piece)
+        assert out.getvalue() == f"Traceback: connect to redis://:{MASK}@h/0 failed\nkey {MASK} refused\n"
+        stream.flush()
+        assert out.getvalue().endswith("partial ")
+
+    def test_a_long_line_goes_out_in_cleaned_pieces(self) -> None:
+        import io
+
+        from ragtrim._util.redact import RedactingStream
+
+        out = io.StringIO()
+        stream = RedactingStream(out, max_line_chars=100)
+        stream.write("x" * 150)
+        assert out.getvalue() == "x" * 150
+        assert stream.encoding == out.encoding  # everything else is the wrapped stream's

@@ -14,7 +14,7 @@ from ragtrim.audit.breakdown import ConversationGrowth, CountCache, Histogram, T
 from ragtrim.audit.duplicates import DocumentAnalysis
 from ragtrim.audit.prefix import PrefixAnalysis, PrefixCacheSim, recommended_order
 from ragtrim.audit.reader import parse_request
-from ragtrim.audit.savings import Reservoir, SavingsConfig, TTFTCurve, _ratio_ci, measure
+from ragtrim.audit.savings import PrioritySample, SavingsConfig, TTFTCurve, _ratio_ci, measure
 from ragtrim.errors import ConfigError, InputError
 from ragtrim.text.tokens import WhitespaceCounter, count_batch, get_counter
 
@@ -62,8 +62,17 @@ class TestCounting:
     def test_topk_keeps_largest_and_earliest_on_ties(self) -> None:
         top = TopK(2)
         for i, v in enumerate([5, 9, 0, 9, 1]):
-            top.offer(v, f"r{i}")
+            top.offer(v, f"r{i}", position=(0, i))
         assert [(t["request_id"], t["tokens"]) for t in top.items()] == [("r1", 9), ("r3", 9)]
+
+    def test_topk_absorbed_in_any_order_keeps_the_earliest_on_ties(self) -> None:
+        early, late = TopK(2), TopK(2)
+        for i, v in enumerate([5, 9, 9]):
+            early.offer(v, f"a{i}", position=(0, i))
+        for i, v in enumerate([9, 7]):
+            late.offer(v, f"b{i}", position=(1, i))
+        late.absorb(early)  # the later file's list first: ties still go to the earlier request
+        assert [t["request_id"] for t in late.items()] == ["a1", "a2"]
 
 
 class TestConversations:
@@ -164,10 +173,11 @@ class TestDocuments:
         near = text.replace("word30", "other")
         html = "<div><nav>Home | About | Contact | Login</nav><p>" + text + "</p><footer>(c) 2024</footer></div>"
         cache = CountCache(WhitespaceCounter())
-        docs = DocumentAnalysis(cache)
+        docs = DocumentAnalysis()
         r1 = parse_request({"id": "r1", "query": "q", "chunks": [text, text.upper(), near, "other text"]}, 1)
         r2 = parse_request({"id": "r2", "query": "q", "chunks": [text, html]}, 2)
-        out = docs.add_batch([r1, r2], [[cache.counts([s.text])[0] for s in r.segments] for r in (r1, r2)])
+        out = docs.add_batch([r1, r2], [[cache.counts([s.text])[0] for s in r.segments] for r in (r1, r2)],
+                             docs.cache(cache))
         assert out[0].exact_duplicate_tokens == 60  # the upper-case copy: same normalized text
         assert out[0].near_duplicate_tokens == 60 and out[0].repeated_tokens == 0
         assert out[1].repeated_tokens == 60  # `text` again, in a later request
@@ -184,33 +194,57 @@ class TestDocuments:
 
     def test_boilerplate_of_a_page(self) -> None:
         cache = CountCache(WhitespaceCounter())
-        docs = DocumentAnalysis(cache)
+        docs = DocumentAnalysis()
         page = ("<html><body><nav><a href=/>Home</a> <a href=/a>About</a> <a href=/c>Contact</a></nav>"
                 "<article><p>The tower was finished in 1889 and is 330 metres tall.</p></article>"
                 "<footer>Copyright 2024 Example Inc. All rights reserved.</footer></body></html>")
         r = parse_request({"query": "q", "chunks": [page]}, 1)
-        out = docs.add_batch([r], [cache.counts([s.text for s in r.segments])])
+        out = docs.add_batch([r], [cache.counts([s.text for s in r.segments])], docs.cache(cache))
         assert 0 < out[0].boilerplate_tokens < cache.counts([page])[0]
 
     def test_cap_counts_untracked_pieces(self) -> None:
         cache = CountCache(WhitespaceCounter())
-        docs = DocumentAnalysis(cache, max_docs=1)
+        docs = DocumentAnalysis(max_docs=1)
         r = parse_request({"query": "q", "chunks": ["a b", "c d"]}, 1)
-        docs.add_batch([r], [[2, 2, 1]])
+        docs.add_batch([r], [[2, 2, 1]], docs.cache(cache))
         assert docs.to_dict(5)["method"]["untracked_pieces"] == 1 and docs.context_tokens == 4
 
 
 class TestSavings:
-    def test_reservoir_is_reproducible_and_complete_when_small(self) -> None:
-        a, b = Reservoir(3, 7), Reservoir(3, 7)
+    def test_sample_is_reproducible_and_complete_when_small(self) -> None:
+        a, b = PrioritySample(3, 7), PrioritySample(3, 7)
         for i in range(100):
-            a.offer(i)
-            b.offer(i)
-        assert a.items == b.items and len(a.items) == 3
-        everything = Reservoir(0, 0)
+            a.offer((0, i), i)
+            b.offer((0, i), i)
+        assert a.items == b.items and len(a.items) == 3 and a.items == sorted(a.items)
+        everything = PrioritySample(0, 0)
         for i in range(5):
-            everything.offer(i)
+            everything.offer((0, i), i)
         assert everything.items == [0, 1, 2, 3, 4]
+
+    def test_sample_of_split_input_is_the_sample_of_the_whole(self) -> None:
+        whole = PrioritySample(10, 3)
+        parts = [PrioritySample(10, 3) for _ in range(4)]
+        for i in range(400):
+            whole.offer((i // 100, i), i)
+            parts[i // 100].offer((i // 100, i), i)
+        merged = parts[0]
+        for p in parts[1:]:
+            merged.absorb(p)
+        assert merged.items == whole.items and merged.seen == whole.seen == 400
+
+    def test_sample_is_uniform(self) -> None:
+        """Each of 40 positions is picked by about 5 of 40 seeds' samples of 5: chi-square far below its 0.001
+        critical value (72.1 for 39 degrees of freedom) for a uniform choice."""
+        picks = [0] * 40
+        for seed in range(400):
+            s = PrioritySample(5, seed)
+            for i in range(40):
+                s.offer((0, i), i)
+            for i in s.items:
+                picks[i] += 1
+        expected = 400 * 5 / 40
+        assert sum((p - expected) ** 2 / expected for p in picks) < 72.1
 
     def test_ratio_interval(self) -> None:
         assert _ratio_ci([10, 10], [5, 0], 0, 0) == (0.25, 0.25, 0.25)

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from ragtrim.audit.capacity import PlannerConfig
-from ragtrim.audit.core import AuditConfig, run_audit, write_report
+from ragtrim.audit.config import AuditConfig
+from ragtrim.audit.core import run_audit, write_report
 from ragtrim.audit.html import render_html
 from ragtrim.audit.reader import PARTS, EmptyLogError, parse_request
 from ragtrim.audit.savings import SavingsConfig

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -503,8 +504,45 @@ class TestPlan:
         p = plan(load("gemma-3-12b-it"), PlanRequest(gpu_mem_gib=141, kv_dtype="fp8"), [NQ, NQ_4X])
         text = format_plan_table(p)
         assert "untrimmed" in text and "trimmed 4x" in text
-        assert "8 full + 40 sliding (window 1024)" in text
+        assert "8 full + 40 sliding (window 1,024)" in text
         assert "--max-model-len 1024" in text
+
+    def test_one_number_governs_and_the_others_say_what_they_are(self) -> None:
+        p = plan(load("gemma-3-12b-it"), PlanRequest(gpu_mem_gib=141, kv_dtype="fp8"), [NQ, NQ_4X])
+        lines = format_plan_table(p).splitlines()
+        governs = [line for line in lines if "governs" in line]
+        assert governs[0].startswith("concurrent p95 requests (governs)")
+        assert governs[0].split()[-2:] == [f"{w.max_concurrency_p95:,}" for w in p.workloads]
+        assert governs[1].startswith("governs: 'concurrent p95 requests': requests of the workload's p95 shape")
+        assert all(f"--max-num-seqs {w.max_num_seqs}" in "\n".join(lines) for w in p.workloads)
+        assert all(w.max_num_seqs == min(w.max_concurrency_p95, 1024) for w in p.workloads)
+        floors = [line for line in lines if line.startswith("  full-length requests guaranteed")]
+        vllm = [line for line in lines if line.startswith("  vLLM's 'max concurrency' log")]
+        assert len(floors) == len(vllm) == 2 and all(cell.endswith("x") for cell in vllm[0].split()[-2:])
+
+    def test_one_number_format_and_no_rows_nobody_asked_for(self) -> None:
+        p = plan(load("gemma-3-12b-it"), PlanRequest(gpu_mem_gib=141), [NQ])
+        table = format_plan_table(p).split("\n\ngoverns:")[0]
+        rows = table.split("\n\n", 1)[1]  # the table, below the model and memory lines
+        assert not re.search(r" -( |$)", rows, re.MULTILINE), rows
+        for absent in ("requests/user/min", "TTFT", "GPUs needed", "target concurrency", "p99", "\nrequests "):
+            assert absent not in table, absent
+        assert "input p50 / p95                 2,400 / 3,000" in table.replace("  ", " ") or "2,400 / 3,000" in table
+        assert not re.search(r"(?<![\d,.])\d{4,}(?![\d,x])", rows), "a count without separators"
+        with_all = plan(load("gemma-3-12b-it"), PlanRequest(gpu_mem_gib=141, concurrency=300, users=10,
+                                                           prefill_tokens_per_s=20_000, decode_ms_per_token=10), [NQ])
+        text = format_plan_table(with_all)
+        assert "GPUs needed (replicas x TP)" in text and "requests/user/min" in text and "TTFT p95" in text
+
+    def test_a_vllm_figure_below_one_is_flagged(self) -> None:
+        """At the model maximum, the 27B model on one 80 GB GPU holds less than one full-length request: vLLM,
+        started without --max-model-len, refuses to start; the plan says so."""
+        p = plan(load("gemma-3-27b-it"), PlanRequest(gpu_mem_gib=80), [NQ])
+        assert p.workloads[0].vllm_max_concurrency_at_model_max_len < 1
+        text = format_plan_table(p)
+        assert "(<1!)" in text
+        assert any("below 1" in n and "refuses to start" in n for n in p.notes)
+        assert "note: vLLM's 'max concurrency' at the model maximum (131,072 tokens" in text
 
 
 class TestMaxModelLen:
@@ -617,7 +655,7 @@ class TestGpusNeeded:
     def test_without_a_target_there_is_no_count(self) -> None:
         w = plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=80), NQ).workloads[0]
         assert w.gpus_needed is None and w.replicas_needed is None
-        assert "- (give --concurrency)" in format_plan_table(plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=80), NQ))
+        assert "GPUs needed" not in format_plan_table(plan(load("llama-3.1-8b"), PlanRequest(gpu_mem_gib=80), NQ))
 
 
 class TestHowComputed:
@@ -648,12 +686,27 @@ class TestModelDirectory:
         model_dir.mkdir()
         (model_dir / "config.json").write_text((CONFIGS / "llama-3.1-8b.json").read_text())
         spec = ModelSpec.from_config_file(model_dir)
-        assert spec.name == "Llama-3.1-8B-Instruct"
+        assert spec.name == "LlamaForCausalLM 8.0B"  # the model, not the folder (which may be "path" or a hash)
+        assert spec.source == str(model_dir / "config.json")
         assert spec.param_count().total == load("llama-3.1-8b").param_count().total
         args = _parse(["plan", "--config", str(model_dir), "--gpu-mem-gib", "80", "--input-p95", "3000",
                        "--output-p95", "32"])
         assert args.func(args) == 0
-        assert "Capacity plan: Llama-3.1-8B-Instruct" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "Capacity plan: LlamaForCausalLM 8.0B (llama)" in out and f"config              {model_dir}" in out
+
+    @pytest.mark.parametrize(("where", "extra", "name"), [
+        ("snapshots/abc123", {"_name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}, "meta-llama/Llama-3.1-8B-Instruct"),
+        ("hub/models--meta-llama--Llama-3.1-8B/snapshots/0e9e39f2", {}, "meta-llama/Llama-3.1-8B"),
+        ("path", {}, "LlamaForCausalLM 8.0B"),
+        ("path", {"_name_or_path": "/home/me/checkpoints/run-7"}, "LlamaForCausalLM 8.0B"),
+    ])
+    def test_named_after_the_model(self, tmp_path: Path, where: str, extra: dict[str, str], name: str) -> None:
+        folder = tmp_path / where
+        folder.mkdir(parents=True)
+        config = {**json.loads((CONFIGS / "llama-3.1-8b.json").read_text()), **extra}
+        (folder / "config.json").write_text(json.dumps(config))
+        assert ModelSpec.from_config_file(folder / "config.json").name == name
 
     def test_a_directory_without_config_json(self, tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match="holds no config.json"):

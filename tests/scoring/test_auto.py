@@ -41,23 +41,35 @@ class TestChoose:
         assert choice.to_dict()["backend"] == choice.label
         assert "no CUDA device" in choice.reason
 
+    def test_the_embeddings_extra_alone_gets_int8_minilm(self, host: dict[str, bool]) -> None:
+        """onnxruntime and tokenizers are enough: the model ships with ragtrim (no torch, no weights package)."""
+        host["model"] = host["st"] = False
+        choice = fast.choose()
+        assert (choice.scorer, choice.backend) == ("balanced", "onnxruntime-int8-cpu")
+        assert "torch" not in choice.reason
+
     def test_gpu_host_gets_minilm_on_cuda(self, host: dict[str, bool]) -> None:
         host["cuda"] = True
         assert fast.choose().backend == "torch-cuda"
+
+    def test_gpu_host_without_the_torch_extra_gets_onnx(self, host: dict[str, bool]) -> None:
+        host["cuda"] = True
+        host["st"] = False
+        assert fast.choose().backend == "onnxruntime-int8-cpu"
 
     def test_without_onnxruntime_torch_on_the_cpu(self, host: dict[str, bool]) -> None:
         host["onnx"] = False
         choice = fast.choose()
         assert (choice.scorer, choice.backend) == ("balanced", "torch-cpu")
-        assert "pip install onnxruntime" in choice.reason
+        assert "pip install 'ragtrim[embeddings]'" in choice.reason
 
-    def test_onnx_without_export_or_torch_is_not_usable(self, host: dict[str, bool]) -> None:
+    def test_onnxruntime_without_the_shipped_model_is_not_usable(self, host: dict[str, bool]) -> None:
         host["exported"] = False
         host["st"] = False
         assert fast.choose().scorer == "bm25"
 
     def test_core_install_gets_bm25(self, host: dict[str, bool]) -> None:
-        host["model"] = False
+        host["model"] = host["st"] = host["onnx"] = False
         choice = fast.choose()
         assert (choice.scorer, choice.backend) == ("bm25", "bm25")
         assert "ragtrim[embeddings]" in choice.reason
@@ -65,7 +77,7 @@ class TestChoose:
 
     def test_decided_once_per_process(self, host: dict[str, bool]) -> None:
         first = fast.choose()
-        host["model"] = False
+        host["onnx"] = False
         assert fast.choose() is first
 
 
@@ -125,7 +137,7 @@ class TestFastScorer:
 
 class TestAutoIsRecorded:
     def test_to_dict_and_trace_carry_the_choice(self, host: dict[str, bool]) -> None:
-        host["model"] = False  # bm25: runs without models in CI
+        host["model"] = host["st"] = host["onnx"] = False  # bm25: runs without models in CI
         config = default_pipeline(budget=50).to_dict()
         relevance = next(s for s in config["stages"] if s["type"] == "relevance")
         assert relevance["scorer"] == "auto"

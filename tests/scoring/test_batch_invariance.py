@@ -1,5 +1,5 @@
-"""Every embedding backend gives a text bitwise the same vector whatever other texts share its model call (issue 25,
-item 13), measured on the real MiniLM: each target alone, then inside batches of other sizes and neighbours."""
+"""Every embedding backend gives a text bitwise the same vector whatever other texts share its model call,
+measured on the real MiniLM: each target alone, then inside batches of other sizes and neighbours."""
 
 from __future__ import annotations
 
@@ -42,6 +42,22 @@ def test_onnx_int8_full_length() -> None:
     from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
 
     check(lambda: OnnxEmbeddingScorer(threads=1, vector_store=None))
+
+
+@pytest.mark.parametrize("pieces", [10, 128])
+def test_onnx_row_model_shares_calls(pieces: int) -> None:
+    from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
+
+    check(lambda: OnnxEmbeddingScorer(max_seq_length=pieces, threads=1, vector_store=None, activation_scales="row"))
+
+
+def test_onnx_row_model_same_at_one_and_two_threads() -> None:
+    from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
+
+    batch = texts(30, seed=4)
+    one = OnnxEmbeddingScorer(max_seq_length=128, threads=1, vector_store=None, activation_scales="row").embed(batch)
+    two = OnnxEmbeddingScorer(max_seq_length=128, threads=2, vector_store=None, activation_scales="row").embed(batch)
+    assert one.tobytes() == two.tobytes()
 
 
 @pytest.mark.parametrize("pieces", [10, 256])

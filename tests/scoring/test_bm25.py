@@ -85,7 +85,7 @@ class TestBM25Scorer:
         assert BM25Scorer().score("cat", ["the cat sat"])[0] > 0
 
     def test_korean_particles_do_not_hide_the_match(self) -> None:
-        """Issue 24: whole-word tokens scored ``요금제의 한도는`` 0 against ``요금제 ... 한도``; bigrams match."""
+        """Whole-word tokens scored ``요금제의 한도는`` 0 against ``요금제 ... 한도``; bigrams match."""
         texts = ["이 요금제 월 한도 5만 원입니다.", "서울은 대한민국의 수도이다.", "회의는 오후 3시에 끝났다."]
         scores = BM25Scorer().score("요금제의 월 한도는?", texts)
         assert scores[0] > 0 and scores[1:] == [0.0, 0.0]
@@ -136,8 +136,8 @@ class TestPrimeTokens:
             assert bm25._tokens.cache.get((text, True)) is None
 
     def test_primes_cjk_passages_cut_without_a_space(self) -> None:
-        """Chinese and Japanese sentences end in 。 with no space: their join is exact and is cached too (issue 24:
-        a whitespace-only rule tokenized every CJK passage twice)."""
+        """Chinese and Japanese sentences end in 。 with no space: their join is exact and is cached too (a
+        whitespace-only rule tokenized every CJK passage twice)."""
         from ragtrim.scoring import bm25
         from ragtrim.text.sentences import sentence_spans
 

@@ -1,4 +1,4 @@
-"""The default recipe (``scorer="auto"`` -> ``balanced``) on the issue-23 small cases, with the real MiniLM."""
+"""The default recipe (``scorer="auto"`` -> ``balanced``) on small hand-made cases, with the real MiniLM."""
 
 from __future__ import annotations
 

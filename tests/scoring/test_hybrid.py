@@ -53,7 +53,7 @@ class TestFusion:
 
 
 class TestScriptGate:
-    """A model votes only on text it can read (issue 24): the English MiniLM never votes on a Korean query."""
+    """A model votes only on text it can read: the English MiniLM never votes on a Korean query."""
 
     KO: ClassVar[list[str]] = ["이 요금제의 월 한도는 5만 원입니다.", "서울은 대한민국의 수도이다.", "회의는 오후 3시에 끝났다."]
 

@@ -1,7 +1,9 @@
-"""The ONNX MiniLM path: export into a user cache, int8 scoring without torch, and no side effects on the host."""
+"""The ONNX MiniLM path: the shipped int8 export, exports of other models into a user cache, int8 scoring without
+torch, and no side effects on the host."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,9 +14,11 @@ import numpy as np
 import pytest
 
 from ragtrim._util.paths import cache_dir
-from ragtrim.errors import ConfigError
-from ragtrim.scoring.device import default_threads
-from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, export_dir
+from ragtrim.errors import ConfigError, MissingDependencyError
+from ragtrim.scoring.device import onnx_threads
+from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, is_exported, onnx_file, tokenizer_dir
+from ragtrim.scoring.onnx_export import EXPORT_VERSION, SHIPPED_FILES, export_dir, sha256, shipped_dir
+from ragtrim.scoring.onnx_rows import ROW_FILE
 
 
 class TestCacheDir:
@@ -40,24 +44,54 @@ class TestOnnxEmbeddingScorer:
         ({"max_seq_length": 4}, "max_seq_length must be >= 8"),
         ({"threads": 0}, "threads must be >= 1"),
         ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"activation_scales": "tensor"}, "activation_scales must be one of"),
     ])
     def test_invalid(self, kwargs: dict[str, object], message: str) -> None:
         with pytest.raises(ConfigError, match=message):
             OnnxEmbeddingScorer(**kwargs)  # type: ignore[arg-type]
 
-    def test_default_threads_leave_a_core_free(self) -> None:
-        assert 1 <= default_threads() <= max(1, (os.cpu_count() or 1))
+    def test_default_threads_use_the_cores(self) -> None:
+        assert onnx_threads() == max(1, min(8, os.cpu_count() or 1))
 
     def test_name_says_precision_and_length(self) -> None:
         assert OnnxEmbeddingScorer(max_seq_length=16).name == "onnx-int8:all-MiniLM-L6-v2@16"
+        assert OnnxEmbeddingScorer(max_seq_length=16, activation_scales="row").name == "onnx-int8row:all-MiniLM-L6-v2@16"
         assert OnnxEmbeddingScorer(quantized=False).name == "onnx:all-MiniLM-L6-v2@256"
+
+    def test_only_the_row_model_shares_calls(self) -> None:
+        assert OnnxEmbeddingScorer(activation_scales="row")._grouping() == "exact_length"
+        assert OnnxEmbeddingScorer()._grouping() == "single"
+        assert OnnxEmbeddingScorer(quantized=False)._grouping() == "single"
+
+
+class TestShippedExport:
+    """The int8 export of all-MiniLM-L6-v2 ships in the package: the CPU default needs no torch and writes nothing."""
+
+    def test_manifest_names_every_file_and_its_digest(self) -> None:
+        manifest = json.loads((shipped_dir() / "source.json").read_text(encoding="utf-8"))
+        assert set(manifest["files"]) == set(SHIPPED_FILES)
+        for name, digest in manifest["files"].items():
+            assert sha256(shipped_dir() / name) == digest, f"{name} changed: remake it with {manifest['command']}"
+        assert manifest["export_version"] == EXPORT_VERSION
+        assert (shipped_dir() / "LICENSE").read_text(encoding="utf-8").strip().startswith("Apache License")
+
+    def test_the_default_model_reads_the_shipped_files(self, monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+        monkeypatch.setenv("RAGTRIM_CACHE_DIR", str(tmp_path / "never-made"))
+        assert onnx_file() == shipped_dir() / "model.int8.onnx" and is_exported()
+        assert tokenizer_dir() == shipped_dir()
+        try:  # fp32 is exported on demand from the torch extra's weights
+            assert onnx_file(quantized=False).is_relative_to(tmp_path)
+        except MissingDependencyError as exc:
+            assert "pip install 'ragtrim[torch]'" in str(exc)
+        assert not (tmp_path / "never-made").exists()
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh export into a temporary cache (about 15 s on 2 cores)."""
     os.environ["RAGTRIM_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    from ragtrim.scoring.onnx_backend import export_onnx
+    from ragtrim.scoring.onnx_export import export_onnx
 
     yield export_onnx()
     del os.environ["RAGTRIM_CACHE_DIR"]
@@ -70,6 +104,14 @@ class TestExportAndScore:
         assert (exported / "model.onnx").is_file() and (exported / "model.int8.onnx").is_file()
         assert not list(exported.glob("tmp*")), "temporary files left behind"
 
+    def test_row_model_is_built_on_first_use_from_the_fp32_export(self, exported: Path) -> None:
+        from ragtrim.scoring.onnx_backend import row_model
+
+        assert is_exported(activation_scales="row")  # buildable: the fp32 export is there and onnx imports
+        assert row_model() == exported / ROW_FILE == onnx_file(activation_scales="row")
+        assert (exported / ROW_FILE).is_file() and not list(exported.glob(".rowq-*"))
+        assert onnx_file() == shipped_dir() / "model.int8.onnx"  # the default still reads the shipped model
+
     def test_matches_sentence_transformers(self, exported: Path) -> None:
         from ragtrim.scoring.embedding import EmbeddingScorer
 
@@ -78,9 +120,53 @@ class TestExportAndScore:
                  "by Gustave Eiffel's engineering company and was criticised by artists at the time.")]
         reference = EmbeddingScorer().embed(texts)
         fp32 = OnnxEmbeddingScorer(quantized=False).embed(texts)  # padded batch: texts of different lengths
-        int8 = OnnxEmbeddingScorer().embed(texts)
+        per_call = OnnxEmbeddingScorer().embed(texts)
+        per_row = OnnxEmbeddingScorer(activation_scales="row").embed(texts)  # exact-length groups of the row model
         assert np.min(np.sum(reference * fp32, axis=1)) > 0.999
-        assert np.min(np.sum(reference * int8, axis=1)) > 0.9
+        assert np.min(np.sum(reference * per_call, axis=1)) > 0.9
+        assert np.min(np.sum(reference * per_row, axis=1)) > 0.99  # one scale per token row: closer to fp32
+
+    def test_row_model_shares_calls_between_equal_lengths(self, exported: Path) -> None:
+        scorer = OnnxEmbeddingScorer(max_seq_length=10, vector_store=None, activation_scales="row")
+        session, tokenizer = scorer._parts()
+        calls: list[int] = []
+
+        class Counting:
+            def run(self, names: object, feed: dict[str, np.ndarray]) -> object:
+                calls.append(len(feed["input_ids"]))
+                return session.run(names, feed)
+
+        texts = [f"passage {i} about the tower and the river and the old bridge" for i in range(12)] + ["short"]
+        scorer._model_pass(Counting(), tokenizer, texts)()
+        assert sorted(calls) == [1, 12]  # twelve texts of ten pieces in one call, the short one alone
+
+    def test_the_shipped_export_is_what_the_exporter_makes(self, exported: Path) -> None:
+        """A fresh export of the bundled model gives the shipped file's vectors (the export is deterministic: with
+        the versions the manifest names the bytes are equal, so the vector-store recipe, which fingerprints the
+        file, is unchanged too)."""
+        import onnxruntime
+
+        from ragtrim.scoring.embedding import default_model_path
+        from ragtrim.scoring.onnx_backend import load_tokenizer, padded_batches
+
+        assert (shipped_dir() / "tokenizer.json").read_bytes() == (default_model_path() / "tokenizer.json").read_bytes()
+        texts = ["The Eiffel Tower is 330 metres tall.", "short", "東京は日本の首都です。", "x " * 300,
+                 "Gustave Eiffel's company built the tower for the 1889 World's Fair; artists protested."]
+        tokenizer = load_tokenizer(shipped_dir(), 128)
+        rows = {}
+        for name, path in (("shipped", shipped_dir() / "model.int8.onnx"), ("fresh", exported / "model.int8.onnx")):
+            session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            out = np.zeros((len(texts), 384), dtype=np.float32)
+            for batch, ids, mask in padded_batches(tokenizer, texts, 128, 1, "single"):
+                out[batch] = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                                "token_type_ids": np.zeros_like(ids)})[0]
+            rows[name] = out
+        assert np.max(np.abs(rows["shipped"] - rows["fresh"])) <= 1e-5
+        manifest = json.loads((shipped_dir() / "source.json").read_text(encoding="utf-8"))
+        import torch
+
+        if torch.__version__ == manifest["made_with"]["torch"]:
+            assert sha256(exported / "model.int8.onnx") == manifest["files"]["model.int8.onnx"]
 
     def test_ranks_the_answer_first(self, exported: Path) -> None:
         scores = OnnxEmbeddingScorer(max_seq_length=16).score(
@@ -99,8 +185,13 @@ def test_trim_sets_no_environment_and_prints_nothing() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
                           check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stderr == ""
+    # only ragtrim's one-line notices of a model load (what, where, how long): no progress bar, no library's log
+    assert all(line.startswith("ragtrim: ") for line in done.stderr.splitlines()), done.stderr
+    assert "loading" in done.stderr and "done in" in done.stderr
     assert done.stdout.strip().isdigit()
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False,
+                           env={**env, "RAGTRIM_QUIET": "1"})
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
 
 
 _ZH = "北京是中国的首都它有三千多年的历史香山的红叶每年十月中旬开始变红"
@@ -110,7 +201,7 @@ _LEAD_TEXTS = [
     # a word across the cut, a word past the 100-character [UNK] limit, CJK, accents, tabs and newlines
     "tiny " * 11 + "internationalization " * 30, "ab " * 20 + "z" * 150 + " tail" * 200,
     "東京は日本の首都です。 " * 60, "Café naïve résumé\tcoöperate\n" * 60, "x" + " " * 3000 + "y z " * 500,
-    # issue 24: text without spaces (unpunctuated Chinese, Thai, Korean, half-width kana), a run of stops, a long
+    # text without spaces (unpunctuated Chinese, Thai, Korean, half-width kana), a run of stops, a long
     # word of combining marks (which BERT's normalizer drops) or control characters, Latin then Chinese
     _ZH * 50, "กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทย" * 50, "요금제의월한도는오만원입니다" * 80, "ﾃｽﾄ" * 500,
     "。" * 3000, "Ab" * 3000 + _ZH * 100, "a" + "\u0301" * 2000 + " tail" * 100, "b" + "\x01" * 2000 + " tail" * 100,
@@ -176,8 +267,8 @@ def _metaspace_tokenizer(max_tokens: int) -> object:
 
 
 class TestLeadCut:
-    """``encode_prefixes`` reads a bounded prefix of text without spaces (issue 24: 3.2 M characters of unpunctuated
-    Chinese were tokenized whole, 30 s and 2 GB) and still gives the whole text's first pieces."""
+    """``encode_prefixes`` reads a bounded prefix of text without spaces (3.2 M characters of
+    unpunctuated Chinese tokenized whole took 30 s and 2 GB) and still gives the whole text's first pieces."""
 
     @pytest.mark.parametrize("make", [_bert_tokenizer, _metaspace_tokenizer])
     @pytest.mark.parametrize("max_tokens", [10, 64])
@@ -196,15 +287,44 @@ class TestLeadCut:
         (enc,) = encode_prefixes(spy, [text], 10)
         assert spy.chars == [60] and len(enc.ids) == 10  # cut at the first ideograph from 6 x 10 characters on
 
-    def test_a_long_word_grows_the_prefix_fourfold(self) -> None:
+    def test_a_long_word_grows_the_prefix_fourfold_up_to_the_bound(self) -> None:
+        from ragtrim.scoring.embedding import prefix_chars
         from ragtrim.scoring.onnx_backend import encode_prefixes
 
+        bound = prefix_chars(10)
+        assert bound == 16_384
         spy = _Spy(_bert_tokenizer(10))
-        text = "a" + "\u0301" * 100_000 + " tail" * 10
-        encode_prefixes(spy, [text], 10)  # the marks vanish in BERT's normalizer: no cut inside them is exact
-        assert spy.chars == [len(text)]
+        text = "a" + "\u0301" * 10_000 + " tail" * 10
+        (enc,) = encode_prefixes(spy, [text], 10)  # the marks vanish in BERT's normalizer: no cut inside them is exact
+        assert spy.chars == [len(text)] and enc.ids == spy.tok.encode(text).ids  # type: ignore[attr-defined]
         spy = _Spy(_bert_tokenizer(10))
         text = "z" * 1_000_000 + " tail" * 10
         (enc,) = encode_prefixes(spy, [text], 10)  # one [UNK] however it is cut: the window's end, 4x each round
-        assert spy.chars == [240, 960, 3840, 15360, 61440, 245760, 983040, len(text)]
-        assert enc.ids == spy.tok.encode(text).ids  # type: ignore[attr-defined]
+        assert spy.chars == [240, 960, 3840, 15360, bound]
+        assert enc.ids == spy.tok.encode(text[:bound]).ids  # type: ignore[attr-defined]
+
+    @pytest.mark.parametrize("make", [_bert_tokenizer, _metaspace_tokenizer])
+    @pytest.mark.parametrize("max_tokens", [10, 128, 256])
+    def test_text_without_word_breaks_is_read_within_the_bound(self, make: object, max_tokens: int) -> None:
+        """16 MB of hex digits took 21 s and 1.16 GB in ``ragtrim index`` when it was tokenized whole: the
+        tokenizer is now given at most ``prefix_chars`` characters of it in all, whatever follows."""
+        from ragtrim.scoring.embedding import prefix_chars
+        from ragtrim.scoring.onnx_backend import encode_prefixes
+
+        bound = prefix_chars(max_tokens)
+        spy = _Spy(make(max_tokens))  # type: ignore[operator]
+        hex_run = "0123456789abcdef" * (16 * 2**20 // 16)
+        texts = [hex_run, hex_run + " tail" * 10, "a" + "\u0301" * 2**20 + " tail", "short text"]
+        got = encode_prefixes(spy, texts, max_tokens)
+        assert max(spy.chars) <= 3 * bound + len("short text")  # one batch: every text within its bound
+        assert sum(spy.chars) <= 8 * bound  # every round, all texts together
+        assert [e.ids for e in got] == [spy.tok.encode(t[:bound]).ids for t in texts]  # type: ignore[attr-defined]
+
+    @pytest.mark.parametrize("make", [_bert_tokenizer, _metaspace_tokenizer])
+    def test_ordinary_text_is_read_as_before(self, make: object) -> None:
+        from ragtrim.scoring.onnx_backend import encode_prefixes
+
+        tok = make(128)  # type: ignore[operator]
+        texts = ["The Eiffel Tower, built in 1889, is 330 metres tall. " * 2000, _ZH * 3000, "word " * 50_000]
+        got = encode_prefixes(tok, texts, 128)
+        assert [e.ids for e in got] == [tok.encode(t).ids for t in texts]  # type: ignore[attr-defined]

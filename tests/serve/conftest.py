@@ -90,23 +90,27 @@ def debug_requests(upstream: ServerThread) -> list[dict[str, Any]]:
 
 
 class RedisServer:
-    def __init__(self, binary: str) -> None:
+    """``extra_args``: more redis-server options (``--maxmemory 2mb``, ``--requirepass pw``, ``--unixsocket p``)."""
+
+    def __init__(self, binary: str, *extra_args: str) -> None:
         self.dir = tempfile.mkdtemp(prefix="ragtrim-redis-")
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.binary = binary
+        self.extra_args = extra_args
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.dir, "--daemonize", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--dir", self.dir, "--daemonize", "no", *self.extra_args], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as c:
                     c.sendall(b"PING\r\n")
-                    if c.recv(16).startswith(b"+PONG"):
+                    if c.recv(64).startswith((b"+PONG", b"-NOAUTH")):  # up (a password-protected one says NOAUTH)
                         return
             except OSError:
                 time.sleep(0.02)
@@ -124,12 +128,12 @@ class RedisServer:
             c.recv(16)
 
 
-def start_redis() -> RedisServer:
-    """A real redis-server on a free port (the test skips when it is not installed)."""
+def start_redis(*extra_args: str) -> RedisServer:
+    """A real redis-server on a free port, with ``extra_args`` (the test skips when it is not installed)."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not installed (apt-get install -y redis-server; .ci/run installs it)")
-    server = RedisServer(binary)
+    server = RedisServer(binary, *extra_args)
     server.start()
     return server
 

@@ -9,7 +9,9 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
+from ragtrim.cli import main
 from tests.serve.conftest import free_port
 
 
@@ -65,6 +67,20 @@ def test_bad_config_exits_2_with_the_key(tmp_path: Path) -> None:
                          text=True, timeout=60, check=False)
     assert out.returncode == 2
     assert "unknown config key 'limits.rpm'" in out.stderr
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ('[trim]\nvector_store_max_mb = 1e308\n', "trim.vector_store_max_mb must be a number of MiB from 1 to 1048576"),
+    ('[trim]\nvector_store_max_mb = 0.01\n', "a smaller store holds too few vectors to help"),
+    ('# caf\xe9\n', "is not valid UTF-8: byte 0xe9 on line 3"),
+])
+def test_config_errors_exit_2_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str,
+                                          message: str) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_bytes(b'[upstream]\nurl = "http://x/v1"\n' + config.encode("latin-1"))
+    assert main(["serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_missing_extra_names_serve() -> None:

@@ -1,4 +1,4 @@
-"""Gateway config: defaults, every invalid key named in its ConfigError, the issue's example file."""
+"""Gateway config: defaults, every invalid key named in its ConfigError, the docs' example file."""
 
 from __future__ import annotations
 
@@ -73,6 +73,10 @@ class TestGatewayConfig:
         ({"upstream": {}}, "upstream.url is required"),
         ({"upstream": {"url": "ftp://x"}}, "upstream.url must be an http"),
         ({"upstream": {"url": "http://u", "tokenizr": "x"}}, "unknown config key 'upstream.tokenizr'"),
+        ({"upstream": {"url": "http://me:pw@u/v1", "api_key": "k"}},
+         "upstream.url carries a user and password and upstream.api_key is set"),
+        ({"upstream": {"url": "http://u/v1", "fallback_url": "http://me:pw@f/v1", "fallback_api_key": "k"}},
+         "upstream.fallback_url carries a user and password and upstream.fallback_api_key is set"),
         (base(extra={}), "unknown config key 'extra'"),
         (base(trim={"budget": 1.5}), r"trim.budget as a share must be in \(0, 1\]"),
         (base(trim={"budget": 0}), "trim.budget as a token count must be >= 1"),
@@ -85,10 +89,12 @@ class TestGatewayConfig:
         (base(limits={"state": "mysql://x"}), "limits.state must be"),
         (base(limits={"fail_open": "yes"}), "limits.fail_open must be true or false"),
         (base(limits={"long_concurrency": 0}), "limits.long_concurrency must be >= 1"),
-        (base(keys={"sk-a": {"rpm": 0}}), r"keys.'sk-a'.rpm must be >= 1"),
-        (base(keys={"sk-a": {"tpm": True}}), r"keys.'sk-a'.tpm must be an integer"),
-        (base(keys={"sk-a": {"rmp": 5}}), r"unknown config key \"keys.'sk-a'.rmp\""),
-        (base(keys={"sk-a": 5}), r"keys.'sk-a' must be a table"),
+        (base(keys={"sk-a": {}, "sk-b": {"rpm": 0}}), (r"keys\[2\].rpm must be >= 1, got 0 \(keys\[2\] is the key "
+                                                       r"number 2 under \[keys\], counted in file order")),
+        (base(keys={"sk-a": {"tpm": True}}), r"keys\[1\].tpm must be an integer"),
+        (base(keys={"sk-a": {"rmp": 5}}), r"unknown config key 'keys\[1\].rmp'"),
+        (base(keys={"sk-a": 5}), r"keys\[1\] must be a table"),
+        (base(keys={"sk a": {}}), r"keys\[1\]: an API key must be non-empty without spaces"),
         (base(orgs={"acme": {"concurrency": 0}}), "orgs.acme.concurrency must be >= 1"),
         (base(log={"log_text": 1}), "log.log_text must be true or false"),
         (base(log={"log_request": "yes"}), "log.log_request must be true or false"),
@@ -105,7 +111,77 @@ class TestGatewayConfig:
         with pytest.raises(ConfigError, match="not valid TOML"):
             load_config(bad)
 
+    def test_not_utf8_is_a_config_error(self, tmp_path: Path) -> None:
+        latin1 = tmp_path / "latin1.toml"
+        latin1.write_bytes(b'[upstream]\nurl = "http://u/v1"\n# caf\xe9\n')
+        with pytest.raises(ConfigError, match=r"is not valid UTF-8: byte 0xe9 on line 3 \(TOML files are UTF-8"):
+            load_config(latin1)
+
+    def test_errors_about_a_key_never_quote_it(self) -> None:
+        key = "sk-live-0123456789abcdef"
+        for entry in ({"rpm": 0}, {"rmp": 1}, 5, {"user": 7}):
+            with pytest.raises(ConfigError) as info:
+                parse_config(base(keys={key: entry}))
+            assert "keys[1]" in str(info.value)
+            assert "0123456789" not in str(info.value) and "sk-live" not in str(info.value)
+
+    def test_the_default_user_holds_no_part_of_the_key(self) -> None:
+        c = parse_config(base(keys={"sk-live-0123456789abcdef": {}}))
+        user = c.keys["sk-live-0123456789abcdef"].user
+        assert user.startswith("key-") and len(user) == 12 and "sk-live" not in user
+
     def test_config_is_frozen(self) -> None:
         c = parse_config(base())
         with pytest.raises(dataclasses.FrozenInstanceError):
             c.limits.queue_timeout_s = 5  # type: ignore[misc]
+
+
+class TestDrainTimeout:
+    def test_default_and_a_set_value(self) -> None:
+        assert parse_config(base()).serve.drain_timeout_s == 25.0
+        assert parse_config(base(serve={"drain_timeout_s": 0})).serve.drain_timeout_s == 0.0
+        assert parse_config(base(serve={"drain_timeout_s": 7.5})).serve.drain_timeout_s == 7.5
+
+    @pytest.mark.parametrize(("value", "message"), [
+        (-1, r"serve.drain_timeout_s must be >= 0.0, got -1"),
+        ("30s", r"serve.drain_timeout_s must be a number, got '30s'"),
+        (True, r"serve.drain_timeout_s must be a number, got True"),
+        (float("nan"), r"serve.drain_timeout_s must be a number, got nan"),
+        (7200, r"serve.drain_timeout_s must be at most 3600 seconds, got 7200"),
+    ])
+    def test_invalid_values_are_named(self, value: Any, message: str) -> None:
+        with pytest.raises(ConfigError, match=message):
+            parse_config(base(serve={"drain_timeout_s": value}))
+
+    def test_unknown_serve_key(self) -> None:
+        with pytest.raises(ConfigError, match=r"unknown config key 'serve.drain_timeout'"):
+            parse_config(base(serve={"drain_timeout": 5}))
+
+
+class TestApiRootWarning:
+    """An upstream URL without an API version segment loads, with one warning line that names the likely fix."""
+
+    @pytest.mark.parametrize("url", ["http://127.0.0.1:8000/v1", "https://api.openai.com/v1/",
+                                     "https://generativelanguage.googleapis.com/v1beta/openai",
+                                     "https://x.openai.azure.com/openai/v1"])
+    def test_no_warning_with_a_version(self, url: str, caplog: pytest.LogCaptureFixture) -> None:
+        with caplog.at_level("WARNING", logger="ragtrim.serve"):
+            parse_config({"upstream": {"url": url}})
+        assert caplog.records == []
+
+    def test_one_line_naming_the_fix(self, caplog: pytest.LogCaptureFixture) -> None:
+        with caplog.at_level("WARNING", logger="ragtrim.serve"):
+            c = parse_config({"upstream": {"url": "http://user:pw-secret-123@127.0.0.1:8000/"}})
+        assert c.upstream.url == "http://user:pw-secret-123@127.0.0.1:8000"
+        [record] = caplog.records
+        line = record.getMessage()
+        assert "\n" not in line and "pw-secret-123" not in line
+        assert line.startswith("ragtrim serve: config warning: upstream.url 'http://user:***@127.0.0.1:8000' has "
+                               "no API version in its path")
+        assert line.endswith("if requests get upstream_404, write 'http://user:***@127.0.0.1:8000/v1'")
+
+    def test_the_fallback_url_too(self, caplog: pytest.LogCaptureFixture) -> None:
+        with caplog.at_level("WARNING", logger="ragtrim.serve"):
+            parse_config({"upstream": {"url": "http://a/v1", "fallback_url": "http://b:8001"}})
+        assert [r.getMessage().split(" has ")[0] for r in caplog.records] == [
+            "ragtrim serve: config warning: upstream.fallback_url 'http://b:8001'"]

@@ -1,8 +1,9 @@
-"""What OpenAI-compatible proxies answer besides completions (issue 27, item 4): embeddings, liveness and readiness
+"""What OpenAI-compatible proxies answer besides completions: embeddings, liveness and readiness
 probes, and a config reload on SIGHUP, tested on real servers (a real `ragtrim serve` process for the signal)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -105,12 +106,54 @@ class TestProbes:
         assert r.status_code == 503 and r.json()["status"] == "not ready"
         assert r.json()["upstream"].startswith("unreachable")
 
+    def test_not_ready_when_the_model_list_is_not_found(self, fake: Any, gateway: Any) -> None:
+        """An upstream URL without /v1: the server answers, but GET /models is a 404, as every request would be."""
+        up = fake()
+        gw, _ = gateway({"upstream": {"url": up.url}})
+        r = httpx.get(gw.url + "/health/readiness")
+        assert r.status_code == 503 and r.json()["status"] == "not ready"
+        assert r.json()["upstream"] == (f"answers 404: GET {up.url}/models not found; upstream.url must be the API "
+                                        "root the endpoints hang under, usually ending in /v1")
+        chat = httpx.post(gw.url + "/v1/chat/completions",
+                          json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert chat.status_code == 404  # what readiness foretold
+
+    @pytest.mark.parametrize(("status", "verdict"), [
+        (200, "ok"), (307, "ok"), (429, "ok (answers 429: rate limited)"),
+        (401, "answers 401: GET http://u:***@h/v1/models refuses the gateway's credentials (upstream.api_key)"),
+        (403, "answers 403: GET http://u:***@h/v1/models refuses the gateway's credentials (upstream.api_key)"),
+        (405, "answers 405: GET http://u:***@h/v1/models"), (500, "answers 500: GET http://u:***@h/v1/models"),
+    ])
+    def test_what_each_status_of_the_model_list_means(self, status: int, verdict: str) -> None:
+        from ragtrim.serve.probes import upstream_verdict
+
+        assert upstream_verdict(status, "http://u:pw@h/v1") == verdict
+
     def test_ready_through_the_fallback(self, fake: Any, gateway: Any) -> None:
         backup = fake(name="backup")
         gw, _ = gateway({"upstream": {"url": f"http://127.0.0.1:{free_port()}/v1",
                                       "fallback_url": backup.url + "/v1"}})
         r = httpx.get(gw.url + "/health/readiness")
         assert r.status_code == 200 and r.json()["upstream"] == "ok (fallback)"
+
+    def test_concurrent_probes_share_one_upstream_call(self, fake: Any, gateway: Any) -> None:
+        """100 probes at once while /models takes 0.5 s: one upstream call, every probe answered by it."""
+        up = fake(models_ms=500)
+        gw, _ = gateway({"upstream": {"url": up.url + "/v1"}})
+
+        async def probes(n: int) -> list[httpx.Response]:
+            limits = httpx.Limits(max_connections=n)
+            async with httpx.AsyncClient(timeout=10, limits=limits) as c:
+                return await asyncio.gather(*(c.get(gw.url + "/health/readiness") for _ in range(n)))
+
+        answers = asyncio.run(probes(100))
+        # One check answers them all. On a loaded host the check itself may pass its 2 s timeout (the client,
+        # the gateway and the fake share this process), so the test asks for one shared answer, not for "ok".
+        assert len({(r.status_code, r.text) for r in answers}) == 1, answers[0].text
+        assert httpx.get(up.url + "/debug/requests").json()["models_calls"] == 1
+        time.sleep(1.05)  # past the one-second cache: the next probe checks again, once
+        asyncio.run(probes(20))
+        assert httpx.get(up.url + "/debug/requests").json()["models_calls"] == 2
 
     @pytest.mark.parametrize("fail_open", [False, True])
     def test_readiness_follows_redis(self, fake: Any, gateway: Any, fail_open: bool) -> None:
@@ -195,18 +238,24 @@ class TestReload:
             write_config(cfg, "http://127.0.0.1:9", {"sk-carol": "carol"})  # a new upstream needs a restart
             os.kill(proc.pid, signal.SIGHUP)
             time.sleep(0.3)
+            cfg.write_bytes(b'[upstream]\nurl = "http://127.0.0.1:9/v1"\n# caf\xe9 in Latin-1\n')  # not UTF-8
+            os.kill(proc.pid, signal.SIGHUP)
+            time.sleep(0.3)
             assert httpx.post(url + "/v1/chat/completions", json=body, headers=bob, timeout=30).status_code == 200
             m = httpx.get(url + "/metrics").text
             assert 'ragtrim_serve_config_reloads_total{result="applied"} 1.0' in m
-            assert 'ragtrim_serve_config_reloads_total{result="refused"} 2.0' in m
+            assert 'ragtrim_serve_config_reloads_total{result="refused"} 3.0' in m
             assert proc.poll() is None
         finally:
             proc.terminate()
             proc.wait(timeout=15)
         log = stderr.read_text()
         assert "config reloaded" in log
-        assert log.count("config reload refused") == 2 and "upstream changed, which needs a restart" in log
+        assert log.count("config reload refused") == 3 and "upstream changed, which needs a restart" in log
         assert "upstream.url must be" in log
+        utf8 = [line for line in log.splitlines() if "not valid UTF-8" in line]
+        assert len(utf8) == 1 and "byte 0xe9 on line 3" in utf8[0], log
+        assert "Traceback" not in log
 
 
 class TestGateCapacity:

@@ -19,6 +19,14 @@ KEYS = {"sk-alice": {"user": "alice", "org": "acme"}, "sk-bob": {"user": "bob", 
 CHAT = "/v1/chat/completions"
 
 
+def seconds(reset: str) -> float:
+    """An ``x-ratelimit-reset-*`` value (``120ms``, ``7.5s``, ``1m30s``) in seconds."""
+    if reset.endswith("ms"):
+        return float(reset[:-2]) / 1000
+    minutes, _, rest = reset.removesuffix("s").rpartition("m")
+    return (float(minutes) * 60 if minutes else 0.0) + float(rest)
+
+
 def auth(key: str = "sk-alice") -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
 
@@ -125,6 +133,18 @@ class TestEndpoints:
         assert r.status_code == 400
         assert r.json()["error"]["code"] == "invalid_json"
 
+    def test_a_user_message_without_content_is_400_not_forwarded(self, fake: Any, gateway: Any) -> None:
+        up = fake()
+        gw, _ = gateway({"upstream": {"url": up.url + "/v1"}})
+        r = httpx.post(gw.url + CHAT, json={"model": "m", "messages": [{"role": "system", "content": "be brief"},
+                                                                       {"role": "user"}]})
+        assert r.status_code == 400
+        assert r.json()["error"] == {
+            "message": "messages[1] (role 'user') has no 'content': a user message needs 'content', a string or an "
+                       "array of content parts",
+            "type": "invalid_request_error", "param": "messages[1].content", "code": "missing_required_parameter"}
+        assert debug_requests(up) == []
+
 
 DOCS = [
     "Paris is the capital and largest city of France.",
@@ -230,6 +250,25 @@ class TestLimits:
             assert f"x-ratelimit-{h}-requests" in limited.headers
         assert limited.json()["error"]["code"] == "rate_limit_exceeded"
         assert len(debug_requests(up)) == 3
+
+    def test_429_text_and_reset_headers_follow_the_window(self, fake: Any, gateway: Any) -> None:
+        """With a 4 s window nothing says "per minute", and no reset or retry is further away than the window."""
+        up = fake()
+        keys = {"sk-alice": {"user": "alice", "org": "acme", "rpm": 2, "tpm": 100}}
+        gw, _ = gateway({"upstream": {"url": up.url + "/v1"}, "keys": keys,
+                         "limits": {"window_s": 4, "max_output_tokens": 5}})
+        codes = [httpx.post(gw.url + CHAT, json=chat_body(), headers=auth()) for _ in range(3)]
+        assert [r.status_code for r in codes] == [200, 200, 429]
+        limited = codes[2]
+        message = limited.json()["error"]["message"]
+        assert "minute" not in message
+        assert message.startswith("rate limit reached for user 'alice' on requests per 4 s window: limit 2; retry in")
+        assert 1 <= int(limited.headers["retry-after"]) <= 4
+        for r in codes:
+            assert seconds(r.headers["x-ratelimit-reset-requests"]) <= 4.0
+        huge = httpx.post(gw.url + CHAT, json=chat_body("w " * 200), headers=auth())
+        assert huge.status_code == 429 and "minute" not in huge.json()["error"]["message"]
+        assert "more than the key's whole limit of 100 tokens per 4 s window" in huge.json()["error"]["message"]
 
     def test_tpm_charged_on_estimate_then_corrected_from_usage(self, fake: Any, gateway: Any) -> None:
         up = fake(output_tokens=2)

@@ -1,4 +1,4 @@
-"""Issue 25's gateway findings, each against a real uvicorn server on real sockets (and a real redis-server where
+"""The gateway's hardening, each case against a real uvicorn server on real sockets (and a real redis-server where
 Redis matters): no request stalls or crashes the gateway, and every answer is an OpenAI error with a code that the
 metrics and the request log both record."""
 

@@ -14,6 +14,7 @@ from ragtrim.serve.limits import (
     WindowState,
     format_reset,
     seconds_until_fits,
+    seconds_until_reset,
     weighted_count,
     window_decision,
 )
@@ -32,6 +33,27 @@ class TestWindowMath:
         # Current window full: wait for the next one, where 10 current decays to fit 1 more at 10% in.
         assert seconds_until_fits(WindowState(0, 10, 0.5), 10, 1, 60) == pytest.approx(30 + 6)
         assert math.isinf(seconds_until_fits(WindowState(0, 0, 0.0), 10, 11, 60))
+
+    def test_with_the_charges_times_nothing_waits_longer_than_the_window(self) -> None:
+        # 10 charges early in the current window (between 5% and 10% of it), now at 50%, limit 10: the next one fits
+        # once the first of them has left, 5.5% into the next window: 33.3 s, not the 36 s of a spread over the
+        # whole window.
+        burst = WindowState(0, 10, 0.5, current_first=0.05, current_last=0.1)
+        assert seconds_until_fits(burst, 10, 1, 60) == pytest.approx(30 + 0.05 * 60 + 0.05 * 0.1 * 60)
+        # And back to full when the last charge has left: 10% into the next window.
+        assert seconds_until_reset(burst, 60) == pytest.approx(30 + 6)
+        # In the next window the same charges weigh fully until 5% in, then fall evenly to nothing at 10%.
+        later = WindowState(10, 0, 0.075, previous_first=0.05, previous_last=0.1)
+        assert weighted_count(later) == pytest.approx(5)
+        assert weighted_count(WindowState(10, 0, 0.1, previous_first=0.05, previous_last=0.1)) == 0
+
+    @pytest.mark.parametrize("now", [0.0, 0.3, 0.999])
+    def test_a_full_window_waits_at_most_one_window(self, now: float) -> None:
+        for first, last in ((0.0, 0.0), (0.0, now), (now, now), (now / 2, now)):
+            w = WindowState(3, 10, now, previous_first=0.0, previous_last=1.0, current_first=first,
+                            current_last=last)
+            assert seconds_until_fits(w, 10, 1, 4.0) <= 4.0 + 1e-9
+            assert seconds_until_reset(w, 4.0) <= 4.0 + 1e-9
 
     def test_decision_rejects_without_charge(self) -> None:
         d = window_decision(WindowState(0, 3, 0.5), WindowState(0, 0, 0.5), 3, 100, 5, 60)
@@ -62,6 +84,27 @@ class TestMemoryRateStore:
             assert d.admitted and d.tokens is not None and d.tokens.remaining == 40
 
         asyncio.run(run())
+
+    def test_a_refund_after_the_window_turned_goes_back_to_the_charge_s_window(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Two charges just before a window ends, one refunded just after it turned: the refund leaves the
+        previous window, so the next request is admitted (given back to the empty current window it vanished and
+        the burst still counted as two)."""
+        clock = [1_000 * 60.0 + 59.5]
+        monkeypatch.setattr("ragtrim.serve.rate_store.time.time", lambda: clock[0])
+
+        async def run() -> list[bool]:
+            store = MemoryRateStore(window_s=60)
+            admitted = [(await store.acquire("k", 2, None, 0)).admitted for _ in range(2)]
+            clock[0] += 0.7  # the window turns
+            await store.adjust("k", -1, 0)
+            await store.adjust("k", -5, 0)  # more than was charged: never below zero, never a credit
+            admitted.append((await store.acquire("k", 2, None, 0)).admitted)
+            admitted.append((await store.acquire("k", 2, None, 0)).admitted)
+            admitted.append((await store.acquire("k", 2, None, 0)).admitted)
+            return admitted
+
+        assert asyncio.run(run()) == [True, True, True, True, False]
 
 
 class TestFairGate:

@@ -72,6 +72,50 @@ def test_tpm_correction_is_shared(redis_server: RedisServer, fake: Any, gateway:
     assert r.headers["x-ratelimit-remaining-tokens"] == str(1000 - 4 - 408)
 
 
+def test_a_burst_waits_at_most_one_window_across_replicas(redis_server: RedisServer, fake: Any,
+                                                           gateway: Any) -> None:
+    """The charges' times are kept in Redis too: after a burst, retry and reset are within the 4 s window, and the
+    request fits again when they say."""
+    redis_server.flush()
+    up = fake()
+    cfg = {"upstream": {"url": up.url + "/v1"}, "keys": keys(rpm=2),
+           "limits": {"state": redis_server.url, "state_timeout_s": 5.0, "window_s": 4}}
+    a, _ = gateway(cfg)
+    b, _ = gateway(cfg)
+    assert [httpx.post(g.url + CHAT, json=BODY, headers=AUTH).status_code for g in (a, b)] == [200, 200]
+    limited = httpx.post(a.url + CHAT, json=BODY, headers=AUTH)
+    assert limited.status_code == 429
+    wait_s = float(limited.json()["error"]["message"].rpartition("retry in ")[2].removesuffix(" s"))
+    assert 0 < wait_s <= 4.0 and int(limited.headers["retry-after"]) <= 4
+    time.sleep(wait_s + 0.2)
+    assert httpx.post(b.url + CHAT, json=BODY, headers=AUTH).status_code == 200
+
+
+def test_a_refund_after_the_window_turned_leaves_the_previous_window(redis_server: RedisServer) -> None:
+    """The Lua side of a refund: the current window holds nothing of the key, so the refund leaves the previous
+    window's count (never below zero) instead of vanishing into the current one."""
+    import redis.asyncio as aioredis
+
+    from ragtrim.serve.rate_store import RedisRateStore
+
+    async def run() -> tuple[Any, Any]:
+        store = RedisRateStore(url=redis_server.url, window_s=60, prefix="t:rl")
+        client = aioredis.from_url(redis_server.url)
+        seconds, micros = await client.time()
+        idx = int((seconds * 1000 + micros // 1000) // 60_000)
+        await client.hset(f"t:rl:k:{idx - 1}", mapping={"r": 2, "t": 50})
+        await store.adjust("k", -1, -80)
+        prev = await client.hgetall(f"t:rl:k:{idx - 1}")
+        cur = await client.hgetall(f"t:rl:k:{idx}")
+        await store.close()
+        await client.aclose()
+        return prev, cur
+
+    prev, cur = asyncio.run(run())
+    assert (int(prev[b"r"]), int(prev[b"t"])) == (1, 0)
+    assert int(cur.get(b"r", 0)) == 0 and int(cur.get(b"t", 0)) == 0
+
+
 def test_two_replicas_share_org_concurrency(redis_server: RedisServer, fake: Any, gateway: Any) -> None:
     redis_server.flush()
     up = fake(base_ms=500)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ragtrim.errors import ConfigError
 from ragtrim.openai_text import extract_context, split_chunks
 from ragtrim.serve.config import parse_config
 from ragtrim.serve.render import (
@@ -38,6 +39,8 @@ class TestHelpers:
         assert document_budget(100, 40, 1000) == 40  # may lower, never raise
         assert document_budget(100, None, 30) == 30
         assert document_budget(100, None, None) is None
+        assert document_budget(100, "lossless", None) is None  # lossless: no budget, the lossless stages only
+        assert document_budget(100, "lossless", 30) == 30
 
     def test_extract_context(self) -> None:
         text, chunks = extract_context("Intro.\n<context>a b\n\nc d</context>\n\nQ? <CONTEXT>e</CONTEXT>")
@@ -48,6 +51,37 @@ class TestHelpers:
     def test_render_documents(self) -> None:
         assert render_documents([]) == ""
         assert render_documents(["a", "b"]) == "Documents:\n[1] a\n\n[2] b"
+
+
+class TestLossless:
+    """``[trim] budget = "lossless"``: HTML cleaned, duplicate documents dropped, nothing else, order kept."""
+
+    PAGE = ("<html><body><nav>Home | News | Sport | Login</nav><p>The tower is 330 metres tall.</p>"
+            "<footer>Copyright Example Media</footer></body></html>")
+    DOCS = (PAGE, "Paris is the capital of France.", "The tower is 330 metres tall.", "A b c d e f g h.")
+
+    def test_config(self) -> None:
+        assert cfg(trim={"budget": "lossless"}).trim.budget == "lossless"
+        with pytest.raises(ConfigError, match='"lossless"'):
+            cfg(trim={"budget": "lossy"})
+
+    def test_html_and_duplicates_go_nothing_else(self) -> None:
+        p = prepare_chat(chat("How tall is the tower?", documents=list(self.DOCS)), cfg(trim={"budget": "lossless"}),
+                         WS)
+        content = p.body["messages"][-1]["content"]
+        assert content.startswith("Documents:\n[1] The tower is 330 metres tall.\n\n[2] Paris is the capital of "
+                                  "France.\n\n[3] A b c d e f g h.\n\nHow tall is the tower?")
+        assert (p.documents, p.documents_kept) == (4, 3) and p.document_tokens_after < p.document_tokens_before
+        assert "Home" not in content and "Copyright" not in content
+
+    def test_without_budget_documents_pass_untrimmed(self) -> None:
+        p = prepare_chat(chat("How tall is the tower?", documents=list(self.DOCS)), cfg(), WS)
+        assert (p.documents, p.documents_kept) == (4, 4) and "Home | News" in p.body["messages"][-1]["content"]
+
+    def test_a_request_budget_still_trims_below_it(self) -> None:
+        p = prepare_chat(chat("How tall is the tower?", documents=list(self.DOCS), ragtrim={"budget": 8}),
+                         cfg(trim={"budget": "lossless"}), WS)
+        assert p.document_tokens_after <= 8
 
 
 class TestPrepareChat:
@@ -123,6 +157,49 @@ class TestPrepareChat:
                 {"role": "tool", "content": "r", "tool_call_id": "1"}, {"role": "user", "content": "q"}]
         p = prepare_chat({"model": "m", "messages": msgs}, cfg(trim={"history_turns": 1}), WS)
         assert p.body["messages"] == msgs and p.history_turns_folded == 0
+
+
+class TestMessageRules:
+    """The message rules of OpenAI's API, each a 400 naming the message's index and the rule."""
+
+    @pytest.mark.parametrize(("message", "param", "code", "says"), [
+        ({"role": "user"}, "messages[1].content", "missing_required_parameter", "(role 'user') has no 'content'"),
+        ({"role": "user", "content": None}, "messages[1].content", "missing_required_parameter",
+         "(role 'user') has 'content': null"),
+        ({"role": "system"}, "messages[1].content", "missing_required_parameter", "a system message needs"),
+        ({"role": "assistant"}, "messages[1].content", "missing_required_parameter",
+         "has neither 'content' nor 'tool_calls'"),
+        ({"role": "user", "content": []}, "messages[1].content", "invalid_value", "is an empty array"),
+        ({"role": "user", "content": 42}, "messages[1].content", "invalid_type",
+         "must be a string or an array of content parts, got int"),
+        ({"role": "user", "content": ["hi"]}, "messages[1].content[0]", "invalid_type",
+         "must be an object with a string 'type'"),
+        ({"role": "user", "content": [{"type": "text"}]}, "messages[1].content[0].text", "invalid_type",
+         "is a text part without a string 'text'"),
+        ({"role": "tool", "content": "42"}, "messages[1].tool_call_id", "missing_required_parameter",
+         "needs a string 'tool_call_id'"),
+        ({"role": "function", "content": "42"}, "messages[1].name", "missing_required_parameter",
+         "needs a string 'name'"),
+    ])
+    def test_refused(self, message: dict[str, Any], param: str, code: str, says: str) -> None:
+        body = {"model": "m", "messages": [{"role": "user", "content": "first"}, message]}
+        with pytest.raises(RequestError) as info:
+            prepare_chat(body, cfg(), WS)
+        assert info.value.param == param and info.value.code == code
+        assert str(info.value).startswith("messages[1]") and says in str(info.value)
+
+    @pytest.mark.parametrize("message", [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                               "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "assistant", "tool_calls": []},
+        {"role": "assistant", "content": "sure"},
+        {"role": "tool", "content": "42", "tool_call_id": "c1"},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "x"}}]},
+        {"role": "developer", "content": "be brief"},
+        {"role": "critic", "content": None},  # not OpenAI's: left to the upstream's chat template
+    ])
+    def test_accepted(self, message: dict[str, Any]) -> None:
+        prepare_chat({"model": "m", "messages": [message, {"role": "user", "content": "q"}]}, cfg(), WS)
 
 
 class TestPrepareCompletion:

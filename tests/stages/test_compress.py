@@ -218,7 +218,7 @@ def test_answer_kind_is_parsed_once_per_query() -> None:
 
 
 class TestDuplicateAfterCompression:
-    """Issue 14: compression could make two chunks identical after dedup had run; both were kept."""
+    """Compression could make two chunks identical after dedup had run; both were kept."""
 
     def test_later_identical_chunk_is_dropped_with_a_record(self) -> None:
         scorer = FixedScorer(scores={"Paris is the capital.": 1.0})
@@ -309,7 +309,7 @@ class TestLazyCounting:
 
 
 class TestEveryScriptAndShape:
-    """Issue 24 and issue 23's shape traps: compression needs units to choose among, in every script and shape."""
+    """Every script and chunk shape: compression needs units to choose among, in every script and shape."""
 
     def test_the_answer_row_of_a_table_is_kept_on_its_own(self) -> None:
         table = ("Plans and their monthly data limits:\n| Plan | Monthly limit | Price |\n|---|---|---|\n"

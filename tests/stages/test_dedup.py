@@ -323,7 +323,7 @@ class TestLineShinglesAndTemplates:
 
 
 def similar_stream(n: int, *, seed: int = 0, replaced: int = 12) -> list[str]:
-    """Issue 14's hostile stream: one 200-word text, each copy with ``replaced`` words changed (Jaccard ~0.6 between
+    """A hostile stream: one 200-word text, each copy with ``replaced`` words changed (Jaccard ~0.6 between
     copies: similar, never duplicates at 0.8)."""
     rng = random.Random(seed)
     vocab = [f"w{i}" for i in range(5000)]
@@ -443,7 +443,7 @@ def two_sites(page: str, sites: tuple[tuple[str, str], tuple[str, str]]) -> list
 
 
 class TestTextWithoutSpaces:
-    """Issue 24: Han/Kana lines are shingled by characters, so a page under another site's chrome is the same page in
+    """Han/Kana lines are shingled by characters, so a page under another site's chrome is the same page in
     Japanese and Chinese where it is in English (word shingles saw one "word" per clause)."""
 
     def test_line_tokens(self) -> None:
@@ -471,7 +471,7 @@ class TestTextWithoutSpaces:
     def test_word_shingles_on_japanese_missed_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
         a, b = two_sites(JA_PAGE, JA_SITES)
         assert jaccard(line_shingles(a, 3), line_shingles(b, 3)) == pytest.approx(416 / 514)
-        # Before issue 24 every line went by words: one \w+ "word" per clause, 29 shingles, most of them the sites'.
+        # Shingled by words, as every line once was: one \w+ "word" per clause, 29 shingles, most of them the sites'.
         monkeypatch.setattr(shingles, "is_spaceless", lambda line, **_: False)
         assert jaccard(line_shingles(a, 3), line_shingles(b, 3)) == pytest.approx(15 / 29)
         assert run(DuplicateFilter(), [a, b]).removals == ()
@@ -509,7 +509,7 @@ class TestTextWithoutSpaces:
         assert [(r.chunk_id, r.kept_id, r.detail) for r in run(DuplicateFilter(), chunks).removals] == want
 
 
-# Issue 23: two ~80-word chunks that differ in the plan and its rate limit only.
+# Two ~80-word chunks that differ in the plan and its rate limit only.
 FREE_PLAN = ("The Free plan is meant for trying the API on small projects and personal tools. It allows 60 requests "
              "per minute and 10,000 requests per month, with a maximum payload of 2 MB for each request. Responses "
              "are cached for five minutes, and every endpoint is available, including search, embeddings and batch "
@@ -519,7 +519,7 @@ PRO_PLAN = FREE_PLAN.replace("The Free plan", "The Pro plan").replace("60 reques
 
 
 class TestDifferingValues:
-    """Issue 23: chunks whose numbers, dates, versions or amounts differ are never merged; the trace says why."""
+    """Chunks whose numbers, dates, versions or amounts differ are never merged; the trace says why."""
 
     def test_free_and_pro_plans_are_both_kept(self) -> None:
         assert jaccard(line_shingles(FREE_PLAN, 3), line_shingles(PRO_PLAN, 3)) == pytest.approx(78 / 88)

@@ -1,4 +1,4 @@
-"""Hand-checked multilingual sentence reference for issue 24 (written and checked by hand for this prototype).
+"""Hand-checked multilingual sentence reference, written and checked by hand.
 
 Each case is (language, sentences, joiner): the text is ``joiner.join(sentences)`` and its reference sentence
 starts are where each sentence begins. Conventions, the same as ragtrim's English rules: a quoted span (``"..."``,

@@ -1,4 +1,4 @@
-"""The sentence splitter as it was before issue 14 (regex with backtracking, a linear scan per boundary), kept
+"""The sentence splitter as it was before the linear rewrite (regex with backtracking, a linear scan per boundary), kept
 verbatim as the reference the linear rewrite in ``ragtrim.text`` must agree with on ordinary text."""
 
 from __future__ import annotations

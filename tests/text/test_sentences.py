@@ -89,7 +89,7 @@ class TestSentenceSpans:
 
 
 class TestLinearSplitterMatchesReference:
-    """The linear rewrite (issue 14) gives exactly the spans of the former regex splitter on ordinary text."""
+    """The linear rewrite gives exactly the spans of the former regex splitter on ordinary text."""
 
     def test_varied_prose(self) -> None:
         for text in _PROSE:
@@ -139,7 +139,7 @@ def assert_refines_reference(text: str) -> None:
 
 
 class TestHostileInputs:
-    """Repros of issue 14: each took seconds (quadratic); sized here to run in milliseconds after the fix."""
+    """Inputs that were quadratic: each took seconds (quadratic); sized here to run in milliseconds after the fix."""
 
     def test_run_of_dots(self) -> None:
         text = "." * 40_000 + "x"
@@ -203,7 +203,7 @@ def test_boundary_pattern_matches_like_its_three_branch_form(text: str) -> None:
     assert [m.span() for m in _BOUNDARY.finditer(text)] == [m.span() for m in re.finditer(_OLD_BOUNDARY, text)]
 
 
-# -- every script (issue 24) ------------------------------------------------------------------------------------------
+# -- every script ---------------------------------------------------------------------------------------------------
 def _starts(text: str) -> list[int]:
     return [a for a, _ in sentence_spans(text)]
 
@@ -276,7 +276,7 @@ class TestEveryScript:
 
 
 class TestLineUnits:
-    """Table rows and list items are units the compressor can keep on their own (issue 23's shape traps)."""
+    """Table rows and list items are units the compressor can keep on their own (chunk shapes that trap a sentence splitter)."""
 
     def test_markdown_table_rows(self) -> None:
         text = "Plans:\n| Plan | Limit |\n|---|---|\n| Basic | 10 GB |\n| Pro | 100 GB |\nThat is all."

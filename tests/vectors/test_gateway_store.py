@@ -41,8 +41,15 @@ def test_defaults_and_values() -> None:
 @pytest.mark.parametrize(("trim", "message"), [
     ({"vector_store": 5}, "trim.vector_store must be"),
     ({"vector_store": " "}, "trim.vector_store must be \"default\", \"off\", a file path or a redis:// URL"),
-    ({"vector_store_max_mb": 0}, "trim.vector_store_max_mb must be > 0"),
-    ({"vector_store_max_mb": "big"}, "trim.vector_store_max_mb must be"),
+    ({"vector_store_max_mb": 0}, (r"trim.vector_store_max_mb must be a number of MiB from 1 to 1048576 \(1 TiB\), "
+                                  "got 0: a smaller store holds too few vectors to help")),
+    ({"vector_store_max_mb": 0.01}, "trim.vector_store_max_mb must be a number of MiB from 1 to 1048576"),
+    ({"vector_store_max_mb": 1e308}, r"got 1e\+308 \(the unit is MiB\)"),
+    ({"vector_store_max_mb": float("inf")}, "trim.vector_store_max_mb must be a number of MiB.*got inf"),
+    ({"vector_store_max_mb": float("nan")}, "trim.vector_store_max_mb must be a number of MiB.*got nan"),
+    ({"vector_store_max_mb": "big"}, "trim.vector_store_max_mb must be a number of MiB, got the string 'big'"),
+    ({"vector_store_max_mb": "64"}, "trim.vector_store_max_mb must be a number of MiB, got the string '64'"),
+    ({"vector_store_max_mb": True}, "trim.vector_store_max_mb must be a number of MiB.*got True"),
 ])
 def test_invalid_values_are_named(trim: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):

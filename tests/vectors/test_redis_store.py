@@ -14,7 +14,7 @@ pytest.importorskip("redis")
 
 from ragtrim._util.redact import redact_url as _redacted
 from ragtrim.vectors.redis_store import RedisVectorStore
-from ragtrim.vectors.store import SharedStore, pack, unpack, vector_key
+from ragtrim.vectors.store import SharedStore, open_store, pack, unpack, vector_key
 from tests.serve.conftest import RedisServer, free_port
 
 MIB = 2**20
@@ -44,6 +44,30 @@ class TestRedisVectorStore:
         v = unpack(store.get([items[2][0]])[items[2][0]])
         assert v is not None and v.tobytes() == np.frombuffer(items[2][1][4:], dtype="<f4").tobytes()
         assert store.stored_bytes() == sum(len(k) + len(v) for k, v in items)
+
+    def test_replace_overwrites_a_damaged_value_and_keeps_the_count(self, redis_url: str) -> None:
+        store = RedisVectorStore(redis_url, max_bytes=MIB)
+        (key, good), = vectors(1)
+        narrow = pack(np.ones(10, dtype=np.float32))  # a valid checksum over the wrong width
+        store.put([(key, narrow)])
+        assert store.put([(key, good)]) == 0 and store.get([key]) == {key: narrow}  # put keeps the first
+        assert store.replace([(key, good)] + vectors(1, seed=5)) == 2
+        assert store.get([key]) == {key: good}
+        assert store.stored_bytes() == 2 * (len(key) + len(good))  # the old value's bytes left the count
+
+    def test_a_trim_repairs_what_it_found_damaged(self, redis_url: str) -> None:
+        from ragtrim.testing import FakeEmbedder
+
+        store = RedisVectorStore(redis_url, max_bytes=MIB)
+        store.put([(vector_key("fake-v1", "one"), pack(np.ones(10, dtype=np.float32)))])
+        e = FakeEmbedder(recipe="fake-v1", vector_store=store)
+        assert e.score("q", ["one", "two"]) == FakeEmbedder(recipe="fake-v1", vector_store=None).score("q", ["one",
+                                                                                                            "two"])
+        opened = open_store(store)  # the process's SharedStore of this store object, which the embedder used
+        assert opened is not None
+        opened.flush(10)
+        assert (opened.stats.damaged, opened.stats.repaired) == (1, 1)
+        assert unpack(store.get([vector_key("fake-v1", "one")])[vector_key("fake-v1", "one")], 16) is not None
 
     def test_byte_bound_evicts_least_recently_used(self, redis_url: str) -> None:
         store = RedisVectorStore(redis_url, max_bytes=MIB)  # 662 entries of 32 + 1540 bytes

@@ -24,8 +24,10 @@ from ragtrim.vectors.store import (
     VectorStore,
     configure_default_store,
     default_store_spec,
+    key_text,
     open_store,
     pack,
+    store_size_bytes,
     unpack,
     vector_key,
 )
@@ -40,6 +42,7 @@ class DictStore:
         self.gets = 0
         self.puts: list[int] = []
         self.touched: list[bytes] = []
+        self.replaced: list[bytes] = []
 
     @property
     def location(self) -> str:
@@ -58,6 +61,13 @@ class DictStore:
         self.data.update(new)
         self.puts.append(len(items))
         return len(new)
+
+    def replace(self, items: Sequence[tuple[bytes, bytes]]) -> int:
+        if self.fail:
+            raise OSError("store is down")
+        self.data.update(items)
+        self.replaced.extend(k for k, _ in items)
+        return len(items)
 
     def touch(self, keys: Sequence[bytes]) -> None:
         self.touched.extend(keys)
@@ -93,6 +103,24 @@ class TestKeysAndValues:
         assert unpack(bytes(raw)) is None
         assert unpack(b"") is None and unpack(b"abcde") is None and unpack(pack(np.ones(2))[:-1]) is None
 
+    def test_a_value_of_another_width_or_not_finite_is_no_vector(self) -> None:
+        ten = pack(np.ones(10, dtype=np.float32))  # a valid checksum over the wrong number of floats
+        assert unpack(ten) is not None and unpack(ten, 10) is not None
+        assert unpack(ten, 384) is None
+        for bad in (np.nan, np.inf, -np.inf):
+            v = np.ones(384, dtype=np.float32)
+            v[7] = bad
+            assert unpack(pack(v), 384) is None and unpack(pack(v)) is None
+
+    @pytest.mark.parametrize(("given", "key"), [
+        ("a passage\n", "a passage"), ("\ufeffa passage", "a passage"), ("  a passage \t\r\n", "a passage"),
+        ("line one\r\nline two\r\n", "line one\nline two"), ("old\rmac", "old\nmac"),
+        (" \ufeff a passage", "a passage"), ("inner  spaces\n\nkept", "inner  spaces\n\nkept"),
+    ])
+    def test_one_key_for_every_form_of_a_passage(self, given: str, key: str) -> None:
+        assert key_text(given) == key and key_text(key) == key
+        assert vector_key("r", given) == vector_key("r", key)
+
 
 class TestDefaultStore:
     def test_default_is_sqlite_in_the_cache_dir(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -118,7 +146,8 @@ class TestDefaultStore:
         monkeypatch.setenv("RAGTRIM_VECTOR_STORE_MAX_MB", "lots")
         store_mod._DEFAULT = None
         monkeypatch.setenv("RAGTRIM_VECTOR_STORE", "default")
-        with pytest.raises(ConfigError, match="RAGTRIM_VECTOR_STORE_MAX_MB must be a number of MiB, got 'lots'"):
+        with pytest.raises(ConfigError, match=r"RAGTRIM_VECTOR_STORE_MAX_MB must be a number of MiB from 1 to 1048576 "
+                                              r"\(1 TiB\), got 'lots'"):
             default_store_spec()
 
     def test_off_and_objects(self) -> None:
@@ -129,8 +158,32 @@ class TestDefaultStore:
         assert shared is not None and shared.store is store and open_store(store) is shared
 
     def test_bad_spec_is_a_config_error_of_the_store(self, tmp_path: Path) -> None:
-        with pytest.raises(ConfigError, match="max_bytes must be an int >= 65536"):
+        with pytest.raises(ConfigError, match=r"max_bytes must be an int from 1048576 \(1 MiB\) to 1099511627776 "
+                                              r"\(1 TiB\) bytes, got 10"):
             SqliteVectorStore(tmp_path / "x.sqlite3", max_bytes=10)
+
+
+class TestStoreSize:
+    """One check of a store's size for the CLI flag, the environment and the gateway's config."""
+
+    @pytest.mark.parametrize("good", [1, 1.5, "2", " 256 ", 2**20, "1048576"])
+    def test_sizes_a_store_can_work_with(self, good: object) -> None:
+        assert store_size_bytes(good, source="--max-mb") == int(float(str(good)) * 2**20)
+
+    @pytest.mark.parametrize("bad", ["inf", float("inf"), "nan", float("nan"), 1e308, "1e308", 0.01, "0.01", 0, -5,
+                                     2**20 + 1, "lots", "", True, None, [256]])
+    def test_sizes_refused_name_the_source_the_range_and_the_unit(self, bad: object) -> None:
+        with pytest.raises(ConfigError) as caught:
+            store_size_bytes(bad, source="trim.vector_store_max_mb")
+        assert str(caught.value).startswith("trim.vector_store_max_mb must be a number of MiB from 1 to 1048576 "
+                                            f"(1 TiB), got {bad!r}")
+
+    def test_the_environment_goes_through_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.delenv("RAGTRIM_VECTOR_STORE", raising=False)
+        for bad in ("inf", "0.01", "1e308", "nan"):
+            monkeypatch.setenv("RAGTRIM_VECTOR_STORE_MAX_MB", bad)
+            with pytest.raises(ConfigError, match=r"^\$RAGTRIM_VECTOR_STORE_MAX_MB must be a number of MiB"):
+                default_store_spec()
 
 
 class TestSharedStore:
@@ -152,6 +205,36 @@ class TestSharedStore:
         store.data[b"k"] = b"not a vector"
         shared = SharedStore(store)
         assert shared.lookup([b"k"]) == {} and shared.stats.damaged == 1
+
+    def test_a_damaged_value_is_replaced_by_the_vector_saved_for_its_key(self) -> None:
+        store = DictStore()
+        good = np.ones(384, dtype=np.float32) / np.float32(np.sqrt(384))
+        store.data[b"narrow"] = pack(np.ones(10, dtype=np.float32))
+        store.data[b"intact"] = pack(good)
+        shared = SharedStore(store)
+        found = shared.lookup([b"narrow", b"intact"], width=384)
+        assert list(found) == [b"intact"] and shared.stats.damaged == 1
+        shared.save([(b"narrow", good), (b"new", good)])
+        shared.flush(5)
+        assert store.replaced == [b"narrow"] and shared.stats.repaired == 1 and shared.stats.writes == 1
+        assert unpack(store.data[b"narrow"], 384) is not None
+
+    def test_a_refused_store_warns_once_and_is_never_asked_again(self, caplog: pytest.LogCaptureFixture) -> None:
+        class Refusing(DictStore):
+            def get(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+                self.gets += 1
+                raise ConfigError("memory is not a ragtrim vector store")
+
+        store = Refusing()
+        shared = SharedStore(store, retry_after_s=0.0)
+        with caplog.at_level(logging.DEBUG, logger="ragtrim"):
+            for _ in range(3):
+                assert shared.lookup([b"a"]) == {}
+            shared.save([(b"a", np.ones(2, dtype=np.float32))])
+            shared.flush(5)
+        assert store.gets == 1 and store.data == {} and not shared.available()
+        assert [r.levelname for r in caplog.records if "vector store" in r.message] == ["WARNING"]
+        assert "refused: memory is not a ragtrim vector store" in caplog.records[0].message
 
     def test_a_failing_store_never_raises_and_is_left_alone(self, caplog: pytest.LogCaptureFixture) -> None:
         store = DictStore()
@@ -258,6 +341,28 @@ class TestEmbedderTiers:
                  if isinstance(s, RelevanceFilter) else s for s in default_stages(budget=20, scorer="bm25")]
         assert broken.text == Pipeline(plain, tokenizer="whitespace").run(passages, query="beta").text
         assert open_store(store).stats.errors >= 1  # type: ignore[union-attr]
+
+    def test_a_stored_vector_of_the_wrong_width_is_a_miss_recomputed_and_repaired(self) -> None:
+        from ragtrim.pipeline import Pipeline
+        from ragtrim.stages.relevance import RelevanceFilter
+
+        store = DictStore()
+        passages = ["alpha beta gamma delta.", "epsilon zeta eta theta."]
+        store.data[vector_key("fake-v1", passages[0])] = pack(np.ones(10, dtype=np.float32))  # a valid checksum
+        e = FakeEmbedder(recipe="fake-v1", vector_store=store)
+        stages = [RelevanceFilter(scorer=e, top_k=None)]
+        result = Pipeline(stages, tokenizer="whitespace").run(passages, query="beta")  # the only store hit
+        plain = Pipeline([RelevanceFilter(scorer=FakeEmbedder(recipe="fake-v1", vector_store=None), top_k=None)],
+                         tokenizer="whitespace").run(passages, query="beta")
+        assert result.text == plain.text and sorted(e.encoded_texts()) == sorted(["beta", *passages])
+        shared = open_store(store)
+        assert shared is not None
+        shared.flush(5)
+        assert shared.stats.damaged == 1 and shared.stats.repaired == 1
+        assert unpack(store.data[vector_key("fake-v1", passages[0])], 16) is not None
+        later = FakeEmbedder(recipe="fake-v1", vector_store=store)
+        later.embed(passages)
+        assert later.encoded_texts() == []  # both now read from the store
 
     def test_a_store_that_cannot_open_is_logged_not_raised(self, caplog: pytest.LogCaptureFixture) -> None:
         e = FakeEmbedder(recipe="fake-v1", vector_store="redis://127.0.0.1:1/0")

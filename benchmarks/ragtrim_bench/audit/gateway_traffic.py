@@ -214,7 +214,7 @@ def run(cfg: GatewayAuditConfig) -> dict[str, Any]:
     argv = audit_argv(cfg)
     args = build_parser().parse_args(argv)
     t0 = time.perf_counter()
-    report = run_audit(args.log, config_from_args(args))
+    report = run_audit(args.logs, config_from_args(args))
     audit_s = time.perf_counter() - t0
     json_path, html_path = write_report(report, args.out)
     numbering = numbering_tokens(read_requests(cfg.log, skipped=SkipLog()), get_counter(cfg.tokenizer))

@@ -2,7 +2,7 @@
 
 The audit runs as its own process (``python -m ragtrim audit``), so its peak RSS is the child's (getrusage); the
 breakdown covers every request (no sampling), the savings run trims a uniform sample (``--sample``).
-Targets (issue 17): <= 60 s and <= 500 MB on 2 cores.
+Targets: <= 60 s and <= 500 MB on 2 cores.
 Run from the repository root (the planner reads tests/fixtures/configs/): ragtrim-bench audit scale
   -> benchmarks/results/audit/scale.json (+ the report in benchmarks/results/audit/synth-100k/)
 """

@@ -1,10 +1,12 @@
-"""Pure statistics for benchmark reports: percentiles and latency summaries (unit-tested, no printing)."""
+"""Pure statistics for benchmark reports: percentiles and latency summaries (unit-tested, no printing); the Wilson
+interval and the McNemar test are the library's (``ragtrim._util.stats``), re-exported."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
+from ragtrim._util.stats import mcnemar_exact_p, wilson_interval
 from ragtrim._util.stats import percentile as _percentile
 
 
@@ -39,23 +41,4 @@ def summarize_ms(values_ms: Sequence[float], prefix: str = "latency") -> dict[st
     return summarize(values_ms, prefix, "ms")
 
 
-def wilson_interval(successes: int, n: int, *, z: float = 1.959964) -> tuple[float, float]:
-    """The Wilson score interval of a rate (95% by default): how far a recall measured on ``n`` requests may sit from
-    the true one. ``n == 0`` gives NaNs."""
-    if n == 0:
-        return math.nan, math.nan
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def mcnemar_exact_p(only_a: int, only_b: int) -> float:
-    """Two-sided exact McNemar test of two methods judged on the same requests: ``only_a`` requests only A got right,
-    ``only_b`` only B. The p-value of a difference at least this lopsided if neither were better (1.0 with none)."""
-    n = only_a + only_b
-    if n == 0:
-        return 1.0
-    k = min(only_a, only_b)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
-    return min(1.0, 2 * tail)
+__all__ = ["mcnemar_exact_p", "mean", "percentile", "summarize", "summarize_ms", "wilson_interval"]

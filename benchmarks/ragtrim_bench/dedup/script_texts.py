@@ -1,8 +1,8 @@
 """Articles and site chrome for the near-duplicate benchmark on text without spaces (``ragtrim-bench dedup scripts``).
 
 Two splits, written for this project:
-* ``dev``: the issue-24 researcher's Kyoto (Japanese), Beijing (Chinese) and Kyoto (English, a translation of the
-  Japanese) articles with their two sites' headers and footers (``/work/proto24/q5_dedup.py``), plus a third article
+* ``dev``: Kyoto (Japanese), Beijing (Chinese) and Kyoto (English, a translation of the
+  Japanese) articles with their two sites' headers and footers, plus a third article
   per language written for this benchmark. The shingle length for Han/Kana lines was chosen on this split.
 * ``heldout``: written after the rule was coded and before any number was measured on it, never used to choose
   anything: three Japanese and three Chinese articles, each with a sibling on a close topic that reuses its phrasing

@@ -2,7 +2,7 @@
 shingles.
 
 The same article under two sites' headers and footers against a sibling article on a close topic, in Japanese,
-Chinese and English, for word shingles (before issue 24) and character shingles of several lengths on Han/Kana
+Chinese and English, for word shingles on every line (the earlier rule) and character shingles of several lengths on Han/Kana
 lines.
 
 For each split (``dev``: the length was chosen here; ``heldout``: reported only) and language:
@@ -36,7 +36,7 @@ from ragtrim_bench.common.results import command_line, result_path, write_result
 from ragtrim_bench.dedup.script_texts import SPLITS, LanguageSet
 
 WORDS = "words"
-"""The "shingle length" label of the ablation that shingles every line by words, as before issue 24."""
+"""The "shingle length" label of the ablation that shingles every line by words, the earlier rule."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class ScriptDedupConfig:
 
 @contextmanager
 def words_only() -> Iterator[None]:
-    """Every line shingled by words (the rule before issue 24): the ablation's baseline."""
+    """Every line shingled by words (the earlier rule): the ablation's baseline."""
     # The name the line tokenizer looks up at call time; getattr/setattr because the module does not export it.
     saved = getattr(shingles, "is_spaceless")  # noqa: B009
     setattr(shingles, "is_spaceless", lambda line, **_: False)  # noqa: B010

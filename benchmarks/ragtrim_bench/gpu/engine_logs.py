@@ -1,8 +1,8 @@
 """Facts read from the GPU runs' raw logs, which stay out of the repository: per log, the largest CUDA-graph capture
 size, the engine's init and compile times, the driver's one-line run summaries and the first error lines.
 
-The raw logs come back from a GPU session beside the suites' JSON (``gpu_suite_*_logs.tar.gz`` from ``gpu suites``,
-``*.log`` from the session scripts); this summary of them is what is committed, and ``gpu report`` reads the capture
+The raw logs come back from a GPU run beside the suites' JSON (``gpu_suite_*_logs.tar.gz`` from ``gpu suites``,
+``*.log`` from the driver scripts); this summary of them is what is committed, and ``gpu report`` reads the capture
 sizes from it.
 Run: ragtrim-bench gpu engine_logs DIR [DIR ...]  -> benchmarks/results/gpu/engine_logs.json
 """

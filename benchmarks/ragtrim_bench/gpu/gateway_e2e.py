@@ -1,18 +1,24 @@
-"""``ragtrim serve`` in front of vLLM on the GPU host, against vLLM directly with untrimmed prompts (issue 16).
+"""``ragtrim serve`` in front of vLLM on the GPU host, against vLLM directly with untrimmed prompts.
 
 Run on the GPU machine (vLLM importable, ``gpu suites --prepare-only`` done):
 
-  RAGTRIM_DATA=.gpu/data python -m ragtrim_bench.gpu.gateway_e2e --out $OUT   (session_e2e.sh runs it)
+  RAGTRIM_DATA=.gpu/data python -m ragtrim_bench.gpu.gateway_e2e --out $OUT [--arms gpu-4x,gpu-8x,cpu-4x,...]
+  (session_e2e.sh runs it: ``gateway`` with the BM25 arm, ``latency`` with the others)
 
-``vllm serve`` (the Gemma-3-12B shape, dummy weights, CUDA graphs up to 1,024 tokens) listens on one port and
-``ragtrim serve`` (open mode, memory state, ``[trim] budget = 0.25``, limits far above the offered load) on another.
-The harness's OpenAI-compatible streaming client sends the same golden questions to both:
+``vllm serve`` (the Gemma-3-12B shape, dummy weights, CUDA graphs up to 1,024 tokens) listens on one port and one
+``ragtrim serve`` per gateway arm (open mode, memory state, no vector store, limits far above the offered load) on
+its own port; the gateways start while vLLM does. Arms (``ARMS``): ``gpu-4x`` / ``gpu-8x``: the default recipe
+(``balanced``: MiniLM on the GPU) at a quarter and an eighth of the document tokens; ``cpu-4x`` / ``cpu-8x``: the
+same with the gateway's process denied the GPU (``CUDA_VISIBLE_DEVICES=""``: int8 MiniLM on the host's CPU);
+``cpu-auto-4x``: ``trim.scorer = "auto"`` on the CPU, which trims only as far as it pays, starting from
+``trim.prefill_ms_per_token`` = ``--prefill-ms-per-token`` and learning the rest; ``bm25-4x``: BM25 with the GPU visible.
+The harness's OpenAI-compatible streaming client sends the same golden questions to each:
   direct    vLLM, the untrimmed prompt
-  gateway   the gateway, the prompt with the passages inside ``<context>...</context>``; the gateway trims them in
+  <arm>     that gateway, the prompt with the passages inside ``<context>...</context>``; the gateway trims them in
             flight and forwards the trimmed prompt to vLLM
-TTFT is measured by the client from send to the first streamed token, so the gateway arm's TTFT includes the
+TTFT is measured by the client from send to the first streamed token, so a gateway arm's TTFT includes the
 gateway's own time and the trim. Single requests (one at a time), then a Poisson ladder per arm with the throughput
-within a 500 ms p95 TTFT SLO. Writes ``$OUT/gpu_gateway.json``.
+within a 500 ms p95 TTFT SLO. Writes ``$OUT/gpu_gateway.json``; every gateway logs to ``$OUT/gateways.log``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +49,10 @@ url = "http://127.0.0.1:{vllm_port}/v1"
 tokenizer = "cl100k_base"
 
 [trim]
-budget = 0.25
-
+budget = {budget}
+scorer = "{scorer}"
+vector_store = "off"
+{extra}
 [limits]
 max_input_tokens = 8192
 max_output_tokens = 512
@@ -52,6 +61,33 @@ default_org_concurrency = 4096
 max_queued = 100000
 queue_timeout_s = 60
 """
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One gateway: its document budget (share of the documents' tokens), scorer, whether its process may use the
+    GPU, and the request rates of its ladder."""
+
+    budget: float
+    scorer: str
+    gpu: bool
+    rates: tuple[float, ...]
+
+
+ARMS: dict[str, Arm] = {
+    "gpu-4x": Arm(0.25, "balanced", True, (8, 16, 32, 48, 64)),
+    "gpu-8x": Arm(0.125, "balanced", True, (8, 16, 32, 48, 64, 96)),
+    "cpu-4x": Arm(0.25, "balanced", False, (2, 4, 8, 16)),
+    "cpu-8x": Arm(0.125, "balanced", False, (2, 4, 8, 16)),
+    "cpu-auto-4x": Arm(0.25, "auto", False, (4, 8, 16, 32)),
+    "bm25-4x": Arm(0.25, "bm25", True, (8, 16, 32, 48, 64)),
+}
+DIRECT_RATES = (4, 8, 12, 16)
+
+
+def gateway_config(arm: Arm, vllm_port: int, prefill_ms_per_token: float) -> str:
+    extra = f"prefill_ms_per_token = {prefill_ms_per_token}\n" if arm.scorer == "auto" else ""
+    return GATEWAY_TOML.format(vllm_port=vllm_port, budget=arm.budget, scorer=arm.scorer, extra=extra)
 
 
 EMPTY = "no tokens streamed"
@@ -78,25 +114,28 @@ def prompts(n: int, offset: int) -> tuple[list[tuple[str, str]], list[tuple[str,
     return direct, wrapped
 
 
-async def measure(args: argparse.Namespace, direct: Any, gateway: Any, result: dict[str, Any],
+async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any], result: dict[str, Any],
                   deadline: float) -> None:
     golden_direct, golden_wrapped = prompts(args.single + 8, 0)
     pool_direct, pool_wrapped = prompts(args.ladder_questions, 400)
-    arms = {"direct": (direct, golden_direct, pool_direct), "gateway": (gateway, golden_wrapped, pool_wrapped)}
+    arms: dict[str, tuple[Any, list[tuple[str, str]], list[tuple[str, str]], tuple[float, ...]]] = {
+        "direct": (direct, golden_direct, pool_direct, DIRECT_RATES)}
+    arms |= {name: (backend, golden_wrapped, pool_wrapped, ARMS[name].rates) for name, backend in gateways.items()}
     single: dict[str, Any] = {}
-    for name, (backend, rows, _) in arms.items():
+    for name, (backend, rows, _, _) in arms.items():
         records, duration = await run_load(backend, rows, LoadSpec(num_requests=args.single, concurrency=1,
                                                                    max_tokens=args.max_tokens, prompt_offset=8),
                                            arm=name)
         single[name] = timed(records, duration)
-    single["p50_ttft_gain"] = single["direct"]["p50_ttft_ms"] / single["gateway"]["p50_ttft_ms"]
-    single["p99_ttft_gain"] = single["direct"]["p99_ttft_ms"] / single["gateway"]["p99_ttft_ms"]
+        if name != "direct" and single[name].get("p50_ttft_ms"):
+            single[name]["p50_ttft_gain"] = single["direct"]["p50_ttft_ms"] / single[name]["p50_ttft_ms"]
+            single[name]["p99_ttft_gain"] = single["direct"]["p99_ttft_ms"] / single[name]["p99_ttft_ms"]
     result["single"] = single
     ladder: dict[str, Any] = {}
-    for name, (backend, _, rows) in arms.items():
+    for name, (backend, _, rows, rates) in arms.items():
         steps: list[dict[str, Any]] = []
         offset = 0
-        for rate in args.rates:
+        for rate in rates:
             if time.time() > deadline:
                 steps.append({"request_rate": rate, "skipped": "deadline"})
                 break
@@ -114,58 +153,81 @@ async def measure(args: argparse.Namespace, direct: Any, gateway: Any, result: d
         ladder[name] = {"steps": steps, "at_slo": throughput_at_slo([x for x in steps if "completed" in x],
                                                                     slo_ms=args.slo_ms)}
     base = ladder["direct"]["at_slo"]["request_throughput"]
-    ladder["throughput_gain_at_slo"] = ladder["gateway"]["at_slo"]["request_throughput"] / base if base else None
+    for name in gateways:
+        got = ladder[name]["at_slo"]["request_throughput"]
+        ladder[name]["throughput_gain_at_slo"] = got / base if base else None
     result["ladder"] = ladder
+
+
+def start_gateway(name: str, arm: Arm, vllm_port: int, args: argparse.Namespace, log: Any) -> tuple[Any, int]:
+    port = free_port()
+    config = Path(tempfile.mkdtemp()) / f"{name}.toml"
+    config.write_text(gateway_config(arm, vllm_port, args.prefill_ms_per_token))
+    env = dict(os.environ)
+    if not arm.gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    log.write(f"--- gateway {name}: {arm}\n".encode())
+    log.flush()
+    proc = subprocess.Popen([sys.executable, "-m", "ragtrim", "serve", "--config", str(config), "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    return proc, port
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/ragtrim-gpu-out"))
     parser.add_argument("--model", default="/tmp/gemma-dummy/12b")
+    parser.add_argument("--arms", default="bm25-4x", help=f"comma-separated, of {', '.join(ARMS)}")
     parser.add_argument("--single", type=int, default=60)
     parser.add_argument("--ladder-questions", type=int, default=600)
-    parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")], default=[4, 8, 12, 16, 24, 32])
     parser.add_argument("--step-s", type=float, default=6.0)
     parser.add_argument("--slo-ms", type=float, default=500.0)
     parser.add_argument("--max-tokens", type=int, default=8)
+    parser.add_argument("--prefill-ms-per-token", type=float, default=0.037,
+                        help="trim.prefill_ms_per_token of the auto arm until it learns its own")
     parser.add_argument("--budget-s", type=float, default=540.0)
     args = parser.parse_args(argv)
+    names = [a for a in args.arms.split(",") if a]
+    unknown = [a for a in names if a not in ARMS]
+    if unknown or not names:
+        parser.error(f"unknown arms {unknown}; choose from {', '.join(ARMS)}")
     deadline = time.time() + args.budget_s - 40
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     engine = {"dtype": "bfloat16", "max_model_len": 4096, "gpu_memory_utilization": 0.85, "seed": 0,
               "max_num_batched_tokens": 8192, "load_format": "dummy",
               "compilation_config": {"max_cudagraph_capture_size": 1024}}
-    result: dict[str, Any] = {"benchmark": "gpu_gateway", "engine": engine, "errors": []}
-    vllm_port, gw_port = free_port(), free_port()
+    result: dict[str, Any] = {"benchmark": "gpu_gateway", "engine": engine, "arms": {n: vars(ARMS[n]) for n in names},
+                              "errors": []}
+    vllm_port = free_port()
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # POST /reset_prefix_cache between ladder steps
     server = start_vllm_server(model=args.model, port=vllm_port, extra_args=engine_cli_args(engine),
                                log_path=str(out / "vllm_server.log"))
-    config = Path(tempfile.mkdtemp()) / "gateway.toml"
-    config.write_text(GATEWAY_TOML.format(vllm_port=vllm_port))
-    gateway_log = open(out / "gateway.log", "wb")  # noqa: SIM115 - kept open for the child's lifetime
-    gateway = subprocess.Popen([sys.executable, "-m", "ragtrim", "serve", "--config", str(config), "--port",
-                                str(gw_port)], stdout=gateway_log, stderr=subprocess.STDOUT)
+    log = open(out / "gateways.log", "ab")  # noqa: SIM115 - kept open for the children's lifetime
+    procs = {name: start_gateway(name, ARMS[name], vllm_port, args, log) for name in names}
     direct_backend = OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{vllm_port}", model=args.model)
-    gateway_backend = OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{gw_port}", model=args.model)
+    backends = {name: OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{port}", model=args.model)
+                for name, (_, port) in procs.items()}
     started = time.perf_counter()
     try:
         asyncio.run(direct_backend.ready(400))
-        asyncio.run(gateway_backend.ready(60))
+        for backend in backends.values():
+            asyncio.run(backend.ready(120))
         result["servers_ready_s"] = time.perf_counter() - started
-        asyncio.run(measure(args, direct_backend, gateway_backend, result, deadline))
+        asyncio.run(measure(args, direct_backend, backends, result, deadline))
     except Exception as exc:  # noqa: BLE001 - recorded: the file must still hold what finished
         result["errors"].append(f"{type(exc).__name__}: {exc}")
     finally:
-        for proc in (gateway, server):
+        for proc, _ in procs.values():
             stop_process(proc, timeout_s=30)
-        gateway_log.close()
+        stop_process(server, timeout_s=30)
+        log.close()
     write_result(out / "gpu_gateway.json", result, command=command_line(__spec__.name, argv),
-                 packages=["vllm", "starlette", "uvicorn", "aiohttp"])
+                 packages=["vllm", "starlette", "uvicorn", "aiohttp", "onnxruntime", "torch"])
     single = result.get("single", {})
-    print(json.dumps({"errors": result["errors"], "single": {k: v if not isinstance(v, dict) else
-                      {m: v[m] for m in ("p50_ttft_ms", "p99_ttft_ms", "mean_prompt_tokens")} for k, v in single.items()},
-                      "at_slo": {k: v.get("at_slo") if isinstance(v, dict) else v
+    print(json.dumps({"errors": result["errors"], "single": {k: {m: v.get(m) for m in (
+        "p50_ttft_ms", "p99_ttft_ms", "p50_ttft_gain", "p99_ttft_gain", "mean_prompt_tokens")} for k, v in single.items()},
+                      "at_slo": {k: (v.get("at_slo"), v.get("throughput_gain_at_slo"))
                                  for k, v in result.get("ladder", {}).items()}}, indent=1))
     return 0
 

@@ -12,7 +12,7 @@ Writes .gpu/prompts/*.jsonl (git-ignored: derived from shared data) and benchmar
 Run from the repository root: HF_HUB_OFFLINE=1 ragtrim-bench gpu make_prompts --fit bisect --workers 2
 Extra candidate arms only (e.g. the reader-reranked top passage), written beside the main files:
      HF_HUB_OFFLINE=1 ragtrim-bench gpu make_prompts --candidates top1,top1_qlm --only-candidates qlm
-The issue's first-probe setting (random distractors) on the same questions, with the default pipeline's 4x arm:
+The easier setting (random distractors) on the same questions, with the default pipeline's 4x arm:
      HF_HUB_OFFLINE=1 ragtrim-bench gpu make_prompts --distractors random --only-candidates random \
          --candidates top1,top2 --trim-ratios 4
 """
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="write only the --candidates arms (with untrimmed and oracle) for the golden and dev "
                              "sets, to nq20_middle_SUFFIX.jsonl and nq20_middle_SUFFIX_dev.jsonl")
     parser.add_argument("--distractors", choices=["bm25", "random"], default="bm25",
-                        help="hard BM25 distractors (the golden set's) or random ones (the issue's first probe); "
+                        help="hard BM25 distractors (the golden set's) or random ones (the easier setting); "
                              "random needs --only-candidates")
     parser.add_argument("--trim-ratios", default="",
                         help="with --only-candidates: also the default pipeline's trimmed_<R>x arms, e.g. 4")

@@ -344,12 +344,12 @@ QLM_PROMPTS = PROMPTS.with_name("nq20_middle_qlm.jsonl")
 RANDOM_PROMPTS = PROMPTS.with_name("nq20_middle_random.jsonl")
 PLANNER_CONFIGS = Path("tests") / "fixtures" / "configs"
 QLM_CONFIG = "270m_bf16kv_qlm"  # run 3: plain and reader-reranked top-1 on the same engine as 270m_bf16kv_len4096
-RANDOM_CONFIG = "270m_bf16kv_random"  # run 4: the issue's first-probe setting (random distractors), same questions
+RANDOM_CONFIG = "270m_bf16kv_random"  # run 4: the easier setting (random distractors), same questions
 # run 4's driver tags (session.sh `graphs`, `load` and `tp2g`, each on a fresh machine); other tagged files are run 3's
 RUN4_TAGS = {"_g0g", "_g1g", "_g1r", "_g0l", "_g1h", "_tp2g"}
 # run 4's second call repeated 12b_graphs_1024 on the other GPU: its rows get their own name
 RENAMED = {("_g1h", "12b_graphs_1024"): "12b_graphs_1024_repeat"}
-# one serving knob at a time, each table against the BF16 baseline started by the same command (same session)
+# one serving knob at a time, each table against the BF16 baseline started by the same command (same machine, same run)
 KNOB_TABLES = {  # plot file stem: (run, baseline, driver tags of that command)
     "knobs_vs_baseline": (3, "12b_baseline", {"_g0", "_g1"}),
     "cuda_graphs_vs_baseline": (4, "12b_baseline_n100", {"_g0g", "_g1g"}),
@@ -426,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 headline[f"{QLM_CONFIG}_{r['set']}_accuracy_{r['arm']}"] = r["accuracy"]
                 if r["set"] == "golden":
                     headline[f"{QLM_CONFIG}_golden_prompt_token_ratio_{r['arm']}"] = r["prompt_token_ratio"]
-    # run 4: the issue's first-probe setting, random distractors; the arm chosen by the same dev rule
+    # run 4: the easier setting, random distractors; the arm chosen by the same dev rule
     random_chosen = select_candidate(acc, config=RANDOM_CONFIG, min_ratio=4.0)
     if random_chosen:
         headline[f"{RANDOM_CONFIG}_selected_arm_by_dev_accuracy"] = random_chosen
@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if not c.startswith(("12b_", "270m")) or c in TTFT_12B_CONFIGS]
     engine_logs = json.loads((results / "engine_logs.json").read_text(encoding="utf-8"))
     graph_limits = {config: n for log, config in GRAPH_LOGS if (n := cudagraph_max_tokens(engine_logs, log))}
-    plots = write_plots(lat, acc, lad, slo, results, accuracy_target=0.40,  # issue 6's target
+    plots = write_plots(lat, acc, lad, slo, results, accuracy_target=0.40,  # the 270M reader's accuracy target
                         ttft_configs=ttft_configs, knobs=knobs, cudagraph_max_tokens=graph_limits)
     print("accuracy\n" + format_table(acc, [(k, k) for k in ("config", "set", "arm", "questions", "accuracy",
                                                                  "refusal_accuracy", "mean_prompt_tokens",

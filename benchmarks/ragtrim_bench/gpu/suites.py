@@ -10,7 +10,7 @@ Suites (one command each on the lent H200; each fits in 10 minutes):
      off, the OpenAI-compatible server instead of the in-process engine: single requests and one Poisson step),
      and the 27B shape with tensor parallelism 2 (two GPUs; eager and
      without the custom all-reduce, after the first run's CUDA-graph capture crashed with it).
-  The first H200 run (2026-11-29, results/gpu/run1/) also measured KV capacity at max_model_len 4,096 and
+  The first H200 run (results/gpu/run1/) also measured KV capacity at max_model_len 4,096 and
   16,384 with BF16 and FP8 KV for the 270M and 12B shapes; those engine starts are not repeated.
 Usage (on the GPU machine, vLLM importable):
   python -m ragtrim_bench.gpu.suites --suite a --prompts .gpu/prompts --out $OUT   (session.sh runs it)
@@ -81,7 +81,7 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
              "prompts_file": str(prompts / "nq20_middle_qlm.jsonl"),
              "tasks": [golden_acc, {"type": "accuracy", "set": "dev",
                                     "prompts_file": str(prompts / "nq20_middle_qlm_dev.jsonl")}]},
-            # the first-probe setting: random distractors instead of hard ones, same questions
+            # the easier setting: random distractors instead of hard ones, same questions
             # (make_prompts.py --distractors random --only-candidates random --candidates top1,top2 --trim-ratios 4)
             {"name": "270m_bf16kv_random", "engine": engine(m270, max_model_len=4096, eager=True),
              "prompts_file": str(prompts / "nq20_middle_random.jsonl"),
@@ -250,8 +250,8 @@ def run_worker(spec: dict[str, Any], workdir: Path, deadline: float) -> dict[str
     env = dict(os.environ, PYTHONUNBUFFERED="1", VLLM_LOGGING_LEVEL="INFO", **spec.get("env", {}))
     started = time.perf_counter()
     with open(log_path, "wb") as log:
-        # its own process group: on a timeout the engine-core and TP worker processes go too (in the 2026-11-29
-        # run 2 they outlived a timed-out worker, held the GPU memory and made the next engines fail to start)
+        # its own process group: on a timeout the engine-core and TP worker processes go too (left behind, they
+        # hold the GPU memory and the next engines fail to start)
         proc = subprocess.Popen([sys.executable, "-m", "ragtrim_bench.gpu.worker", str(spec_path), str(out_path)],
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:

@@ -1,8 +1,8 @@
 """Conversations in Korean, Japanese and Chinese for the history-rule benchmark (``ragtrim-bench history scripts``),
 with what the folded state should hold.
 
-* ``dev``: the issue-24 researcher's samples (``/work/proto24/history_cjk.py``): the 12-turn Korean trip
-  conversation of the issue and six one-line Japanese and Chinese samples, written with the rules in view. The rules
+* ``dev``: the samples the rules were written from: a 12-turn Korean trip
+  conversation and six one-line Japanese and Chinese samples, written with the rules in view. The rules
   were tuned on these.
 * ``heldout``: two conversations per language written for this benchmark before the rules were coded, in phrasings
   chosen to differ from the dev ones (numbers in Han numerals, other verbs for liking, deciding and needing), and

@@ -8,7 +8,7 @@ Per conversation, folded whole (``compress_history(turns, keep_last_turns=0)``):
   phrase; ``phrase_recall``: the same, any kind;
 * ``silent_turn_items``: items from turns annotated as carrying nothing (greetings, thanks, reactions): should be 0;
 * ``empty_turns_noted``: whether every folded turn without an item is listed in ``HistoryResult.empty_turns`` and
-  summed up in a note (issue 24: "a note in the result whenever a folded turn yields nothing").
+  summed up in a note in the result whenever a folded turn yields nothing.
 
 ``--english-digest`` also prints a SHA-256 of the English rule-based states on every LoCoMo conversation (the items
 of all turns, and ``compress_history``'s state at three budgets): equal digests before and after mean the CJK rules
@@ -40,7 +40,7 @@ from ragtrim_bench.history.script_texts import SPLITS, Conversation
 
 @contextmanager
 def english_rules_only() -> Iterator[None]:
-    """No sentence goes to the CJK rules: the summarizer as it was before issue 24."""
+    """No sentence goes to the CJK rules: the summarizer without its Korean, Japanese and Chinese rules."""
     from ragtrim.history import cjk  # imported here so that --english-digest-only runs on older checkouts too
 
     saved = cjk.is_cjk_sentence

@@ -106,7 +106,7 @@ def _text(rng: random.Random, cfg: FuzzConfig, earlier: list[str]) -> str:
     parts = []
     for _ in range(rng.randint(1, 12)):
         r = rng.random()
-        if r < 0.08:  # a long sentence of clauses, the compressor's truncation path (issue 23)
+        if r < 0.08:  # a long sentence of clauses, the compressor's truncation path
             parts.append(_clauses(rng))
         elif r < 0.5:
             parts.append(_sentence(rng))
@@ -177,7 +177,7 @@ def _pipeline(rng: random.Random, budget: int, tokenizer: str) -> tuple[Pipeline
     if rng.random() < 0.7:
         fixed = FixedScorer(scores=[rng.uniform(0, 1) for _ in range(12)])
         # the default recipe's fusion (BM25 deciding when it is sure) over a fake model whose vectors go through a
-        # persistent store (issue 23), with a fake that needs no model download
+        # persistent store, with a fake that needs no model download
         fused = HybridScorer(scorers=("bm25", FakeEmbedder(recipe="fuzz", vector_store=_store_path())), method="mix",
                              weights=(0.1, 0.9), sure_weights=(0.8, 0.2))
         scorer: Any = rng.choice(["bm25", fixed, fused])

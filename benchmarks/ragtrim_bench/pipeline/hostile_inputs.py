@@ -1,4 +1,4 @@
-"""The hostile inputs of issue 14 (item 1: super-linear time) and issue 24 (every script), as generators, and the
+"""Hostile inputs (those that made code super-linear, in English and in every script), as generators, and the
 cases that time them.
 
 Each case builds its input at a size ``n`` and returns a zero-argument call that processes it through the code path
@@ -89,7 +89,7 @@ UNPUNCTUATED_CHINESE = "北京是中国的首都它有三千多年的历史香�
 
 def korean_prose(n_bytes: int, *, seed: int = 0) -> str:
     """Korean-like sentences (words of Hangul syllables, each sentence ending in "다. "), about ``n_bytes`` UTF-8
-    bytes: every sentence start is a caseless letter, the case the rules of issue 24 added."""
+    bytes: every sentence start is a caseless letter, the case the every-script sentence rules added."""
     rng = random.Random(seed)
     parts: list[str] = []
     size = 0
@@ -288,13 +288,13 @@ def _lead(n_chars: int) -> Call:
 
 @dataclass(frozen=True)
 class HostileCase:
-    """One hostile input: how to build the call at size ``n``, the n the benchmark uses, and the issue's numbers."""
+    """One hostile input: how to build the call at size ``n``, the n the benchmark uses, and the time reported before the fix."""
 
     name: str
     unit: str  # what n counts
     n: int
     build: Callable[[int], Call]
-    issue_report: str  # the time issue 14 reported before the fix
+    issue_report: str  # the time of the code before the fix
 
 
 CASES: tuple[HostileCase, ...] = (
@@ -306,25 +306,25 @@ CASES: tuple[HostileCase, ...] = (
     HostileCase("html_fallback_comments", "bytes", 45 * 1024, _html("<!--x"), "181 KiB 25-51 s"),
     HostileCase("dedup_similar_stream", "chunks", 2_000, _dedup, "4k chunks 34 s, 8k 139 s"),
     HostileCase("history_turns", "turns", 4_000, _history, "1k 0.18 s, 16k 26 s"),
-    # Found while fixing the above (not in the issue's list); the times are from the code before the fix.
+    # Found while fixing the above; the times are from the code before the fix.
     HostileCase("history_blank_run_in_a_turn", "chars", 20_000, _history_blank_run,
-                "not in the issue: 5k blanks 0.96 s, 20k 15 s"),
+                "5k blanks 0.96 s, 20k 15 s"),
     HostileCase("html_deep_page", "levels", 400, _html_page, "not in the issue: 400 levels 0.25 s, 1,600 6.8 s"),
     HostileCase("compress_whole_chunk_window", "sentences", 5_000, _compress_wide_window,
                 "not in the issue: context_sentences=10**6 visited every neighbour (n x n)"),
-    # Issue 24: every script. Korean and Japanese take the new sentence rules and the script analyzer; unpunctuated
+    # Every script. Korean and Japanese take the new sentence rules and the script analyzer; unpunctuated
     # Chinese is one sentence, one bigram run and, for MiniLM's lead, one word.
     HostileCase("split_korean", "bytes", 200 * 1024, _split(korean_prose),
-                "issue 24: new rules (Korean had no sentence boundaries before)"),
+                "new rules (Korean had no sentence boundaries before)"),
     HostileCase("split_japanese_quotes", "bytes", 200 * 1024, _split(japanese_quotes),
-                "issue 24: new rules (「」 quotes, stops without a space)"),
+                "new rules (「」 quotes, stops without a space)"),
     HostileCase("split_unpunctuated_chinese", "chars", 400_000, _split(unpunctuated_chinese),
-                "issue 24: new rules"),
+                "new rules"),
     HostileCase("bm25_tokens_unpunctuated_chinese", "chars", 400_000, _bm25_tokens(unpunctuated_chinese),
-                "issue 24: new analyzer (the whole run was one token before)"),
+                "new analyzer (the whole run was one token before)"),
     HostileCase("trim_korean_bm25", "bytes", 100 * 1024, _trim_bm25(korean_prose),
-                "issue 24: one chunk was one sentence before"),
+                "one chunk was one sentence before"),
     HostileCase("lead_unpunctuated_chinese", "chars", 800_000, _lead,
-                "issue 24: MiniLM's lead tokenized the whole text: 3.2 M chars 30 s, 2.1 GB"),
+                "MiniLM's lead tokenized the whole text: 3.2 M chars 30 s, 2.1 GB"),
 )
 

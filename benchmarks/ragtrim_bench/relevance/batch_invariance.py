@@ -64,13 +64,14 @@ def distinct_vectors(runs: Sequence[dict[str, bytes]]) -> dict[str, int]:
     return {t: len(v) for t, v in seen.items()}
 
 
-def _onnx(quantized: bool, pieces: int) -> Callable[[str, int], EmbedFn]:
+def _onnx(quantized: bool, pieces: int, scales: str = "call") -> Callable[[str, int], EmbedFn]:
     def build(grouping: str, threads: int) -> EmbedFn:
-        from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, resolve_model
-        from ragtrim.scoring.onnx_backend import _session, load_tokenizer, onnx_file, padded_batches
+        from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, _session, padded_batches
 
-        session = _session(onnx_file(quantized=quantized), threads)
-        tokenizer = load_tokenizer(Path(resolve_model(DEFAULT_EMBEDDING_MODEL)), pieces)
+        scorer = OnnxEmbeddingScorer(quantized=quantized, max_seq_length=pieces, activation_scales=scales,  # type: ignore[arg-type]
+                                     vector_store=None)
+        _, tokenizer = scorer._parts()  # the model file exists (an export or the row model is made once)
+        session = _session(scorer._path(), threads)
 
         def embed(texts: Sequence[str]) -> np.ndarray:
             out = np.zeros((len(texts), 384), dtype=np.float32)
@@ -166,6 +167,8 @@ BACKENDS = (
     Backend("sentence-transformers@10", GROUPINGS, _sentence_transformers(10)),
     Backend("sentence-transformers@256", GROUPINGS, _sentence_transformers(256)),
     Backend("onnx-int8@128", GROUPINGS, _onnx(True, 128)),  # the default recipe's pieces (scoring.auto.balanced)
+    Backend("onnx-int8row@10", GROUPINGS, _onnx(True, 10, "row")),  # one activation scale per token row
+    Backend("onnx-int8row@128", GROUPINGS, _onnx(True, 128, "row")),
     Backend("torch-cuda@64", ("fixed",), _torch_cuda(64)),  # run only where CUDA is (--backends torch-cuda@64)
     Backend("torch-cuda@128", ("fixed",), _torch_cuda(128)),
 )
@@ -187,7 +190,8 @@ def _fast_pipeline(grouping: str, budget: int) -> Any:
 
     key = (grouping, budget)
     if key not in _PIPELINE_SCORERS:
-        minilm = _grouped_onnx(grouping)(max_seq_length=BALANCED_PREFIX_TOKENS, vector_store=None)
+        minilm = _grouped_onnx(grouping)(max_seq_length=BALANCED_PREFIX_TOKENS, vector_store=None,
+                                         activation_scales="call")  # one scale per call: single vs padded
         _PIPELINE_SCORERS[key] = bm25_mix(minilm, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT)
     scorer = _PIPELINE_SCORERS[key]
     stages = [RelevanceFilter(scorer=scorer, top_k=None) if isinstance(s, RelevanceFilter) else s

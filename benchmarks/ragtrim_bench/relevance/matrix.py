@@ -245,7 +245,7 @@ def compare(records: Sequence[Mapping[str, Any]], row: str, against: Sequence[st
 
 
 def comparisons(records: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Issue 23's targets, paired: the default against the best named scorer of each cell, and against the plain
+    """The default's targets, paired: the default against the best named scorer of each cell, and against the plain
     baseline."""
     from ragtrim.scoring.registry import SCORER_NAMES
 
@@ -271,7 +271,7 @@ def host_info() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[pkg] = None
     from ragtrim.scoring.auto import choose
-    from ragtrim.scoring.device import default_threads
+    from ragtrim.scoring.device import onnx_threads
 
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout
@@ -280,7 +280,7 @@ def host_info() -> dict[str, Any]:
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = "", False
     return {"cores": os.cpu_count(), "cpu_model": cpu_model, "python": platform.python_version(),
-            "platform": platform.platform(), "packages": versions, "model_threads": default_threads(),
+            "platform": platform.platform(), "packages": versions, "model_threads": onnx_threads(),
             "auto_scorer": choose().to_dict(), "loadavg": list(os.getloadavg()),
             "git_commit": commit.strip() or None, "git_dirty": dirty}
 

@@ -4,7 +4,7 @@ Both servers run as their own processes (uvicorn; uvloop and httptools when inst
 keep-alive requests, direct and through the gateway interleaved, added p50/p99 = gateway minus direct. Throughput:
 non-streaming requests/s through the gateway with ``wrk`` (Debian package) when installed, else the stdlib client.
 The gateway authenticates a key with rpm/tpm windows (memory), clamps output and counts tokens on every request.
-Targets (issue 16): added p50 <= 2 ms, added p99 <= 10 ms, >= 1,000 requests/s.
+Targets: added p50 <= 2 ms, added p99 <= 10 ms, >= 1,000 requests/s.
 Run: ragtrim-bench serve overhead  -> benchmarks/results/serve/overhead.json
 """
 

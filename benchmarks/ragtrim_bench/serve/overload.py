@@ -5,7 +5,7 @@ Unloaded: sequential streaming requests through the gateway give the reference p
 Poisson arrivals at ``overload`` times the upstream's capacity. Reported: admitted p99 TTFT (and its ratio to
 the unloaded p99), 429 latency p99, lost (connection errors) and hung (no answer within the client timeout)
 requests, and Jain's fairness index of admitted requests across users.
-Targets (issue 16): admitted p99 TTFT <= 2x unloaded p99; 429 p99 <= 5 ms; 0 lost or hung; Jain >= 0.9.
+Targets: admitted p99 TTFT <= 2x unloaded p99; 429 p99 <= 5 ms; 0 lost or hung; Jain >= 0.9.
 Run: ragtrim-bench serve overload  -> benchmarks/results/serve/overload.json
 """
 

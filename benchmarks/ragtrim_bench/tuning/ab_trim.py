@@ -44,7 +44,7 @@ from ragtrim.api import default_stages
 from ragtrim.pipeline import Pipeline
 try:
     from ragtrim.text.tokens import get_counter
-except ImportError:  # a tree from before the layout by concept (issue 22)
+except ImportError:  # a tree from before the layout by concept (flat modules)
     from ragtrim.tokens import get_counter
 scorer = sys.argv[2]
 counter = get_counter("cl100k_base")

@@ -6,7 +6,7 @@ NQ 20-document sets with hard BM25 distractors, gold in the middle, for question
 the trimmed prompt; prints accuracy, answer-in-prompt rate and prompt tokens per variant and writes JSON.
 
 Run: HF_HUB_OFFLINE=1 ragtrim-bench tuning reader_arms --variants oracle,default_r4,top1
-     (--distractors random: the issue's first probe drew random distractors instead of hard ones)
+     (--distractors random: random distractors instead of hard ones, the easier setting)
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=150)
     ap.add_argument("--variants", default="oracle,default_r4,default_r8,default_r16")
     ap.add_argument("--distractors", choices=["bm25", "random"], default="bm25",
-                    help="hard BM25 distractors (the GPU golden set's) or random ones (the issue's first probe)")
+                    help="hard BM25 distractors (the GPU golden set's) or random ones (the easier setting)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("-o", "--output", type=Path, default=None, help="default: results/tuning/reader_arms.json")

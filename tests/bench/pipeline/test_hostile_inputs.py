@@ -1,4 +1,4 @@
-"""The hostile-input generators and cases behind benchmarks/hostile_growth.py (issue 14)."""
+"""The hostile-input generators and cases behind ragtrim_bench.pipeline.hostile_growth."""
 
 from __future__ import annotations
 

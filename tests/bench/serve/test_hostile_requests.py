@@ -39,12 +39,16 @@ def test_nested_depth() -> None:
 
 
 def test_targets() -> None:
-    c = {"healthz_p99_ms": 10.0, "rss_growth_mb": 5.0, "every_error_openai_shaped": True, "missing_from_log": [],
+    c = {"class": "large_body", "requests": 1, "probe_p99_ms": 10.0, "rss_growth_mb": 5.0, "every_error_openai_shaped": True, "missing_from_log": [],
          "log_status_mismatch": [], "missing_from_metrics": 0, "errors_missing_from_metrics": 0, "statuses": [200]}
     assert all(v is True for k, v in targets({"classes": [c]}).items() if not k.endswith("_max"))
-    slow = {**c, "healthz_p99_ms": 80.0, "statuses": [0, 400]}
+    slow = {**c, "probe_p99_ms": 80.0, "statuses": [0, 400]}
     t = targets({"classes": [c, slow]})
-    assert t["healthz_p99_le_50ms"] is False and t["no_request_unanswered"] is False and t["healthz_p99_ms_max"] == 80
+    assert t["probe_p99_le_50ms"] is False and t["no_request_unanswered"] is False and t["probe_p99_ms_max"] == 80
+    flood = {**c, "class": "readiness_flood", "requests": 100, "upstream_models_calls": 1}
+    assert targets({"classes": [c, flood]})["readiness_probes_share_one_upstream_call"] is True
+    flood["upstream_models_calls"] = 100  # one upstream call per probe
+    assert targets({"classes": [c, flood]})["readiness_probes_share_one_upstream_call"] is False
 
 
 def test_quick_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,7 +59,7 @@ def test_quick_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     classes = {c["class"]: c for c in report["classes"]}
     assert set(classes) == {"idle", "large_body", "large_message", "deep_json", "escaped_keys", "many_documents",
                             "slow_body", "stalled_body", "hidden_text", "bad_types", "unknown_routes",
-                            "http10_stream", "never_fits"}
+                            "http10_stream", "never_fits", "huge_answers", "spaceless_documents", "readiness_flood"}
     t = report["targets"]
     assert t["every_error_openai_shaped_with_code"] and t["nothing_missing_from_log"]
     assert t["nothing_missing_from_metrics"] and t["no_request_unanswered"]
@@ -67,4 +71,10 @@ def test_quick_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     http10 = classes["http10_stream"]["answers"][0]
     assert http10["status"] == 200 and "transfer-encoding=none" in http10["note"] and "True" in http10["note"]
     assert classes["never_fits"]["answers"][0]["note"] == "x-should-retry=false"
-    assert "healthz p50" in capsys.readouterr().out
+    huge = classes["huge_answers"]
+    assert huge["statuses"] == [200] and huge["requests"] == 2
+    assert all("usage_at_end=True" in a["note"] for a in huge["answers"])
+    flood = classes["readiness_flood"]
+    assert flood["statuses"] == [200] and flood["requests"] == 20 and flood["upstream_models_calls"] == 1
+    assert t["readiness_probes_share_one_upstream_call"]
+    assert "probe p50" in capsys.readouterr().out

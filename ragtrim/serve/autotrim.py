@@ -1,0 +1,189 @@
+"""The gateway's ``trim.scorer = "auto"``: learn what a prompt token costs the upstream from the streamed requests it
+relays, and trim each request only as far as that pays (``ragtrim.recipes``).
+
+Every streamed request tells the gateway its prompt tokens and the upstream's time to the first event. The prefill
+cost per token is the slope of that time over the prompt size, fitted robustly (Theil-Sen: the median of the slopes
+between pairs of requests, so that requests that queued behind others move it little) over the last ``WINDOW``
+requests. Until it is learned (``MIN_OBSERVATIONS`` requests whose sizes spread over ``MIN_SPREAD_TOKENS``), the
+configured ``trim.prefill_ms_per_token`` stands in, and without one the host's default recipe runs as before. The
+choice and its reason are counted in ``/metrics`` (``ragtrim_serve_auto_recipe_total``) and sent in the
+``x-ragtrim-recipe`` header.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ragtrim import recipes
+from ragtrim.api import recipe_pipeline
+from ragtrim.recipes import RecipeChoice, RecipeCosts, choose_recipe
+
+WINDOW = 512
+"""Requests the fit looks at (the most recent)."""
+MIN_OBSERVATIONS = 20
+MIN_SPREAD_TOKENS = 256
+"""The prompt sizes seen must span at least this many tokens (10th to 90th percentile) for a slope to mean
+anything: a gateway that always sends about the same size cannot see what a token costs."""
+REFIT_EVERY = 8
+"""The slope is refitted after this many new observations (a fit over 512 requests is 260,000 pairs)."""
+
+
+class PrefillModel:
+    """Upstream time to first token as a line over prompt tokens, learned from observations (thread-safe)."""
+
+    def __init__(self, *, window: int = WINDOW) -> None:
+        self._seen: deque[tuple[int, float]] = deque(maxlen=window)
+        self._lock = threading.Lock()
+        self._fit: tuple[float, float] | None = None
+        self._since_fit = 0
+
+    def observe(self, prompt_tokens: int, ttft_ms: float) -> None:
+        if prompt_tokens <= 0 or not math.isfinite(ttft_ms) or ttft_ms <= 0:
+            return
+        with self._lock:
+            self._seen.append((prompt_tokens, ttft_ms))
+            self._since_fit += 1
+
+    @property
+    def observations(self) -> int:
+        with self._lock:
+            return len(self._seen)
+
+    def per_token_ms(self) -> float | None:
+        """The learned prefill cost per prompt token, or None while too little is known."""
+        with self._lock:
+            if len(self._seen) < MIN_OBSERVATIONS:
+                return None
+            if self._fit is None or self._since_fit >= REFIT_EVERY:
+                self._fit = theil_sen(np.array([t for t, _ in self._seen], dtype=np.float64),
+                                      np.array([y for _, y in self._seen], dtype=np.float64))
+                self._since_fit = 0
+            tokens = np.array([t for t, _ in self._seen], dtype=np.float64)
+        lo, hi = np.percentile(tokens, [10, 90])
+        if hi - lo < MIN_SPREAD_TOKENS or self._fit is None:
+            return None
+        return max(0.0, self._fit[1])
+
+
+def theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    """``(intercept, slope)`` of the Theil-Sen line through the points: the median slope over all pairs with
+    different x, and the median of ``y - slope * x``; None when all x are equal."""
+    dx = x[None, :] - x[:, None]
+    dy = y[None, :] - y[:, None]
+    upper = np.triu(np.ones_like(dx, dtype=bool), k=1) & (dx != 0)
+    if not upper.any():
+        return None
+    slope = float(np.median(dy[upper] / dx[upper]))
+    return float(np.median(y - slope * x)), slope
+
+
+class AutoTrim:
+    """One gateway's learning and choosing; its metrics live in the gateway's registry."""
+
+    def __init__(self, *, registry: Any = None, costs: RecipeCosts | None = None,
+                 recipes: Callable[[], tuple[Any, ...]] | None = None) -> None:
+        """``recipes``: what this host can run (default: ``ragtrim.recipes.available_recipes``, asked per call)."""
+        self.prefill = PrefillModel()
+        self.costs = costs if costs is not None else RecipeCosts()
+        self._recipes_of = recipes
+        self._calibrated = False
+        self._lock = threading.Lock()
+        self.chosen: Any = None
+        self.learned: Any = None
+        self.recipe_cost: Any = None
+        if registry is not None:
+            from prometheus_client import Counter, Gauge
+
+            self.chosen = Counter("ragtrim_serve_auto_recipe", "Recipes trim.scorer='auto' chose, by why: pays (its "
+                                  "cost is below the prefill it saves), nothing_pays (clean only), no_budget, "
+                                  "not_learned (the host default runs)", ["recipe", "why"], registry=registry)
+            self.learned = Gauge("ragtrim_serve_prefill_ms_per_token", "The upstream's prefill cost per prompt "
+                                 "token as learned from streamed requests (0 until learned)", registry=registry)
+            self.recipe_cost = Gauge("ragtrim_serve_recipe_cost_ms_per_token", "What each recipe costs here per "
+                                     "input token (measured, then learned from trims)", ["recipe"], registry=registry)
+
+    def _recipes(self) -> tuple[Any, ...]:
+        return self._recipes_of() if self._recipes_of is not None else recipes.available_recipes()
+
+    # -- learning -------------------------------------------------------------------------------------------------
+    def observe_request(self, prepared: Any, ttft_ms: float | None, outcome: str) -> None:
+        """A finished request: a streamed one that succeeded teaches the prefill cost (a non-streamed one's time
+        includes its whole answer)."""
+        if prepared is None or ttft_ms is None or outcome != "ok" or not getattr(prepared, "stream", False):
+            return
+        self.prefill.observe(int(prepared.prompt_tokens), float(ttft_ms))
+        learned = self.prefill.per_token_ms()
+        if self.learned is not None and learned is not None:
+            self.learned.set(learned)
+
+    def observe_trim(self, recipe: str, tokens: int, seconds: float) -> None:
+        if recipe == "clean":
+            return
+        self.costs.observe(recipe, tokens, seconds)
+        if self.recipe_cost is not None:
+            expected = self.costs.expected_ms(recipe, 1)
+            if expected is not None:
+                self.recipe_cost.labels(recipe).set(expected)
+
+    def warm_up(self, tokenizer: Any = None) -> None:
+        """Measure the recipes this host can run (once; the gateway calls it before taking requests)."""
+        with self._lock:
+            if self._calibrated:
+                return
+            self.costs.calibrate([r for r in self._recipes() if r != "clean"], build=recipe_pipeline,
+                                 tokenizer=tokenizer)
+            self._calibrated = True
+        for recipe in self._recipes():
+            expected = self.costs.expected_ms(recipe, 1)
+            if self.recipe_cost is not None and expected is not None:
+                self.recipe_cost.labels(recipe).set(expected)
+
+    # -- choosing -------------------------------------------------------------------------------------------------
+    def choose(self, *, tokens_before: int, budget: int | None, prior_ms_per_token: float | None,
+               hard_budget: bool, default: str, tokenizer: Any = None) -> RecipeChoice:
+        """The recipe for one request. ``hard_budget``: the client set the budget itself, so it holds (the cheapest
+        recipe that enforces it at least). ``default``: the recipe while the prefill cost is unknown."""
+        learned = self.prefill.per_token_ms()
+        per_token = learned if learned is not None else prior_ms_per_token
+        if per_token is None:
+            choice = RecipeChoice(default, f"{default}: the upstream's prefill cost is not learned yet "  # type: ignore[arg-type]
+                                  f"({self.prefill.observations} streamed requests seen) and trim.prefill_ms_per_token "
+                                  "is not set", 0.0, 0.0)
+            self._count(choice, "not_learned")
+            return choice
+        if not self._calibrated:
+            self.warm_up(tokenizer)
+        basis = (f"{per_token:.4f} ms per prompt token learned from {self.prefill.observations} requests"
+                 if learned is not None else f"trim.prefill_ms_per_token {per_token:g}")
+        pool = self._recipes()
+        if hard_budget:
+            pool = tuple(r for r in pool if r != "clean")
+        choice = choose_recipe(tokens_before=tokens_before, budget=budget, costs=self.costs, recipes=pool,
+                               saving_ms=lambda before, after: per_token * (before - after), basis=basis)
+        if hard_budget and choice.recipe == "clean" and budget is not None and budget < tokens_before:
+            cheapest = pool[-1] if pool else "bm25"
+            choice = RecipeChoice(cheapest, f"{cheapest}: the request set its own budget, which holds; "  # type: ignore[arg-type]
+                                  f"{choice.reason}", choice.expected_cost_ms, choice.expected_saving_ms,
+                                  choice.considered)
+        why = "no_budget" if budget is None or budget >= tokens_before else (
+            "nothing_pays" if choice.recipe == "clean" else "pays")
+        self._count(choice, why)
+        return choice
+
+    def _count(self, choice: RecipeChoice, why: str) -> None:
+        if self.chosen is not None:
+            self.chosen.labels(choice.recipe, why).inc()
+
+
+def timed(run: Callable[[], Any]) -> tuple[Any, float]:
+    """``run()`` and the seconds it took."""
+    started = time.perf_counter()
+    out = run()
+    return out, time.perf_counter() - started

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from ragtrim_bench.gpu.gateway_e2e import ARMS, gateway_config
+
+
+@pytest.mark.parametrize("name", list(ARMS))
+def test_every_arm_is_a_valid_gateway_config(name: str) -> None:
+    pytest.importorskip("starlette")
+    from ragtrim.serve.config import parse_config
+
+    config = parse_config(tomllib.loads(gateway_config(ARMS[name], 8000, 0.037)))
+    arm = ARMS[name]
+    assert config.trim.budget == arm.budget and config.trim.scorer == arm.scorer
+    assert config.trim.vector_store == "off"
+    assert config.trim.prefill_ms_per_token == (0.037 if arm.scorer == "auto" else None)
+    assert config.upstream.url == "http://127.0.0.1:8000/v1"
+
+
+def test_arms_measure_the_default_recipe_on_both_devices() -> None:
+    assert {(a.scorer, a.gpu, a.budget) for a in ARMS.values()} >= {
+        ("balanced", True, 0.25), ("balanced", True, 0.125), ("balanced", False, 0.25), ("balanced", False, 0.125)}
+    assert all(list(a.rates) == sorted(a.rates) for a in ARMS.values())

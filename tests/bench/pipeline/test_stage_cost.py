@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import pytest
+
+import ragtrim.pipeline as pipeline_module
+from ragtrim.api import default_pipeline
+from ragtrim.errors import ConfigError
+from ragtrim.scoring.embedding import CachedEmbedder
+from ragtrim_bench.pipeline.stage_cost import (
+    COUNT_INPUT,
+    OTHER,
+    Measured,
+    Phases,
+    StageCostConfig,
+    instrumented,
+    measure_one,
+    phase_table,
+    summary,
+)
+from ragtrim_bench.relevance.columns import Request
+
+REQUEST = Request(column="nq-title", split="dev", id="t1", question="when did the tower open",
+                  answers=("1889",), passages=("Eiffel Tower\nThe tower opened in 1889 for the fair.",
+                                               "Other tower\nA different tower opened much later, in 1930.",
+                                               "Unrelated\nNothing here about towers or years."),
+                  gold_index=0)
+
+
+def _measured(scorer: str, walls: dict[str, float], cpus: dict[str, float]) -> Measured:
+    return Measured(scorer, "c", "r", sum(walls.values()), sum(cpus.values()), walls, cpus)
+
+
+def test_config_checks() -> None:
+    with pytest.raises(ConfigError, match="limit must be >= 1"):
+        StageCostConfig(limit=0)
+    with pytest.raises(ConfigError, match="unknown columns"):
+        StageCostConfig(columns=("nope",))
+
+
+def test_phases_add_up_per_phase() -> None:
+    phases = Phases()
+    phases.add("a", 0.001, 0.0005)
+    phases.add("a", 0.002, 0.0005)
+    assert phases.wall == {"a": pytest.approx(0.003)} and phases.cpu == {"a": pytest.approx(0.001)}
+
+
+def test_phase_table_counts_a_missing_phase_as_zero() -> None:
+    rows = [_measured("bm25", {"dedup": 2.0, OTHER: 1.0}, {"dedup": 1.0}),
+            _measured("bm25", {"dedup": 4.0, "budget": 6.0, OTHER: 1.0}, {"dedup": 3.0, "budget": 2.0})]
+    table = {r["phase"]: r for r in phase_table(rows)}
+    assert table["dedup"]["mean_wall_ms"] == 3.0 and table["dedup"]["mean_cpu_ms"] == 2.0
+    assert table["budget"]["mean_wall_ms"] == 3.0 and table["budget"]["mean_cpu_ms"] == 1.0
+    assert table[OTHER]["mean_cpu_ms"] is None
+    assert summary(rows)["n"] == 2
+
+
+def test_instrumentation_times_every_phase_and_restores_the_pipeline() -> None:
+    before = (pipeline_module._verified_counts, CachedEmbedder._fill)
+    m = measure_one("bm25", REQUEST, 20)
+    assert {COUNT_INPUT, "html", "dedup", "relevance", "compress", "budget", "order"} <= set(m.phase_wall_ms)
+    assert m.wall_ms > 0 and m.cpu_ms > 0
+    assert (pipeline_module._verified_counts, CachedEmbedder._fill) == before
+    pipe = default_pipeline(budget=20, scorer="bm25")
+    with instrumented(pipe, Phases()):
+        assert "run" in vars(pipe.stages[0])
+    assert "run" not in vars(pipe.stages[0])

@@ -1,0 +1,141 @@
+"""trim.scorer = "auto" in the gateway: the prefill cost learned from streamed requests and the recipe chosen by it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
+
+from ragtrim.recipes import RecipeCosts
+from ragtrim.serve.autotrim import MIN_OBSERVATIONS, AutoTrim, PrefillModel, theil_sen
+
+CHAT = "/v1/chat/completions"
+
+
+def learned_model(per_token: float, sizes: range = range(100, 2100, 50), base: float = 20.0) -> PrefillModel:
+    model = PrefillModel()
+    for k, tokens in enumerate(sizes):
+        queued = 300.0 if k % 7 == 0 else 0.0  # every seventh request waited behind others
+        model.observe(tokens, base + per_token * tokens + queued)
+    return model
+
+
+class TestPrefillModel:
+    def test_theil_sen_recovers_a_line_and_ignores_outliers(self) -> None:
+        x = np.arange(10, dtype=np.float64)
+        y = 3.0 + 0.5 * x
+        y[4] += 100.0
+        intercept, slope = theil_sen(x, y) or (0.0, 0.0)
+        assert slope == pytest.approx(0.5) and intercept == pytest.approx(3.0)
+        assert theil_sen(np.ones(4), np.arange(4.0)) is None
+
+    def test_learns_the_slope_despite_queueing(self) -> None:
+        assert learned_model(0.037).per_token_ms() == pytest.approx(0.037, rel=0.05)
+
+    def test_unknown_until_enough_requests_of_spread_sizes(self) -> None:
+        few = PrefillModel()
+        for t in range(MIN_OBSERVATIONS - 1):
+            few.observe(100 + 100 * t, 20.0 + 3.7 * t)
+        assert few.per_token_ms() is None
+        same_size = learned_model(0.037, sizes=range(1000, 1100, 2))
+        assert same_size.observations >= MIN_OBSERVATIONS and same_size.per_token_ms() is None
+
+    def test_nonsense_is_ignored(self) -> None:
+        model = PrefillModel()
+        model.observe(0, 10.0)
+        model.observe(100, float("inf"))
+        model.observe(100, -1.0)
+        assert model.observations == 0
+
+
+def auto_with(costs: dict[str, float], registry: Any = None) -> AutoTrim:
+    table = RecipeCosts()
+    for recipe, rate in costs.items():
+        table.observe(recipe, 1000, rate)
+    auto = AutoTrim(registry=registry, costs=table, recipes=lambda: ("bm25", "clean"))
+    auto._calibrated = True  # the costs above stand for the measurement
+    return auto
+
+
+class TestAutoTrimChoice:
+    def test_default_recipe_until_learned(self) -> None:
+        choice = auto_with({"bm25": 0.002}).choose(tokens_before=2000, budget=500, prior_ms_per_token=None,
+                                                   hard_budget=False, default="balanced")
+        assert choice.recipe == "balanced" and "not learned yet" in choice.reason
+
+    def test_prior_then_learned_figure(self) -> None:
+        auto = auto_with({"bm25": 0.002})  # 4 ms on 2,000 tokens
+        args: dict[str, Any] = {"tokens_before": 2000, "budget": 500, "hard_budget": False, "default": "balanced"}
+        assert auto.choose(prior_ms_per_token=0.001, **args).recipe == "clean"  # saves 1.5 ms
+        auto.prefill = learned_model(0.037)  # saves 55 ms
+        choice = auto.choose(prior_ms_per_token=0.001, **args)
+        assert choice.recipe == "bm25" and "learned from" in choice.reason
+
+    def test_a_budget_the_client_set_holds(self) -> None:
+        choice = auto_with({"bm25": 0.002}).choose(tokens_before=2000, budget=500, prior_ms_per_token=0.0001,
+                                                   hard_budget=True, default="balanced")
+        assert choice.recipe == "bm25" and "set its own budget" in choice.reason
+
+    def test_only_streamed_successes_teach(self) -> None:
+        auto = auto_with({"bm25": 0.002})
+        streamed = SimpleNamespace(stream=True, prompt_tokens=500)
+        auto.observe_request(SimpleNamespace(stream=False, prompt_tokens=500), 30.0, "ok")
+        auto.observe_request(streamed, 30.0, "upstream_error")
+        auto.observe_request(streamed, None, "ok")
+        auto.observe_request(None, 30.0, "ok")
+        assert auto.prefill.observations == 0
+        auto.observe_request(streamed, 30.0, "ok")
+        assert auto.prefill.observations == 1
+
+    def test_metrics_count_choices(self) -> None:
+        registry = CollectorRegistry()
+        auto = auto_with({"bm25": 0.002}, registry)
+        auto.choose(tokens_before=2000, budget=500, prior_ms_per_token=1.0, hard_budget=False, default="bm25")
+        auto.choose(tokens_before=2000, budget=None, prior_ms_per_token=1.0, hard_budget=False, default="bm25")
+        assert registry.get_sample_value("ragtrim_serve_auto_recipe_total", {"recipe": "bm25", "why": "pays"}) == 1
+        assert registry.get_sample_value("ragtrim_serve_auto_recipe_total",
+                                         {"recipe": "clean", "why": "no_budget"}) == 1
+
+
+DOCS = [f"Passage {i}: " + ("the tower opened in 1889 and drew crowds to the fair " if i == 3 else
+                             "a bridge crossed the river and markets sold grain and wool ") * 12 for i in range(8)]
+
+
+class TestGatewayLearnsAndChooses:
+    @pytest.fixture(autouse=True)
+    def _bm25_only(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import ragtrim.recipes
+
+        monkeypatch.setattr(ragtrim.recipes, "available_recipes", lambda: ("bm25", "clean"))
+
+    def _learn(self, gw: Any) -> None:
+        for n in range(25):  # streamed requests of 100 to 2,500 words teach the prefill cost
+            body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "word " * (100 + 100 * n)}]}
+            with httpx.stream("POST", gw.url + CHAT, json=body) as r:
+                r.read()
+
+    def test_slow_upstream_trims(self, fake: Any, gateway: Any) -> None:
+        up = fake(base_ms=2, per_1k_ms=400)  # 0.4 ms per fake token: trimming pays
+        gw, g = gateway({"upstream": {"url": up.url + "/v1"}, "trim": {"budget": 0.25, "scorer": "auto"}})
+        self._learn(gw)
+        assert (g.auto.prefill.per_token_ms() or 0) > 0.2
+        r = httpx.post(gw.url + CHAT, json={"model": "m", "messages": [{"role": "user", "content": "when did the "
+                                                                         "tower open"}], "documents": DOCS})
+        assert r.status_code == 200 and r.headers["x-ragtrim-recipe"] == "bm25"
+        assert int(r.headers["x-ragtrim-tokens-saved"]) > 0
+        metrics = httpx.get(gw.url + "/metrics").text
+        assert 'ragtrim_serve_auto_recipe_total{recipe="bm25",why="pays"} 1.0' in metrics
+        assert "ragtrim_serve_prefill_ms_per_token" in metrics
+
+    def test_fast_upstream_is_not_trimmed(self, fake: Any, gateway: Any) -> None:
+        up = fake(base_ms=2, per_1k_ms=0.001)  # prefill costs nothing: trimming never pays
+        gw, _ = gateway({"upstream": {"url": up.url + "/v1"},
+                         "trim": {"budget": 0.25, "scorer": "auto", "prefill_ms_per_token": 0.0000001}})
+        r = httpx.post(gw.url + CHAT, json={"model": "m", "messages": [{"role": "user", "content": "when did the "
+                                                                         "tower open"}], "documents": DOCS})
+        assert r.status_code == 200 and r.headers["x-ragtrim-recipe"] == "clean"
+        assert r.headers["x-ragtrim-documents"] == "8/8"
