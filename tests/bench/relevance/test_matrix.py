@@ -286,6 +286,7 @@ def test_main_on_shared_data(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert matrix.main(argv) == 0
     result = json.loads(out.read_text())
     assert result["command"].endswith(" ".join(argv))
-    assert {r["column"] for r in result["records"]} == {"nq-title", "nq-notitle", "squad-article", "korquad", "kv"}
+    assert {r["column"] for r in result["records"]} == {"nq-title", "nq-notitle", "squad-article", "korquad", "kv",
+                                                         "tatqa", "cuad", "cmrc", "jsquad"}
     assert result["budget_violations_total"] == 0 and result["errors_total"] == 0
     assert out.with_suffix(".png").is_file() and "answer recall, heldout" in capsys.readouterr().out
