@@ -6,8 +6,8 @@
 # stage_peers.sh's chunks (see there), on the same machine:
 #   bash benchmarks/ragtrim_bench/gpu/session_peers.sh take pK    (carrying .gpu/peers/pK; K = 1 .. N-1)
 #   bash benchmarks/ragtrim_bench/gpu/session_peers.sh run        (carrying the last chunk, .gpu/peers/pN)
-# `run` joins and checks the bundle, installs its wheels into /tmp/pe/site (apart from vLLM's /tmp/site), unpacks the
-# data and writes the 270M's transformers folder from the GGUF, then, within one 600 s call (about 5 minutes):
+# `run` joins and checks the bundle, installs its wheels into /tmp/pe/site (apart from vLLM's /tmp/site; PEERS_WORK
+# moves /tmp/pe, PEERS_GGUF the GGUF), unpacks the data and writes the 270M's transformers folder from the GGUF, then, within one 600 s call (about 5 minutes):
 #   1. quality: one process per column, all at once, both splits, every row; LIMIT requests per column and split
 #      (default 40), the LongLLMLingua rows on the first SLOW_LIMIT (default 20); nothing timed (the processes
 #      share the host); merged into matrix_h200.json (+ .png, .txt); each column bounded by QUALITY_S (default 170 s)
@@ -17,9 +17,10 @@
 # (gpu.txt and the two results' .json, .png, .txt).
 set -uo pipefail
 step=${1:?usage: session_peers.sh take pK, or run}
-gguf=/tmp/gemma/gemma-3-270m-q4_k_m.gguf
-mkdir -p /tmp/pe
-take() { rm -rf "/tmp/pe/$1" && cp -r ".gpu/peers/$1" "/tmp/pe/$1" && du -sh "/tmp/pe/$1"; }
+gguf=${PEERS_GGUF:-/tmp/gemma/gemma-3-270m-q4_k_m.gguf}
+pe=${PEERS_WORK:-/tmp/pe}  # the chunks, the bundle, the wheels' site and the per-column results
+mkdir -p "$pe"
+take() { rm -rf "${pe:?}/$1" && cp -r ".gpu/peers/$1" "$pe/$1" && du -sh "$pe/$1"; }
 if [ "$step" = take ]; then
   take "${2:?which chunk: p1 .. pN}"
   exit 0
@@ -28,20 +29,20 @@ fi
 for d in .gpu/peers/p*; do [ -d "$d" ] && take "$(basename "$d")"; done
 out=${OUT:?OUT must name the output folder}
 [ -s "$gguf" ] || { echo "$gguf is missing: run ../shared/gpu/stage.sh's chunks and /tmp/st/gpu-setup.sh first"; exit 2; }
-if [ ! -f /tmp/pe/site/.ragtrim-peers-ready ]; then
-  [ -f /tmp/pe/p1/bundle.sha256 ] || { echo "chunk p1 is missing from /tmp/pe"; exit 2; }
-  read -r sha n < /tmp/pe/p1/bundle.sha256
-  for ((k=1; k<=n; k++)); do [ -d "/tmp/pe/p$k" ] || { echo "chunk p$k of $n is missing from /tmp/pe"; exit 2; }; done
-  for ((k=1; k<=n; k++)); do cat /tmp/pe/p$k/chunk.*; done > /tmp/pe/bundle.tar
-  [ "$(sha256sum /tmp/pe/bundle.tar | cut -d' ' -f1)" = "$sha" ] || { echo "bundle checksum differs"; exit 2; }
-  rm -rf /tmp/pe/b /tmp/pe/site /tmp/data && mkdir -p /tmp/pe/b /tmp/pe/site /tmp/data
-  tar -C /tmp/pe/b -xf /tmp/pe/bundle.tar && rm -f /tmp/pe/bundle.tar
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/pe/site /tmp/pe/b/wheels/*.whl 2>&1 \
+if [ ! -f "$pe"/site/.ragtrim-peers-ready ]; then
+  [ -f "$pe"/p1/bundle.sha256 ] || { echo "chunk p1 is missing from $pe"; exit 2; }
+  read -r sha n < "$pe"/p1/bundle.sha256
+  for ((k=1; k<=n; k++)); do [ -d "$pe/p$k" ] || { echo "chunk p$k of $n is missing from $pe"; exit 2; }; done
+  for ((k=1; k<=n; k++)); do cat "$pe"/p$k/chunk.*; done > "$pe"/bundle.tar
+  [ "$(sha256sum "$pe"/bundle.tar | cut -d' ' -f1)" = "$sha" ] || { echo "bundle checksum differs"; exit 2; }
+  rm -rf "$pe"/b "$pe"/site "$pe"/data && mkdir -p "$pe"/b "$pe"/site "$pe"/data
+  tar -C "$pe"/b -xf "$pe"/bundle.tar && rm -f "$pe"/bundle.tar
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$pe"/site "$pe"/b/wheels/*.whl 2>&1 \
     | grep -v WARNING
-  tar -C /tmp/data -xJf /tmp/pe/b/data.tar.xz
-  touch /tmp/pe/site/.ragtrim-peers-ready
+  tar -C "$pe"/data -xJf "$pe"/b/data.tar.xz
+  touch "$pe"/site/.ragtrim-peers-ready
 fi
-export PYTHONPATH=/tmp/pe/b/pkg:/tmp/pe/site:$PWD:$PWD/benchmarks PYTHONUNBUFFERED=1 RAGTRIM_DATA=/tmp/data \
+export PYTHONPATH="$pe"/b/pkg:"$pe"/site:$PWD:$PWD/benchmarks PYTHONUNBUFFERED=1 RAGTRIM_DATA=$pe/data \
   HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAGTRIM_GGUF=$gguf
 sha256sum "$gguf" | cut -c1-16   # a5fd3b62230aa5ec
 [ -f /tmp/gemma-hf/gemma-3-270m/config.json ] || python3 -m ragtrim_bench.models.gemma --out /tmp/gemma-hf
@@ -52,18 +53,18 @@ transformers.__version__, 'llmlingua', llmlingua.__version__)"
 cat "$out/gpu.txt"
 args=(--lingua-device cuda --lingua-model /tmp/gemma-hf/gemma-3-270m --no-progress)
 columns=$(python3 -c "from ragtrim_bench.relevance.columns import COLUMNS; print(' '.join(COLUMNS))")
-rm -f /tmp/pe/q_*.json
+rm -f "$pe"/q_*.json
 for c in $columns; do
   timeout "${QUALITY_S:-170}" python3 -m ragtrim_bench.peers.matrix --columns "$c" --split both \
     --limit "${LIMIT:-40}" --slow-limit "${SLOW_LIMIT:-20}" --timed 0 "${args[@]}" \
-    --output "/tmp/pe/q_$c.json" > "/tmp/pe/q_$c.log" 2>&1 &
+    --output "$pe/q_$c.json" > "$pe/q_$c.log" 2>&1 &
 done
 wait
 rc=0
 for c in $columns; do
-  [ -s "/tmp/pe/q_$c.json" ] || { rc=1; echo "== $c: no result"; grep -v -i warn "/tmp/pe/q_$c.log" | tail -8; }
+  [ -s "$pe/q_$c.json" ] || { rc=1; echo "== $c: no result"; grep -v -i warn "$pe/q_$c.log" | tail -8; }
 done
-python3 -m ragtrim_bench.peers.matrix --merge /tmp/pe/q_*.json --output "$out/matrix_h200.json" \
+python3 -m ragtrim_bench.peers.matrix --merge "$pe"/q_*.json --output "$out/matrix_h200.json" \
   > "$out/matrix_h200.txt" 2>&1 || rc=1
 tail -25 "$out/matrix_h200.txt"
 c=${COST_LIMIT:-5}
