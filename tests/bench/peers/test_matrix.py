@@ -3,7 +3,11 @@ written JSON, report and plot (fixture requests, rows that load no model)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -148,3 +152,73 @@ class TestRun:
 def test_main_reports_a_bad_argument(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--limit", "0"]) == 1
     assert "limit must be >= 1" in capsys.readouterr().err
+
+
+# -- the GPU run's shell side (gpu/stage_peers.sh, gpu/session_peers.sh) ------------------------------------------
+# session_peers.sh takes the staged chunks and refuses an incomplete or corrupt bundle, or a host without the GGUF
+# that the vLLM staging writes, before it installs or runs anything.
+SCRIPTS = Path(__file__).resolve().parents[3] / "benchmarks" / "ragtrim_bench" / "gpu"
+SESSION = SCRIPTS / "session_peers.sh"
+
+def stage_chunks(root: Path, chunks: list[bytes]) -> str:
+    """``.gpu/peers/p1 .. pN`` as stage_peers.sh lays them out; the bundle's checksum and count in p1."""
+    sha = hashlib.sha256(b"".join(chunks)).hexdigest()
+    for k, data in enumerate(chunks, 1):
+        folder = root / ".gpu" / "peers" / f"p{k}"
+        folder.mkdir(parents=True)
+        (folder / f"chunk.{k - 1:02d}").write_bytes(data)
+    (root / ".gpu" / "peers" / "p1" / "bundle.sha256").write_text(f"{sha} {len(chunks)}\n")
+    return sha
+
+
+def session_script(root: Path, *args: str, gguf: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PEERS_WORK": str(root / "pe"), "OUT": str(root / "out"),
+           "PEERS_GGUF": str(gguf or root / "absent.gguf")}
+    return subprocess.run(["bash", str(SESSION), *args], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+_BASH = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+
+
+@_BASH
+def test_gpu_scripts_parse() -> None:
+    for script in ("stage_peers.sh", "session_peers.sh"):
+        assert subprocess.run(["bash", "-n", str(SCRIPTS / script)], check=False).returncode == 0
+
+
+@_BASH
+def test_gpu_take_copies_one_chunk(tmp_path: Path) -> None:
+    stage_chunks(tmp_path, [b"a" * 10, b"b" * 5])
+    done = session_script(tmp_path, "take", "p2")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "pe" / "p2" / "chunk.01").read_bytes() == b"b" * 5
+    assert not (tmp_path / "pe" / "p1").exists()
+
+
+@_BASH
+def test_gpu_run_needs_the_gguf_of_the_vllm_staging(tmp_path: Path) -> None:
+    stage_chunks(tmp_path, [b"a"])
+    done = session_script(tmp_path, "run")
+    assert done.returncode == 2 and "absent.gguf is missing" in done.stdout and "gpu-setup.sh" in done.stdout
+
+
+@_BASH
+def test_gpu_run_refuses_a_missing_chunk(tmp_path: Path) -> None:
+    stage_chunks(tmp_path, [b"a" * 10, b"b" * 5])
+    shutil.rmtree(tmp_path / ".gpu" / "peers" / "p2")  # carried p1 only
+    gguf = tmp_path / "g.gguf"
+    gguf.write_bytes(b"GGUF")
+    done = session_script(tmp_path, "run", gguf=gguf)
+    assert done.returncode == 2 and "chunk p2 of 2 is missing" in done.stdout
+
+
+@_BASH
+def test_gpu_run_refuses_a_corrupt_bundle(tmp_path: Path) -> None:
+    stage_chunks(tmp_path, [b"a" * 10, b"b" * 5])
+    (tmp_path / ".gpu" / "peers" / "p2" / "chunk.01").write_bytes(b"c" * 5)
+    gguf = tmp_path / "g.gguf"
+    gguf.write_bytes(b"GGUF")
+    done = session_script(tmp_path, "run", gguf=gguf)
+    assert done.returncode == 2 and "bundle checksum differs" in done.stdout
+    assert not (tmp_path / "pe" / "site").exists()  # nothing installed
