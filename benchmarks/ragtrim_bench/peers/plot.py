@@ -73,13 +73,17 @@ def plot_peers(result: Mapping[str, Any], path: str | Path) -> Path:
     p50 = [float(cost[r]["cold_p50_ms"]) for r in names]
     bar_ax.barh(range(len(names)), p50, color=["black" if r == "default" else "0.55" for r in names])
     bar_ax.set_yticks(range(len(names)), names, fontsize=8)
+    bar_ax.yaxis.tick_right()  # the names beside the heatmap would run into its bars
     bar_ax.invert_yaxis()
     bar_ax.set_xscale("log")
+    if p50:
+        bar_ax.set_xlim(right=max(p50) * 8)  # room for the value labels
     bar_ax.set_xlabel("cold p50 ms per request (4x)", fontsize=9)
     for y, v in enumerate(p50):
         bar_ax.text(v, y, f" {v:.0f}", va="center", fontsize=7.5)
     if image is not None:
-        bar = fig.colorbar(image, ax=fig.axes[:-1], fraction=0.02, pad=0.01, location="left")
+        bar = fig.colorbar(image, ax=fig.axes[:-1], fraction=0.03, pad=0.08, shrink=0.5,
+                           location="bottom")  # on the left it covers the row names
         bar.set_label(f"answer recall (<= {COLOR_FLOOR} darkest)")
     fig.suptitle("ragtrim and its peers: answer recall at 4x / 8x / 16x fewer tokens (box: ragtrim's default; "
                  "+/-: paired McNemar p < 0.05, default ahead / peer ahead), and cold cost "
