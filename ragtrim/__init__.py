@@ -73,6 +73,7 @@ __all__ = [
     "Removal",
     "Reorder",
     "RerankScorer",
+    "RetentionFilter",
     "RuleBasedSummarizer",
     "Scorer",
     "ScriptedSummarizer",

@@ -25,6 +25,7 @@ PUBLIC: dict[str, str] = {
     "RelevanceFilter": "ragtrim.stages.relevance",
     "Reorder": "ragtrim.stages.order",
     "RerankScorer": "ragtrim.scoring.rerank",
+    "RetentionFilter": "ragtrim.stages.retention",
     "RuleBasedSummarizer": "ragtrim.history.summarizers",
     "Scorer": "ragtrim.scoring.base",
     "ScriptedSummarizer": "ragtrim.testing",
@@ -65,6 +66,7 @@ COMPONENTS: dict[str, dict[str, str]] = {
         "html": "ragtrim.stages.html",
         "order": "ragtrim.stages.order",
         "relevance": "ragtrim.stages.relevance",
+        "retention": "ragtrim.stages.retention",
     },
     "summarizer": {
         "openai_compatible": "ragtrim.history.summarizers",

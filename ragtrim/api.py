@@ -36,9 +36,14 @@ def resolve_scorer(scorer: ScorerChoice) -> str:
     return choose().scorer if scorer == "auto" else scorer
 
 
-def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") -> list[Stage]:
+def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto",
+                   keep: float | None = None) -> list[Stage]:
     """HTML cleanup -> exact and near duplicates -> relevance scores -> [query-aware sentence compression -> hard
     token budget, when ``budget`` is given] -> best chunks first.
+
+    With ``keep`` (retention mode) the compression step is replaced by ``RetentionFilter``: the fewest best chunks
+    that hold the answer with probability ``keep`` under the scorer's calibration, whole; ``budget`` then caps
+    them (``ragtrim.stages.retention``).
 
     Chosen by the QA savings benchmark (docs/qa-benchmark.md) and the net-latency benchmark (docs/latency.md):
     passages ranked by ``scorer`` (``auto``: ``balanced``, BM25 mixed with MiniLM over each passage's first 128 word
@@ -56,6 +61,14 @@ def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") 
     from ragtrim.stages.relevance import RelevanceFilter
 
     stages: list[Stage] = [HtmlCleaner(), DuplicateFilter(), RelevanceFilter(scorer=scorer, top_k=None)]
+    if keep is not None:
+        from ragtrim.stages.retention import RetentionFilter
+
+        stages.append(RetentionFilter(keep=keep, calibration=resolve_scorer(scorer), max_tokens=budget))
+        if budget is not None:
+            stages.append(TokenBudget(max_tokens=budget))
+        stages.append(Reorder(strategy="score"))
+        return stages
     if budget is not None:
         stages += [SentenceCompressor(scorer="bm25", max_tokens=budget), TokenBudget(max_tokens=budget)]
     stages.append(Reorder(strategy="score"))
@@ -63,9 +76,10 @@ def default_stages(*, budget: int | None = None, scorer: ScorerChoice = "auto") 
 
 
 def default_pipeline(
-    *, budget: int | None = None, tokenizer: str | TokenCounter | None = None, scorer: ScorerChoice = "auto"
+    *, budget: int | None = None, tokenizer: str | TokenCounter | None = None, scorer: ScorerChoice = "auto",
+    keep: float | None = None,
 ) -> Pipeline:
-    return Pipeline(default_stages(budget=budget, scorer=scorer), tokenizer=tokenizer)
+    return Pipeline(default_stages(budget=budget, scorer=scorer, keep=keep), tokenizer=tokenizer)
 
 
 def lossless_pipeline(*, tokenizer: str | TokenCounter | None = None) -> Pipeline:
@@ -89,6 +103,7 @@ def trim(
     state: Any = None,
     scorer: ScorerChoice = "auto",
     prefill_ms_per_token: float | None = None,
+    keep: float | None = None,
 ) -> TrimResult:
     """Trim retrieved ``chunks`` for ``query`` to at most ``budget`` tokens.
 
@@ -107,9 +122,16 @@ def trim(
     prefill time it saves, down to HTML cleanup and exact duplicates only, when even BM25 would cost more than it
     saves; the budget then holds only when a recipe that enforces it was chosen. The choice and its reason are the
     trace's first report (stage ``"auto"``). The first such call measures each recipe once (``RecipeCosts``).
+    ``keep`` (retention mode, a probability in (0, 1)): instead of a blind ratio, keep the fewest best chunks that
+    hold the answer with that probability, by the scorer's calibration on the quality matrix's dev columns (for
+    ``auto``, ``balanced`` and ``bm25``); ``budget`` is then a cap. The estimate, and whether ranking was unsure, are
+    in the trace (the ``retention`` stage's info).
     """
     if prefill_ms_per_token is not None:
         per_token = check_float("prefill_ms_per_token", prefill_ms_per_token, minimum=0.0)
+        if keep is not None:
+            raise ConfigError("keep= and prefill_ms_per_token= each decide how much to keep (by the answer's "
+                              "probability, by cost): pass one of them")
         if pipeline is not None or scorer != "auto":
             raise ConfigError("prefill_ms_per_token chooses the recipe by cost: use it with scorer='auto' and no "
                               f"pipeline (got scorer={scorer!r}{', a pipeline' if pipeline is not None else ''})")
@@ -117,9 +139,10 @@ def trim(
         return _trim_by_cost(chunks, query=query, budget=budget, tokenizer=tokenizer, history=history, state=state,
                             prefill_ms_per_token=per_token)
     if pipeline is None:
-        pipeline = default_pipeline(budget=budget, tokenizer=tokenizer, scorer=scorer)
-    elif budget is not None or tokenizer is not None:
-        raise ConfigError("pass either pipeline= or budget=/tokenizer=, not both; put the budget stage in your pipeline")
+        pipeline = default_pipeline(budget=budget, tokenizer=tokenizer, scorer=scorer, keep=keep)
+    elif budget is not None or tokenizer is not None or keep is not None:
+        raise ConfigError("pass either pipeline= or budget=/tokenizer=/keep=, not both; put the budget stage in your "
+                          "pipeline")
     return pipeline.run(chunks, query=query, history=history, state=state)
 
 

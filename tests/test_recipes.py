@@ -148,3 +148,5 @@ class TestTrimByCost:
             trim(self.PASSAGES, budget=60, scorer="bm25", prefill_ms_per_token=1.0)
         with pytest.raises(ConfigError, match="prefill_ms_per_token"):
             trim(self.PASSAGES, budget=60, prefill_ms_per_token=-1.0)
+        with pytest.raises(ConfigError, match="pass one of them"):
+            trim(self.PASSAGES, budget=60, prefill_ms_per_token=1.0, keep=0.9)

@@ -199,7 +199,8 @@ def measure(root: Any) -> dict[Any, TextStats]:
 
 # -- rendering ------------------------------------------------------------------------------------------------------
 def render_text(root: Any, keep_tables: bool = True) -> str:
-    """Text with one line per block element, whitespace collapsed (kept inside ``pre``), table cells tab-separated."""
+    """Text with one line per block element, whitespace collapsed (kept inside ``pre``), a table row's cells
+    tab-separated (so the sentence splitter and the compressor still see a row of cells: ``Pro\t200 GB``)."""
     out: list[str] = []
     pre_depth = 0
 
@@ -217,7 +218,7 @@ def render_text(root: Any, keep_tables: bool = True) -> str:
             if tag == "pre":
                 pre_depth += 1
             if tag in ("td", "th"):
-                out.append("\t")
+                out.append(_CELL)
             elif tag == "br" or tag in BLOCK_TAGS:
                 out.append("\n")
             emit(el.text)
@@ -245,12 +246,26 @@ def _collapse(s: str) -> str:
     return (" " if s[0].isspace() else "") + core + (" " if s[-1].isspace() else "")
 
 
+_CELL = "\x1f"
+"""Marks where a table cell starts while a page is rendered; ``tidy`` turns it into a tab between cells."""
+
+
 def tidy(text: str) -> str:
-    """One space between words, no empty lines, no zero-width spaces."""
+    """One space between words, no empty lines, no zero-width spaces; table cells (``_CELL``) tab-separated."""
     if "\u200b" in text:
         text = text.replace("\u200b", "")
-    lines = (" ".join(line.split()) for line in text.split("\n"))
+    lines = (_tidy_line(line) if _CELL in line else " ".join(line.split()) for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
+
+
+def _tidy_line(line: str) -> str:
+    """A table row: its cells, whitespace collapsed in each, joined by tabs (what precedes the first cell, and empty
+    cells at the end, dropped)."""
+    parts = [" ".join(p.split()) for p in line.split(_CELL)]
+    head, row = parts[0], parts[1:]
+    while row and not row[-1]:
+        row.pop()
+    return "\t".join(([head] if head else []) + row)
 
 
 # -- boilerplate ----------------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ragtrim.components import Component, component, register
 from ragtrim.scoring.base import check_score_inputs as _check_inputs
 from ragtrim.scoring.registry import named_scorer
 from ragtrim.text.analyzer import run_bigrams, script_tokens
+from ragtrim.text.stem import light_stem
 from ragtrim.text.stopwords import QUESTION_WORDS
 from ragtrim.text.stopwords import STOPWORDS as _STOPWORDS
 
@@ -46,6 +47,9 @@ def _weigh_tokens(args: tuple[Any, ...], toks: tuple[str, ...]) -> int:
 
 _ALL_STOPWORDS = _STOPWORDS | run_bigrams(w for words in QUESTION_WORDS.values() for w in words)
 """English stopwords and the bigrams of the Korean, Japanese and Chinese question words."""
+_QUESTION_WORD = re.compile("|".join(sorted((re.escape(w) for words in QUESTION_WORDS.values() for w in words),
+                                            key=len, reverse=True)))
+"""The CJK question words, longest first: cut out of a query's text before its runs become bigrams."""
 
 
 @bounded_cache(max_entries=65536, weigh=_weigh_tokens)
@@ -102,6 +106,21 @@ def _nfkc_per_sentence(text: str, spans: Sequence[tuple[int, int]]) -> bool:
 
 
 @bounded_cache(max_entries=65536, weigh=_weigh_tokens)
+def _stemmed(text: str, stopwords: bool) -> tuple[str, ...]:
+    """``_tokens`` with each English word stemmed (``ragtrim.text.stem.light_stem``)."""
+    return tuple(map(light_stem, _tokens(text, stopwords)))
+
+
+def query_text(query: str) -> str:
+    """The query as BM25 reads it: CJK question words cut out of their runs (a space in their place), so no bigram
+    straddles one ("他司职什么位置" gives 他司, 司职, 位置; before, also 职什 and 么位, and the rare 么位 matched
+    "要么位于" in an unrelated paragraph). ASCII queries are returned as they are."""
+    if query.isascii():
+        return query
+    return _QUESTION_WORD.sub(" ", unicodedata.normalize("NFKC", query))
+
+
+@bounded_cache(max_entries=65536, weigh=_weigh_tokens)
 def _kiwi_tokens(text: str, stopwords: bool) -> tuple[str, ...]:
     """Korean morphemes (kiwipiepy) followed by the script analyzer's tokens: a morpheme match scores on top of the
     bigrams, and text without Hangul is left to the bigrams alone."""
@@ -122,17 +141,24 @@ def tokenize_sentence(text: str) -> tuple[str, ...]:
     return _tokens(text, True)
 
 
-def tokenize(text: str, *, stopwords: bool = True, analyzer: Analyzer = "script") -> list[str]:
+def tokenize(text: str, *, stopwords: bool = True, analyzer: Analyzer = "script", stem: bool = False) -> list[str]:
     """BM25 tokens: NFKC, lower-case, punctuation stripped, numbers kept whole (``1,000`` -> ``1000``); Hangul, Han
     and Kana as character bigrams, other scripts as words with their combining marks (``ragtrim.text.analyzer``).
 
     With ``stopwords`` the English function and question words ("what", "when", "the") and the bigrams of Korean,
     Japanese and Chinese question words are dropped: in a 20-passage pool their IDF is noise. ``analyzer="kiwi"``
-    puts Korean morphemes before the bigrams (the ``ko`` extra). Results are cached per text, so a passage seen
-    before costs nothing.
+    puts Korean morphemes before the bigrams (the ``ko`` extra); ``stem`` stems English words
+    (``ragtrim.text.stem.light_stem``, as ``BM25Scorer`` does by default). Results are cached per text, so a passage
+    seen before costs nothing.
     """
     check_choice("analyzer", analyzer, ANALYZERS)
-    return list((_kiwi_tokens if analyzer == "kiwi" else _tokens)(text, stopwords))
+    return list(_tokenizer(analyzer, stem)(text, stopwords))
+
+
+def _tokenizer(analyzer: str, stem: bool) -> Any:
+    if analyzer == "kiwi":
+        return _kiwi_tokens  # Korean morphemes; English words in Korean text are rare enough to leave unstemmed
+    return _stemmed if stem else _tokens
 
 
 @register("scorer", "bm25")
@@ -142,7 +168,9 @@ class BM25Scorer(Component):
     the corpus: IDF comes from those texts alone.
 
     An empty corpus or a query without content words scores every text 0.0 (rank-bm25 itself divides by zero on
-    an all-empty corpus).
+    an all-empty corpus). ``stem`` (default on) matches English words by their light stem ("governs" finds
+    "governed"; ``ragtrim.text.stem``). With ``stopwords`` the query's CJK question words are cut out before its runs
+    become bigrams (``query_text``).
     """
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
@@ -150,12 +178,14 @@ class BM25Scorer(Component):
         "b": [Interval(float, 0.0, 1.0)],
         "stopwords": [Boolean()],
         "analyzer": [Options(ANALYZERS)],
+        "stem": [Boolean()],
     }
 
     k1: float = 1.2
     b: float = 0.75
     stopwords: bool = True
     analyzer: Analyzer = "script"
+    stem: bool = True
 
     @property
     def name(self) -> str:
@@ -172,8 +202,8 @@ class BM25Scorer(Component):
             return []
         # Unique query terms in query order, not a set: the rows are summed in this order, and a set's order (so the
         # last digit of every score, and ties) moved with PYTHONHASHSEED.
-        tokens = _kiwi_tokens if self.analyzer == "kiwi" else _tokens
-        q = tuple(dict.fromkeys(tokens(query, self.stopwords)))
+        tokens = _tokenizer(self.analyzer, self.stem)
+        q = tuple(dict.fromkeys(tokens(query_text(query) if self.stopwords else query, self.stopwords)))
         docs = [tokens(t, self.stopwords) for t in texts]
         n = len(docs)
         lengths = np.fromiter((len(d) for d in docs), dtype=np.float64, count=n)
@@ -205,6 +235,7 @@ def bm25_okapi(tf: np.ndarray, lengths: np.ndarray, *, k1: float, b: float) -> n
 def clear_tokenizer_cache() -> None:
     """Forget BM25's memoized tokenizations (a benchmark's "cold" pass starts from here)."""
     _tokens.cache_clear()
+    _stemmed.cache_clear()
     _kiwi_tokens.cache_clear()
 
 

@@ -1,10 +1,9 @@
 """The gateway: authenticate, trim, check limits, queue for a slot, relay to the upstream, account for usage.
 
-``create_app(config)`` returns a Starlette app; ``Gateway`` holds the per-process state (store, gates, client) and
-its routes and request handling. Reading and preparing a request is ``ragtrim.serve.intake``, admission (rate
-limits and slots) ``ragtrim.serve.admission`` (its state store watched by ``ragtrim.serve.limiter``), the probes
-``ragtrim.serve.probes``, the streaming relay ``ragtrim.serve.relay``, and error responses and headers
-``ragtrim.serve.responses``.
+``create_app(config)`` returns a Starlette app; ``Gateway`` holds the per-process state (store, gates, client),
+routes and request handling. Elsewhere: reading a request ``serve.intake``, admission (rate limits and slots)
+``serve.admission`` (its state store watched by ``serve.limiter``), the probes ``serve.probes``, the streaming
+relay ``serve.relay``, error responses and headers ``serve.responses``.
 
 No request can stall the event loop: the body is read under a size cap and a deadline, and parsing, counting,
 trimming and encoding run in a worker thread; an upstream answer larger than ``SMALL_ANSWER_BYTES`` is passed on

@@ -43,9 +43,11 @@ class TrimConfig:
     dropped, nothing else: ``ragtrim.api.lossless_pipeline``), a share in (0, 1] of the documents' tokens (float) or
     a token count (int >= 1). ``vector_store``: where model scorers keep passage vectors (``"default"``: SQLite in
     ragtrim's cache folder, unless ``$RAGTRIM_VECTOR_STORE`` says otherwise; ``"off"``; a file path; a
-    ``redis://`` URL, which replicas share), at most ``vector_store_max_mb`` MiB (None: 256)."""
+    ``redis://`` URL, which replicas share), at most ``vector_store_max_mb`` MiB (None: 256). ``keep``: retention
+    mode, the probability in (0, 1) that the answer survives (``trim(keep=...)``); ``budget`` is then a cap."""
 
     budget: float | int | Literal["lossless"] | None = None
+    keep: float | None = None
     history_turns: int = 0
     scorer: ScorerName = "bm25"
     context_tag: str = "context"
@@ -291,7 +293,21 @@ def _trim(t: Mapping[str, Any]) -> TrimConfig:
     prefill = t.get("prefill_ms_per_token")
     if prefill is not None:
         prefill = _pos_float("trim.prefill_ms_per_token", prefill)
-    return TrimConfig(budget=budget, history_turns=_int("trim.history_turns", t.get("history_turns", 0), minimum=0),
+    keep = t.get("keep")
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep < 1):
+        raise ConfigError(f"trim.keep must be a probability between 0 and 1 (exclusive), e.g. 0.95, got {keep!r}")
+    if keep is not None and budget == "lossless":
+        raise ConfigError(f'trim.keep ({keep!r}) drops chunks and trim.budget = "lossless" drops none; set one of '
+                          "them, not both")
+    if keep is not None:
+        from ragtrim.api import resolve_scorer
+        from ragtrim.stages.retention import calibrated_scorers
+
+        if resolve_scorer(scorer) not in calibrated_scorers():
+            raise ConfigError(f"trim.keep needs a calibrated scorer ({', '.join(calibrated_scorers())} or 'auto'), "
+                              f"got trim.scorer = {scorer!r}")
+    return TrimConfig(budget=budget, keep=float(keep) if keep is not None else None,
+                      history_turns=_int("trim.history_turns", t.get("history_turns", 0), minimum=0),
                       scorer=scorer, context_tag=tag, vector_store=store, vector_store_max_mb=max_mb,
                       prefill_ms_per_token=prefill)
 

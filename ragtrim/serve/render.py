@@ -321,17 +321,22 @@ def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter:
         return [], 0, 0, None
     tokens = sum(count_text(d, counter) for d in docs)
     budget = document_budget(tokens, config.trim.budget, override)
+    keep = config.trim.keep
+    if budget is not None and budget >= tokens:
+        budget = None  # nothing to cut for it: at most retention mode runs
     from ragtrim.api import default_pipeline, lossless_pipeline, recipe_pipeline
 
-    if budget is None or budget >= tokens:
+    if budget is None and keep is None:
         if config.trim.budget != "lossless":
             return docs, tokens, tokens, None
         result = lossless_pipeline(tokenizer=counter).run(docs, query=query)
         return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, None
     from ragtrim.scoring.auto import choose
 
-    if config.trim.scorer != "auto" or auto is None:
-        result = default_pipeline(budget=budget, tokenizer=counter, scorer=config.trim.scorer).run(docs, query=query)
+    # retention mode decides how much to keep by the answer's probability, so it is not chosen by cost
+    if keep is not None or config.trim.scorer != "auto" or auto is None:
+        result = default_pipeline(budget=budget, tokenizer=counter, scorer=config.trim.scorer,
+                                  keep=keep).run(docs, query=query)
         return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, None
     choice = auto.choose(tokens_before=tokens, budget=budget, prior_ms_per_token=config.trim.prefill_ms_per_token,
                          hard_budget=override is not None, default=choose().scorer, tokenizer=counter)

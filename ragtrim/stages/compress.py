@@ -6,12 +6,12 @@ tokens go to the best sentences wherever they are; without one, each chunk keeps
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import re
-from collections import deque
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -20,14 +20,19 @@ from ragtrim._util.lru import bounded_cache, weigh_text_and_items
 from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component
 from ragtrim.errors import ConfigError
-from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
+from ragtrim.models import CHUNK_SEPARATOR, Chunk, Removal, StageOutput, TrimContext
 from ragtrim.scoring.base import Scorer, warm_up_scorers
 from ragtrim.scoring.bm25 import BM25Scorer, prime_tokens
 from ragtrim.scoring.hybrid import min_max
 from ragtrim.scoring.registry import get_scorer, scorer_param
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
+from ragtrim.text.answer_kind import answer_hint, answer_kind, holds_kind
+from ragtrim.text.clauses import clause_spans
 from ragtrim.text.sentences import normalize_text, sentence_spans
+from ragtrim.text.structure import closed_under, dependencies, is_table_row, neighbour_max
 from ragtrim.text.tokens import TokenCounter, count_at_least
+
+__all__ = ["SentenceCompressor", "answer_hint", "answer_kind", "clause_spans", "clear_sentence_cache", "holds_kind"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,50 +43,6 @@ class _Sentence:
     end: int
     text: str  # stripped
     open_end: bool = False  # a cut that stops before its sentence's end: what follows it in the chunk starts a new line
-
-
-_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
-_MONTH = re.compile(
-    r"\b(january|february|march|april|may|june|july|august|september|october|november|december|century)\b", re.IGNORECASE
-)
-_TIME = re.compile(
-    r"\b(?:[01]?\d|2[0-3]):[0-5]\d\b"  # 09:40, 21:05
-    r"|\b(?:[01]?\d|2[0-3])[.:][0-5]\d\s?[ap]\.?m\b"  # 9.40 am (a bare 3.50 is a price, not a time)
-    r"|\b(?:1[0-2]|0?[1-9])\s?[ap]\.?m\b"  # 9 a.m., 9pm
-    r"|\b(?:noon|midnight|o'clock|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
-    re.IGNORECASE,
-)
-"""A clock time or a weekday: "When does the ferry leave?" asks for one as often as "when was it built" asks for a
-year."""
-_DIGIT = re.compile(r"\d")
-_WHEN = re.compile(r"^\s*(when\b|what (year|date|day|time|century)|which year|how long ago)", re.IGNORECASE)
-_HOW_MANY = re.compile(r"\b(how (many|much|long|old|far|tall|big|high|deep|fast)|what (number|percentage|age))\b",
-                       re.IGNORECASE)
-
-
-def answer_kind(query: str) -> Literal["date", "number"] | None:
-    """The kind of value a factoid question asks for: ``"date"`` ("when ..."), ``"number"`` ("how many ..."), or None."""
-    if _WHEN.search(query):
-        return "date"
-    if _HOW_MANY.search(query):
-        return "number"
-    return None
-
-
-def holds_kind(kind: Literal["date", "number"] | None, sentence: str) -> float:
-    """1.0 when ``sentence`` holds a value of ``kind`` (a year, a month, a clock time or a weekday for dates, a digit
-    for numbers), else 0.0."""
-    if kind == "date":
-        return 1.0 if (_YEAR.search(sentence) or _MONTH.search(sentence) or _TIME.search(sentence)) else 0.0
-    if kind == "number":
-        return 1.0 if _DIGIT.search(sentence) else 0.0
-    return 0.0
-
-
-def answer_hint(query: str, sentence: str) -> float:
-    """1.0 when the sentence holds the kind of value the question asks for (a date for "when", a number for
-    "how many"), else 0.0. A cheap answer-type prior for factoid questions; 0.0 for other questions."""
-    return holds_kind(answer_kind(query), sentence)
 
 
 _WINDOW_CANDIDATES = 64
@@ -107,25 +68,6 @@ _WINDOW_LOOP_MAX = 8
 """Up to this ``context_sentences`` the neighbours are visited one by one; above it, by sliding maxima."""
 
 
-def _neighbour_max(vals: list[float], width: int) -> list[float | None]:
-    """For each position, the largest value among the ``width`` positions on either side (itself excluded), or
-    None when it has no neighbour. Two monotonic-queue passes: O(len(vals)) for any ``width``."""
-    out: list[float | None] = [None] * len(vals)
-    for order in (range(len(vals)), range(len(vals) - 1, -1, -1)):
-        window: deque[int] = deque()  # positions with decreasing values, the last ``width`` seen
-        for i in order:
-            while window and abs(window[0] - i) > width:
-                window.popleft()
-            if window:
-                best = vals[window[0]]
-                current = out[i]
-                out[i] = best if current is None else max(current, best)
-            while window and vals[window[-1]] <= vals[i]:
-                window.pop()
-            window.append(i)
-    return out
-
-
 def _starts_line(text: str, pos: int) -> bool:
     """True when the whitespace before ``pos`` holds a line break (a sentence span starts after its whitespace)."""
     i = pos - 1
@@ -143,34 +85,17 @@ def _cached_parts(text: str) -> tuple[tuple[int, int, str], ...]:
     return tuple((a, b, stripped) for a, b in sentence_spans(text) if (stripped := text[a:b].strip()))
 
 
+@bounded_cache(max_entries=16384, weigh=weigh_text_and_items(40))
+def _cached_dependencies(text: str) -> tuple[tuple[int, ...], ...]:
+    """For each sentence of ``_cached_parts(text)``, the sentences it must be kept with (a table row's header rows
+    and caption, a clause's heading: ``ragtrim.text.structure.dependencies``)."""
+    return tuple(dependencies([part for _, _, part in _cached_parts(text)]))
+
+
 def clear_sentence_cache() -> None:
     """Forget the memoized sentences of chunks (``ragtrim.caches.clear_caches`` calls this)."""
     _cached_parts.cache_clear()
-
-
-_CLAUSE_END = re.compile(r"[,;:](?=\s)|\s[\u2013\u2014-]\s|[\uff0c\u3001\uff1b\uff1a]")
-"""Where a clause ends inside a sentence: a comma, semicolon or colon before a space, a spaced dash, or the CJK
-comma, enumeration comma, semicolon and colon (which need no space)."""
-
-
-def clause_spans(text: str) -> list[tuple[int, int]]:
-    """Spans of the clauses of one sentence (each ends after its mark; the whitespace between is left out)."""
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for m in _CLAUSE_END.finditer(text):
-        end = m.start() if m.group()[0].isspace() else m.end()
-        if text[start:end].strip():
-            spans.append((start, end))
-        start = m.end()
-    if text[start:].strip():
-        spans.append((start, len(text)))
-    out: list[tuple[int, int]] = []
-    for a, b in spans:  # trim the whitespace at both ends of every clause
-        piece = text[a:b]
-        a2 = a + len(piece) - len(piece.lstrip())
-        b2 = b - (len(piece) - len(piece.rstrip()))
-        out.append((a2, b2))
-    return out
+    _cached_dependencies.cache_clear()
 
 
 @register_stage
@@ -271,10 +196,17 @@ class SentenceCompressor(Stage):
             out.extend(_Sentence(ci, pos, *part) for pos, part in enumerate(_cached_parts(c.text)))
         return out
 
-    def priorities(self, query: str, chunks: tuple[Chunk, ...], sentences: list[_Sentence]) -> np.ndarray:
-        """Each sentence's priority (see the class docstring); higher is kept first."""
+    def priorities(self, query: str, chunks: tuple[Chunk, ...], sentences: list[_Sentence],
+                   deps: list[tuple[int, ...]] | None = None) -> np.ndarray:
+        """Each sentence's priority (see the class docstring); higher is kept first. A sentence that depends on
+        others (``deps``: a table row on its header and section rows, a clause on its heading) is scored with their
+        text before its own: "| FVOCI | 41,578 |" answers "level 1 FVOCI as at 31 December 2018" only together with
+        the header "| | Level 1 |" and the section row "| As at 31 December 2018 |"."""
         scorer = get_scorer(self.scorer)
-        raw = np.asarray(scorer.score(query, [s.text for s in sentences]), dtype=np.float64)
+        deps = deps if deps is not None else self._dependencies(chunks, sentences)
+        texts = [" ".join([*(sentences[d].text for d in deps[i]), s.text]) if deps[i] else s.text
+                 for i, s in enumerate(sentences)]
+        raw = np.asarray(scorer.score(query, texts), dtype=np.float64)
         match = min_max(raw)
         own = match
         if self.chunk_weight > 0:
@@ -297,7 +229,7 @@ class SentenceCompressor(Stage):
             # A wide window (up to whole chunks): sliding maxima, linear whatever ``context_sentences`` is.
             for lo, hi in _chunk_ranges(sentences).values():
                 vals = [float(v) for v in own[lo:hi]]
-                for i, best in enumerate(_neighbour_max(vals, cs)):
+                for i, best in enumerate(neighbour_max(vals, cs)):
                     if best is not None:
                         prio[lo + i] = max(prio[lo + i], self.context_weight * best)
         elif cs > 0 and self.context_weight > 0:
@@ -329,11 +261,13 @@ class SentenceCompressor(Stage):
         if not sentences:
             return StageOutput(context, info={"compressed": 0})
         warm_up_scorers([get_scorer(self.scorer)])
-        prio = self.priorities(context.query, chunks, sentences).tolist()
+        deps = self._dependencies(chunks, sentences)
+        prio = self.priorities(context.query, chunks, sentences, deps).tolist()
         order = sorted(range(len(sentences)), key=lambda i: (-prio[i], i))
         target = self._target(chunks, counter)
         chosen: set[int] = set()
         truncated: dict[int, str] = {}  # chunk index -> what was cut from its best sentence
+        pinned_tokens = 0
         if target is None:
             taken: dict[int, int] = {}
             for i in order:
@@ -341,27 +275,54 @@ class SentenceCompressor(Stage):
                 if taken.get(ci, 0) < self.sentences_per_chunk:
                     taken[ci] = taken.get(ci, 0) + 1
                     chosen.add(i)
+                    chosen.update(deps[i])
         else:
-            pinned_tokens = sum(chunk_tokens(c, counter) for c in chunks if c.pinned)
+            n_pinned = sum(1 for c in chunks if c.pinned)
+            pinned_tokens = self._pinned_tokens(chunks, counter)
+            sep = counter.count(CHUNK_SEPARATOR)
             room = target - pinned_tokens
             best = order[0]
             top = sentences[best].text
-            if room > 0 and self.truncate and (count_at_least(counter, top) > room or counter.count(top) > room):
-                cut = self._truncated(context.query, sentences[best], chunks[sentences[best].chunk].text, room,
-                                      counter)
+            need_deps = sum(counter.count(sentences[d].text) for d in deps[best])
+            if (room - need_deps > 0 and self.truncate and not is_table_row(top)  # a cut row loses its columns
+                    and (count_at_least(counter, top) > room - need_deps or counter.count(top) > room - need_deps)):
+                cut = self._truncated(context.query, sentences[best], chunks[sentences[best].chunk].text,
+                                      room - need_deps, counter)
                 if cut is not None:
                     sentences[best] = cut[0]
                     truncated[sentences[best].chunk] = cut[1]
+            live: set[int] = set()  # chunks with a chosen sentence: each after the first (pinned ones too) pays a join
             for i in order:  # a sentence is counted only when its lower bound leaves it a chance of fitting
-                if count_at_least(counter, sentences[i].text) <= room:
-                    n = counter.count(sentences[i].text)
-                    if n <= room:
-                        chosen.add(i)
-                        room -= n
+                if i in chosen or count_at_least(counter, sentences[i].text) > room:
+                    continue
+                group = [i, *(d for d in deps[i] if d not in chosen)]
+                ci = sentences[i].chunk
+                join = sep if ci not in live and (live or n_pinned) else 0
+                n = join + sum(counter.count(sentences[k].text) for k in group)
+                if n <= room:
+                    chosen.update(group)
+                    live.add(ci)
+                    room -= n
         new_texts = (self._rebuild(chunks, sentences, chosen) if target is None
-                     else self._fit(chunks, sentences, chosen, order, target, pinned_tokens, counter))
+                     else self._fit(chunks, sentences, chosen, order, target, pinned_tokens, counter, deps))
         return self._output(context, sentences, chosen, order, new_texts, target,
                             {ci: d for ci, d in truncated.items() if any(sentences[i].chunk == ci for i in chosen)})
+
+    @staticmethod
+    def _pinned_tokens(chunks: tuple[Chunk, ...], counter: TokenCounter) -> int:
+        """The pinned chunks as they will be joined, separators between them included."""
+        pinned = [c.text for c in chunks if c.pinned]
+        return counter.count(CHUNK_SEPARATOR.join(pinned)) if pinned else 0
+
+    @staticmethod
+    def _dependencies(chunks: tuple[Chunk, ...], sentences: list[_Sentence]) -> list[tuple[int, ...]]:
+        """For each sentence (by index into ``sentences``), the sentences of its chunk it must be kept with."""
+        out: list[tuple[int, ...]] = [()] * len(sentences)
+        for ci, (lo, hi) in _chunk_ranges(sentences).items():
+            per_chunk = _cached_dependencies(chunks[ci].text)
+            for i in range(lo, hi):
+                out[i] = tuple(lo + d for d in per_chunk[sentences[i].pos])
+        return out
 
     def _truncated(self, query: str, sentence: _Sentence, chunk_text: str, room: int,
                    counter: TokenCounter) -> tuple[_Sentence, str] | None:
@@ -474,9 +435,11 @@ class SentenceCompressor(Stage):
         return "".join(parts)
 
     def _fit(self, chunks: tuple[Chunk, ...], sentences: list[_Sentence], chosen: set[int], order: list[int],
-             target: int, pinned: int, counter: TokenCounter) -> dict[int, str]:
-        """Drop the weakest chosen sentences until the rebuilt texts plus ``pinned`` tokens fit ``target`` (joins
-        can add a token); ``chosen`` is updated in place.
+             target: int, pinned: int, counter: TokenCounter, deps: list[tuple[int, ...]]) -> dict[int, str]:
+        """Drop the weakest chosen sentences until the rebuilt texts, joined by ``CHUNK_SEPARATOR`` after ``pinned``
+        tokens of pinned chunks, fit ``target`` (joins inside a chunk can add a token); ``chosen`` is updated in place.
+        A sentence that a chosen sentence depends on (a table's header, a clause's heading) goes only after every
+        sentence that needs it.
 
         Sentences go one at a time, and only the chunk that lost one is rebuilt and recounted. That is exact and
         cheap on ordinary requests, but a long chunk of thousands of sentences whose joins each add a token (digit-led
@@ -485,44 +448,59 @@ class SentenceCompressor(Stage):
         and bisection instead: O(log n) full recounts, and the result still fits ``target``.
         """
         ranges = _chunk_ranges(sentences)
+        n_pinned = sum(1 for c in chunks if c.pinned)
+        sep = counter.count(CHUNK_SEPARATOR)
+
+        def joined(texts: dict[int, str], total: int) -> int:
+            live = sum(1 for t in texts.values() if t) + n_pinned
+            return total + pinned + sep * max(0, live - 1)
+
         texts = self._rebuild(chunks, sentences, chosen)
         counts = {ci: counter.count(t) for ci, t in texts.items()}
         total = sum(counts.values())
-        weakest = [i for i in reversed(order) if i in chosen]
+        rank = {i: r for r, i in enumerate(reversed(order))}  # 0: the weakest
+        needed: dict[int, int] = {}
+        for j in chosen:
+            for d in deps[j]:
+                needed[d] = needed.get(d, 0) + 1
+        droppable = [(rank[i], i) for i in chosen if not needed.get(i)]
+        heapq.heapify(droppable)
         work_left = _FIT_STEP_WORK * len(sentences) + _FIT_MIN_WORK
-        step = 0
-        while total + pinned > target and step < len(weakest) and work_left > 0:
-            i = weakest[step]
-            step += 1
+        while joined(texts, total) > target and droppable and work_left > 0:
+            _, i = heapq.heappop(droppable)
             chosen.discard(i)
+            for d in deps[i]:
+                needed[d] -= 1
+                if needed[d] == 0 and d in chosen:
+                    heapq.heappush(droppable, (rank[d], d))
             ci = sentences[i].chunk
             lo, hi = ranges[ci]
             work_left -= hi - lo
             texts[ci] = self._rebuild_chunk(chunks[ci].text, sentences, lo, hi, chosen)
             total += counter.count(texts[ci]) - counts[ci]
             counts[ci] = counter.count(texts[ci])
-        if total + pinned <= target or step >= len(weakest):
+        if joined(texts, total) <= target or not chosen:
             return texts
-        rest = weakest[step:]
+        rest = [i for i in reversed(order) if i in chosen]
 
-        def attempt(k: int) -> tuple[bool, dict[int, str]]:
-            trial = chosen.difference(rest[:k])
+        def attempt(k: int) -> tuple[bool, dict[int, str], set[int]]:
+            trial = closed_under(chosen.difference(rest[:k]), deps)
             got = self._rebuild(chunks, sentences, trial)
-            return sum(counter.count(t) for t in got.values()) + pinned <= target, got
+            return joined(got, sum(counter.count(t) for t in got.values())) <= target, got, trial
 
         k_lo, k_hi = 0, 1  # dropping k_lo more does not fit; dropping k_hi more does, or is everything
-        fits, best = attempt(k_hi)
+        fits, best, kept = attempt(k_hi)
         while not fits and k_hi < len(rest):
             k_lo, k_hi = k_hi, min(2 * k_hi, len(rest))
-            fits, best = attempt(k_hi)
+            fits, best, kept = attempt(k_hi)
         while fits and k_hi - k_lo > 1:
             mid = (k_lo + k_hi) // 2
-            ok, got = attempt(mid)
+            ok, got, trial = attempt(mid)
             if ok:
-                k_hi, best = mid, got
+                k_hi, best, kept = mid, got, trial
             else:
                 k_lo = mid
-        chosen.difference_update(rest[:k_hi])
+        chosen.intersection_update(kept)
         return best
 
     def _output(self, context: TrimContext, sentences: list[_Sentence], chosen: set[int], order: list[int],

@@ -32,8 +32,12 @@ CONVERSATION_STOPWORDS = STOPWORDS | frozenset({
 
 QUESTION_WORDS: dict[str, frozenset[str]] = {
     "ko": frozenset({"무엇", "누구", "누가", "언제", "어디", "어느", "얼마", "얼마나", "무슨", "어떤", "어떻게", "왜", "몇"}),
-    "ja": frozenset({"いつ", "どこ", "だれ", "なぜ", "どう", "どの", "どれ"}),
-    "zh": frozenset({"什么", "什麼", "为什么", "為什麼", "哪里", "哪裡", "哪个", "哪個", "怎么", "怎麼", "怎样", "怎樣", "多少"}),
+    "ja": frozenset({"いつ", "どこ", "だれ", "なぜ", "どう", "どの", "どれ", "何", "誰", "いくつ", "いくら", "どんな",
+                     "どちら"}),
+    "zh": frozenset({"什么", "什麼", "为什么", "為什麼", "哪里", "哪裡", "哪个", "哪個", "怎么", "怎麼", "怎样", "怎樣", "多少",
+                     "谁", "誰", "哪", "几", "幾", "何时", "何時", "如何", "为何", "為何", "多久"}),
 }
 """Question words per language: short lists on purpose (a long list such as stopwords-iso's 679 Korean words
-changed nothing measurable on KorQuAD dev questions and dropped content words)."""
+changed nothing measurable on KorQuAD dev questions and dropped content words). BM25 cuts them out of a query's
+runs before it forms bigrams (``ragtrim.scoring.bm25``), so "他司职什么位置" asks for 他司, 司职 and 位置, not for the
+junk pairs 职什 and 么位 that straddle 什么."""

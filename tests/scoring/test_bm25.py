@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtrim.errors import ConfigError, InputError
-from ragtrim.scoring.bm25 import BM25Scorer, bm25_okapi, prime_tokens, tokenize
+from ragtrim.scoring.bm25 import BM25Scorer, bm25_okapi, prime_tokens, query_text, tokenize
 
 
 class TestTokenize:
@@ -32,6 +32,25 @@ class TestTokenize:
         assert tokenize("한도는 무엇인가?", stopwords=False)[2:4] == ["무엇", "엇인"]
         assert "什么" not in tokenize("上海是什么") and "いつ" not in tokenize("いつ行く")
 
+    def test_stem_on_request(self) -> None:
+        assert tokenize("It was governed by the laws", stem=True) == ["govern", "law"]
+        assert tokenize("It was governed by the laws") == ["governed", "laws"]
+
+    def test_query_question_words_are_cut_before_bigrams(self) -> None:
+        assert tokenize(query_text("他司职什么位置")) == ["他司", "司职", "位置"]  # not 职什, 么位
+        assert tokenize(query_text("한도는 무엇인가?")) == ["한도", "도는", "인가"]  # not 엇인
+        assert query_text("What is it?") == "What is it?"
+
+    @pytest.mark.parametrize(("query", "expected"), [
+        ("他何时出生", ["他", "出生"]),  # not 他何, 时出
+        ("公司为何破产", ["公司", "破产"]),  # not 司为, 何破
+        ("这座桥建于几年", ["这座", "座桥", "桥建", "建于", "年"]),  # not 于几, 几年
+        ("東京タワーは何メートル", ["東京", "京タ", "タワ", "ワー", "ーは", "メー", "ート", "トル"]),  # not は何, 何メ
+        ("誰が書いた本", ["が書", "書い", "いた", "た本"]),  # not 誰が
+    ])
+    def test_more_chinese_and_japanese_question_words(self, query: str, expected: list[str]) -> None:
+        assert tokenize(query_text(query)) == expected
+
     def test_unknown_analyzer(self) -> None:
         with pytest.raises(ConfigError, match="analyzer"):
             tokenize("x", analyzer="icu")  # type: ignore[arg-type]
@@ -52,6 +71,16 @@ class TestTokenize:
 
 
 class TestBM25Scorer:
+    def test_word_forms_match(self) -> None:
+        texts = ["This Agreement shall be governed by the laws of Delaware.", "Notices shall be in writing."]
+        assert BM25Scorer().score("governing law", texts)[0] > 0
+        assert BM25Scorer(stem=False).score("governing law", texts)[0] == 0.0
+
+    def test_a_junk_bigram_around_a_question_word_matches_nothing(self) -> None:
+        """"要么位于" shares 么位 with "什么位置" only across the question word 什么."""
+        assert BM25Scorer().score("他司职什么位置", ["他司职前锋位置", "要么位于北京"])[1] == 0.0
+        assert BM25Scorer(stopwords=False).score("他司职什么位置", ["他司职前锋位置", "要么位于北京"])[1] > 0
+
     def test_ranks_the_matching_text_first(self) -> None:
         texts = ["The cat sat on the mat.", "Paris is the capital of France.", "Dogs bark at night."]
         scores = BM25Scorer().score("capital of France", texts)

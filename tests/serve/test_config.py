@@ -63,6 +63,10 @@ class TestGatewayConfig:
         assert c.limits.state == "memory" and c.limits.fail_open is True
         assert c.limits.max_input_tokens is None and c.log.path == ""
 
+    def test_keep(self) -> None:
+        assert parse_config(base()).trim.keep is None
+        assert parse_config(base(trim={"keep": 0.95, "scorer": "bm25"})).trim.keep == 0.95
+
     def test_integer_budget_and_trailing_slash(self) -> None:
         c = parse_config({"upstream": {"url": "http://u/v1/"}, "trim": {"budget": 1500}})
         assert c.trim.budget == 1500 and isinstance(c.trim.budget, int)
@@ -83,6 +87,10 @@ class TestGatewayConfig:
         (base(trim={"budget": "a"}), "trim.budget must be a share"),
         (base(trim={"history_turns": -1}), "trim.history_turns must be >= 0"),
         (base(trim={"scorer": "magic"}), "trim.scorer must be one of"),
+        (base(trim={"keep": 1.0}), "trim.keep must be a probability between 0 and 1"),
+        (base(trim={"keep": True}), "trim.keep must be a probability"),
+        (base(trim={"keep": 0.9, "scorer": "embedding"}), "trim.keep needs a calibrated scorer"),
+        (base(trim={"keep": 0.9, "budget": "lossless"}), 'trim.budget = "lossless" drops none'),
         (base(limits={"max_input_tokens": 0}), "limits.max_input_tokens must be >= 1"),
         (base(limits={"max_output_tokens": "5"}), "limits.max_output_tokens must be an integer"),
         (base(limits={"queue_timeout_s": -1}), "limits.queue_timeout_s must be >= 0"),

@@ -158,6 +158,18 @@ class TestPrepareChat:
         p = prepare_chat({"model": "m", "messages": msgs}, cfg(trim={"history_turns": 1}), WS)
         assert p.body["messages"] == msgs and p.history_turns_folded == 0
 
+    def test_retention_mode_trims_without_a_budget(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from ragtrim.stages import retention
+
+        table = {"tables": {"bm25": {"all": {"n": 100, "cdf": [0.6] + [0.99] * 19}}}}
+        monkeypatch.setattr(retention, "calibration", lambda: table)
+        docs = ["Paris is the capital of France."] + [f"Filler passage {i} about rivers and hills." for i in range(19)]
+        body = chat("What is the capital of France?", documents=docs)
+        p = prepare_chat(copy.deepcopy(body), cfg(trim={"keep": 0.5, "scorer": "bm25"}), WS)
+        content = p.body["messages"][-1]["content"]
+        assert "Paris is the capital of France." in content and "Filler passage 3" not in content
+        assert p.prompt_tokens < p.prompt_tokens_before
+
 
 class TestMessageRules:
     """The message rules of OpenAI's API, each a 400 naming the message's index and the rule."""

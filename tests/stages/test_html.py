@@ -105,7 +105,7 @@ class TestHtmlCleaner:
             "<form><label>Email</label><input name=e></form><footer>© Journal</footer>"
         )
         texts, _ = run([html])
-        assert texts == ["Results\nThe trial met its primary endpoint.\nDose: 10 mg\nArms: 2\nGroup n\nA 120"]
+        assert texts == ["Results\nThe trial met its primary endpoint.\nDose: 10 mg\nArms: 2\nGroup\tn\nA\t120"]
 
     def test_keep_tables_false_drops_tables(self) -> None:
         texts, _ = run(["<p>Intro text.</p><table><tr><td>A</td><td>1</td></tr></table>"], keep_tables=False)

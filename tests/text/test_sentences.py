@@ -288,12 +288,12 @@ class TestLineUnits:
         assert split_sentences(text) == ["plan\tlimit", "basic\t10 GB", "pro\t100 GB", "the end"]
 
     def test_rows_as_the_html_stage_renders_them(self) -> None:
-        """One row a line, cells joined by a space: each short line followed by a capital or digit is a unit."""
+        """One row a line, cells joined by a tab: each row is a unit, as a Markdown row is."""
         from ragtrim.html.markup import clean_fragment
 
         text = clean_fragment("<p>Plans:</p><table><tr><th>Plan</th><th>Limit</th></tr><tr><td>Basic</td>"
                               "<td>10 GB</td></tr><tr><td>Pro</td><td>100 GB</td></tr></table><p>End.</p>").text
-        assert split_sentences(text) == ["Plans:", "Plan Limit", "Basic 10 GB", "Pro 100 GB", "End."]
+        assert split_sentences(text) == ["Plans:", "Plan\tLimit", "Basic\t10 GB", "Pro\t100 GB", "End."]
 
     def test_a_title_stays_with_its_first_sentence(self) -> None:
         """One short line before a paragraph (NQ's "title\\ntext", a heading) is not a table: as before, it stays with

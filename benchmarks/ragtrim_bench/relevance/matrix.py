@@ -255,7 +255,9 @@ def comparisons(records: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str
 
 # -- the run --------------------------------------------------------------------------------------------------------
 def host_info() -> dict[str, Any]:
-    """Cores, CPU model, Python, package versions, threads, load, and the code's commit."""
+    """Cores, CPU model, Python, package versions, threads, load, the passage-vector store in use (``off`` for cold
+    runs; a warm store changes no answer, vectors being batch-invariant, but makes the timings warm), and the code's
+    commit."""
     cpu_model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -282,6 +284,7 @@ def host_info() -> dict[str, Any]:
     return {"cores": os.cpu_count(), "cpu_model": cpu_model, "python": platform.python_version(),
             "platform": platform.platform(), "packages": versions, "model_threads": onnx_threads(),
             "auto_scorer": choose().to_dict(), "loadavg": list(os.getloadavg()),
+            "vector_store": os.environ.get("RAGTRIM_VECTOR_STORE", "default"),
             "git_commit": commit.strip() or None, "git_dirty": dirty}
 
 
