@@ -26,7 +26,7 @@ $(RAY_STAMP): $(CORE_STAMP)
 
 $(MODEL_STAMP): $(CORE_STAMP)
 	$(BIN)/python -m pip install -q '$(TORCH_SPEC)'
-	$(BIN)/python -m pip install -q -e '.[embeddings,torch,ko]'
+	$(BIN)/python -m pip install -q -e '.[embeddings,torch,ko]' -e './benchmarks[peers-models]'
 	touch $@
 
 ## The main job: token savings of the default pipeline on the example corpus (examples/, shipped in the package).
