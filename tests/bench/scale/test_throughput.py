@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from ragtrim_bench.datasets import data_dir
 from ragtrim_bench.scale.throughput import ThroughputConfig, plan, plans, run, steady_rate
 
 
@@ -46,9 +45,9 @@ def test_plans_without_ray_take_the_local_engines_one_core_rates() -> None:
 
 
 @pytest.mark.data
-def test_the_audit_arm_runs_without_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_audit_arm_runs_without_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_data: Path) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails, as on a host without the extra
-    monkeypatch.setenv("RAGTRIM_DATA", str(data_dir().resolve()))  # the synthetic log is built from shared data
+    monkeypatch.setenv("RAGTRIM_DATA", str(shared_data.resolve()))  # the synthetic log is built from shared data
     monkeypatch.chdir(tmp_path)  # the generated log goes to ./.cache/scale
     result = run(ThroughputConfig(jobs=("audit",), audit_requests=300, ray=False))
     audit = result["audit"]
