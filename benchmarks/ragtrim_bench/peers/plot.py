@@ -69,16 +69,20 @@ def plot_peers(result: Mapping[str, Any], path: str | Path) -> Path:
             ax.add_patch(Rectangle((-0.5, i - 0.5), len(cells), 1, fill=False, edgecolor="black", linewidth=2))
     cost = {str(r["row"]): r for r in result.get("cost_by_row", [])}
     bar_ax = fig.add_subplot(grid[:, 1])
-    names = [r for r in rows if r in cost and not _missing(cost[r]["cold_p50_ms"])]
+    # a run without timed requests (--timed 0) has no positive cost to draw on a log axis
+    names = [r for r in rows if r in cost and not _missing(cost[r]["cold_p50_ms"])
+             and float(cost[r]["cold_p50_ms"]) > 0]
     p50 = [float(cost[r]["cold_p50_ms"]) for r in names]
     bar_ax.barh(range(len(names)), p50, color=["black" if r == "default" else "0.55" for r in names])
     bar_ax.set_yticks(range(len(names)), names, fontsize=8)
     bar_ax.yaxis.tick_right()  # the names beside the heatmap would run into its bars
     bar_ax.invert_yaxis()
-    bar_ax.set_xscale("log")
     if p50:
+        bar_ax.set_xscale("log")
         bar_ax.set_xlim(right=max(p50) * 8)  # room for the value labels
-    bar_ax.set_xlabel("cold p50 ms per request (4x)", fontsize=9)
+        bar_ax.set_xlabel("cold p50 ms per request (4x)", fontsize=9)
+    else:
+        bar_ax.set_xlabel("cold cost not measured (--timed 0)", fontsize=9)
     for y, v in enumerate(p50):
         bar_ax.text(v, y, f" {v:.0f}", va="center", fontsize=7.5)
     if image is not None:
