@@ -25,12 +25,12 @@ from ragtrim.audit.savings import SampleRecord, measure
 from ragtrim.audit.shards import LogShard, plan_shards
 from ragtrim.audit.state import AuditState, Workspace, audit_shard, empty_state
 from ragtrim.engines.options import RayOptions
-from ragtrim.engines.ray_session import (
+from ragtrim.engines.ray_cluster import (
     import_ray,
     pack_error,
     quiet_data_context,
     ragtrim_error,
-    ray_session,
+    ray_cluster,
     runtime_env,
     unpack_error,
     worker_count,
@@ -107,7 +107,7 @@ def run_ray_audit(path: str | Path | Sequence[str | Path], config: AuditConfig |
     tokenizer = get_counter(cfg.tokenizer).name
     worker_cfg = pickle.dumps(replace(cfg, num_threads=1))
     try:
-        with ray_session(opts) as ray:
+        with ray_cluster(opts) as ray:
             quiet_data_context(ray)
             workers = min(worker_count(ray, opts), len(shards))
             total, merging = _read(ray, shards, worker_cfg, workers, opts, cfg, progress)

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 
 from ragtrim.engines.options import RayOptions
-from ragtrim.engines.ray_session import (
+from ragtrim.engines.ray_cluster import (
     import_ray,
     pack_error,
     quiet_data_context,
     ragtrim_error,
-    ray_session,
+    ray_cluster,
     runtime_env,
     unpack_error,
     worker_count,
@@ -174,7 +174,7 @@ def run_ray_index(corpus: Sequence[str | Path], *, store: str, scorer: Scorer | 
     count = stored = already = repaired = 0
     opts = options or RayOptions()
     try:
-        with ray_session(opts) as ray:
+        with ray_cluster(opts) as ray:
             ctx = quiet_data_context(ray, ordered=False)
             block_bytes, ctx.target_max_block_size = ctx.target_max_block_size, BLOCK_BYTES
             workers = worker_count(ray, opts)

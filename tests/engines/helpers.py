@@ -22,7 +22,7 @@ def local_ray(cpus: int = 2) -> Iterator[Any]:
     shut down and removed on exit."""
     import ray
 
-    from ragtrim.engines.ray_session import AGENT_TIMEOUT_MS
+    from ragtrim.engines.ray_cluster import AGENT_TIMEOUT_MS
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_agent_register_timeout_ms", str(AGENT_TIMEOUT_MS))  # a loaded machine starts them slowly

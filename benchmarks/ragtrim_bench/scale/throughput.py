@@ -327,7 +327,7 @@ def gpu_arm(cfg: ThroughputConfig, gpus: int) -> dict[str, Any]:
 
 def run(cfg: ThroughputConfig) -> dict[str, Any]:
     from ragtrim.engines.options import RayOptions
-    from ragtrim.engines.ray_session import ray_session
+    from ragtrim.engines.ray_cluster import ray_cluster
 
     result: dict[str, Any] = {"benchmark": "scale_throughput", "config": asdict(cfg),
                               "load_average_before": load_average()}
@@ -341,7 +341,7 @@ def run(cfg: ThroughputConfig) -> dict[str, Any]:
         result["load_average_after"] = load_average()
         result["plan"] = plans(result)
         return result
-    with ray_session(RayOptions(workers=max(cfg.workers))) as ray:
+    with ray_cluster(RayOptions(workers=max(cfg.workers))) as ray:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         if "audit" in cfg.jobs:
             result["audit"] = audit_arm(cfg)

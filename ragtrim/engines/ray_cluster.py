@@ -34,7 +34,7 @@ def import_ray() -> Any:
 
 
 @contextmanager
-def ray_session(options: RayOptions) -> Iterator[Any]:
+def ray_cluster(options: RayOptions) -> Iterator[Any]:
     """Ray, connected: to ``ray.init`` already done by the caller, else to ``options.resolved_address()``, else to
     a Ray instance started here (``options.workers`` CPUs, no dashboard, its files under the system's temporary
     folder) and shut down on exit."""
