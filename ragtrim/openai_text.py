@@ -1,5 +1,6 @@
-"""The text of OpenAI-format requests, read the same way by the gateway (``ragtrim serve``) and the audit
-(``ragtrim audit``): message text, and retrieved context inside ``<context>...</context>`` blocks.
+"""The text of OpenAI-format requests, read the same way by the gateway (``ragtrim serve``), the audit
+(``ragtrim audit``) and the gate (``ragtrim gate``): message text, retrieved context inside
+``<context>...</context>`` blocks, and the entries of a ``documents`` list.
 
 Standard library only, so the audit needs no serve extra.
 """
@@ -51,3 +52,14 @@ def text_of(content: Any) -> str:
         return "\n".join(p["text"] for p in content
                          if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str))
     return ""
+
+
+def document_text(item: Any) -> str | None:
+    """The text of one entry of a ``documents`` list: a string, or an object with a string ``text`` (its ``title``,
+    when a non-empty string, on the line before). None for any other shape: each caller says so in its own error."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict) and isinstance(item.get("text"), str):
+        title = item.get("title")
+        return f"{title}\n{item['text']}" if isinstance(title, str) and title else str(item["text"])
+    return None

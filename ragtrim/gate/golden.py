@@ -24,7 +24,7 @@ from typing import Any, Literal
 from ragtrim._util.jsonl import iter_jsonl
 from ragtrim.errors import ConfigError, InputError
 from ragtrim.gate.schema import check_schema
-from ragtrim.openai_text import text_of
+from ragtrim.openai_text import document_text, text_of
 
 KEYS = frozenset({"id", "question", "documents", "messages", "answers", "answerable", "schema", "answer_field",
                   "tag", "tags", "instruction", "options", "meta"})
@@ -120,12 +120,8 @@ def documents_of(raw: Any, where: str) -> tuple[str, ...]:
         raise InputError(f"{where}: 'documents' must be a list of strings or {{'title', 'text'}} objects")
     out = []
     for i, d in enumerate(raw):
-        if isinstance(d, str):
-            text = d
-        elif isinstance(d, Mapping) and isinstance(d.get("text"), str):
-            title = d.get("title")
-            text = f"{title}\n{d['text']}" if isinstance(title, str) and title else d["text"]
-        else:
+        text = document_text(dict(d) if isinstance(d, Mapping) else d)
+        if text is None:
             raise InputError(f"{where}: documents[{i}] must be a string or an object with a string 'text'")
         if text.strip():
             out.append(text.strip())

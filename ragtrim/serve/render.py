@@ -17,6 +17,7 @@ from ragtrim.openai_text import (
     TOKENS_PER_MESSAGE,
     TOKENS_PER_REPLY,
     context_re,
+    document_text,
     extract_context,
     split_chunks,
 )
@@ -259,12 +260,8 @@ def _documents(raw: Any) -> list[str]:
                            code="invalid_type")
     docs = []
     for i, d in enumerate(raw):
-        if isinstance(d, str):
-            text = d
-        elif isinstance(d, dict) and isinstance(d.get("text"), str):
-            title = d.get("title")
-            text = f"{title}\n{d['text']}" if isinstance(title, str) and title else d["text"]
-        else:
+        text = document_text(d)
+        if text is None:
             raise RequestError(f"documents[{i}] must be a string or an object with a string 'text'",
                                param=f"documents[{i}]", code="invalid_type")
         if text.strip():
