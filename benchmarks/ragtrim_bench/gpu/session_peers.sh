@@ -6,17 +6,18 @@
 # stage_peers.sh's chunks (see there), on the same machine:
 #   bash benchmarks/ragtrim_bench/gpu/session_peers.sh take pK    (carrying .gpu/peers/pK; K = 1 .. N-1)
 #   bash benchmarks/ragtrim_bench/gpu/session_peers.sh run        (carrying the last chunk, .gpu/peers/pN)
+#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh cost       (carrying the last chunk again)
 # `run` joins and checks the bundle, installs its wheels into /tmp/pe/site (apart from vLLM's /tmp/site; PEERS_WORK
-# moves /tmp/pe, PEERS_GGUF the GGUF), unpacks the data and writes the 270M's transformers folder from the GGUF, then, within one 600 s call (about 5 minutes):
-#   1. quality: one process per column, all at once, both splits, every row; LIMIT requests per column and split
-#      (default 40), the LongLLMLingua rows on the first SLOW_LIMIT (default 20); nothing timed (the processes
-#      share the host); merged into matrix_h200.json (+ .png, .txt); each column bounded by QUALITY_S (default 170 s)
-#   2. cost: one process, every row, the first COST_LIMIT (default 5) held-out requests of each column timed cold;
-#      matrix_h200_cost.json (+ .png, .txt); bounded by COST_S (default 80 s)
-# A column that runs out of time is missing from the merge and its log's tail is printed. $OUT gets 7 files
-# (gpu.txt and the two results' .json, .png, .txt).
+# moves /tmp/pe, PEERS_GGUF the GGUF), unpacks the data and writes the 270M's transformers folder from the GGUF, then
+# measures quality: one process per column, all at once, both splits, every row; LIMIT requests per column and split
+# (default 10), the LongLLMLingua rows on the first SLOW_LIMIT (default 5); nothing timed (the processes share the
+# host), one thread each; merged into matrix_h200.json (+ .png, .txt); each column bounded by QUALITY_S (default
+# 320 s). About 5 minutes. A column that runs out of time is missing from the merge and its log's tail is printed.
+# `cost`, its own call: one process, every row, the first COST_LIMIT (default 3) held-out requests of each column
+# timed cold, on the host's threads as a service would run; matrix_h200_cost.json (+ .png, .txt); bounded by COST_S
+# (default 265 s). About 3 minutes.
 set -uo pipefail
-step=${1:?usage: session_peers.sh take pK, or run}
+step=${1:?usage: session_peers.sh take pK, run or cost}
 gguf=${PEERS_GGUF:-/tmp/gemma/gemma-3-270m-q4_k_m.gguf}
 pe=${PEERS_WORK:-/tmp/pe}  # the chunks, the bundle, the wheels' site and the per-column results
 mkdir -p "$pe"
@@ -25,7 +26,7 @@ if [ "$step" = take ]; then
   take "${2:?which chunk: p1 .. pN}"
   exit 0
 fi
-[ "$step" = run ] || { echo "unknown step $step: take pK or run"; exit 2; }
+[ "$step" = run ] || [ "$step" = cost ] || { echo "unknown step $step: take pK, run or cost"; exit 2; }
 for d in .gpu/peers/p*; do [ -d "$d" ] && take "$(basename "$d")"; done
 out=${OUT:?OUT must name the output folder}
 [ -s "$gguf" ] || { echo "$gguf is missing: run ../shared/gpu/stage.sh's chunks and /tmp/st/gpu-setup.sh first"; exit 2; }
@@ -52,11 +53,19 @@ transformers.__version__, 'llmlingua', llmlingua.__version__)"
   python3 -c "from ragtrim.scoring.auto import choose; print(choose())"; } > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
 args=(--lingua-device cuda --lingua-model /tmp/gemma-hf/gemma-3-270m --no-progress)
+if [ "$step" = cost ]; then
+  c=${COST_LIMIT:-3}
+  timeout "${COST_S:-265}" python3 -m ragtrim_bench.peers.matrix --split heldout --limit "$c" --slow-limit "$c" \
+    --timed "$c" "${args[@]}" --output "$out/matrix_h200_cost.json" > "$out/matrix_h200_cost.txt" 2>&1
+  rc=$?
+  grep -v -i warn "$out/matrix_h200_cost.txt" | grep -A12 "cold cost"
+  exit $rc
+fi
 columns=$(python3 -c "from ragtrim_bench.relevance.columns import COLUMNS; print(' '.join(COLUMNS))")
 rm -f "$pe"/q_*.json
-for c in $columns; do
-  timeout "${QUALITY_S:-170}" python3 -m ragtrim_bench.peers.matrix --columns "$c" --split both \
-    --limit "${LIMIT:-40}" --slow-limit "${SLOW_LIMIT:-20}" --timed 0 "${args[@]}" \
+for c in $columns; do  # one thread each: nine processes on the host's cores, their models on the GPU
+  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 timeout "${QUALITY_S:-320}" python3 -m ragtrim_bench.peers.matrix \
+    --columns "$c" --split both --limit "${LIMIT:-10}" --slow-limit "${SLOW_LIMIT:-5}" --timed 0 "${args[@]}" \
     --output "$pe/q_$c.json" > "$pe/q_$c.log" 2>&1 &
 done
 wait
@@ -67,8 +76,4 @@ done
 python3 -m ragtrim_bench.peers.matrix --merge "$pe"/q_*.json --output "$out/matrix_h200.json" \
   > "$out/matrix_h200.txt" 2>&1 || rc=1
 tail -25 "$out/matrix_h200.txt"
-c=${COST_LIMIT:-5}
-timeout "${COST_S:-80}" python3 -m ragtrim_bench.peers.matrix --split heldout --limit "$c" --slow-limit "$c" \
-  --timed "$c" "${args[@]}" --output "$out/matrix_h200_cost.json" > "$out/matrix_h200_cost.txt" 2>&1 || rc=1
-grep -v -i warn "$out/matrix_h200_cost.txt" | tail -22
 exit $rc

