@@ -3,11 +3,15 @@ relays, and trim each request only as far as that pays (``ragtrim.recipes``).
 
 Every streamed request tells the gateway its prompt tokens and the upstream's time to the first event. The prefill
 cost per token is the slope of that time over the prompt size, fitted robustly (Theil-Sen: the median of the slopes
-between pairs of requests, so that requests that queued behind others move it little) over the last ``WINDOW``
-requests. Until it is learned (``MIN_OBSERVATIONS`` requests whose sizes spread over ``MIN_SPREAD_TOKENS``), the
-configured ``trim.prefill_ms_per_token`` stands in, and without one the host's default recipe runs as before. The
-choice and its reason are counted in ``/metrics`` (``ragtrim_serve_auto_recipe_total``) and sent in the
-``x-ragtrim-recipe`` header.
+between pairs of requests, so that requests that queued behind others move it little) over the most recent
+``BAND_KEEP`` requests of each prompt-size band (a quarter of an octave). Keeping each band's own recent requests
+matters once the gateway trims: the prompts it then sends are all about the budget's size, which alone cannot show
+what a token costs, and the untrimmed sizes it saw before stay in the fit. Until the cost is learned
+(``MIN_OBSERVATIONS`` requests whose sizes spread over ``MIN_SPREAD_TOKENS``), the configured
+``trim.prefill_ms_per_token`` stands in; without one nothing is trimmed that might cost more than it saves: ``clean``
+runs (a budget the request set itself still holds, with the cheapest recipe that enforces it), and the untrimmed
+prompts it sends are what the gateway learns from. The choice and its reason are counted in ``/metrics``
+(``ragtrim_serve_auto_recipe_total``) and sent in the ``x-ragtrim-recipe`` header.
 """
 
 from __future__ import annotations
@@ -25,21 +29,23 @@ from ragtrim import recipes
 from ragtrim.api import recipe_pipeline
 from ragtrim.recipes import RecipeChoice, RecipeCosts, choose_recipe
 
-WINDOW = 512
-"""Requests the fit looks at (the most recent)."""
+BAND_KEEP = 16
+"""Requests the fit keeps per prompt-size band (the most recent of that band)."""
+BANDS_PER_OCTAVE = 4
 MIN_OBSERVATIONS = 20
 MIN_SPREAD_TOKENS = 256
 """The prompt sizes seen must span at least this many tokens (10th to 90th percentile) for a slope to mean
 anything: a gateway that always sends about the same size cannot see what a token costs."""
 REFIT_EVERY = 8
-"""The slope is refitted after this many new observations (a fit over 512 requests is 260,000 pairs)."""
+"""The slope is refitted after this many new observations (a fit over 500 requests is 125,000 pairs)."""
 
 
 class PrefillModel:
     """Upstream time to first token as a line over prompt tokens, learned from observations (thread-safe)."""
 
-    def __init__(self, *, window: int = WINDOW) -> None:
-        self._seen: deque[tuple[int, float]] = deque(maxlen=window)
+    def __init__(self, *, band_keep: int = BAND_KEEP) -> None:
+        self._bands: dict[int, deque[tuple[int, float]]] = {}
+        self._band_keep = band_keep
         self._lock = threading.Lock()
         self._fit: tuple[float, float] | None = None
         self._since_fit = 0
@@ -47,29 +53,42 @@ class PrefillModel:
     def observe(self, prompt_tokens: int, ttft_ms: float) -> None:
         if prompt_tokens <= 0 or not math.isfinite(ttft_ms) or ttft_ms <= 0:
             return
+        band = int(math.log2(prompt_tokens) * BANDS_PER_OCTAVE)
         with self._lock:
-            self._seen.append((prompt_tokens, ttft_ms))
+            self._bands.setdefault(band, deque(maxlen=self._band_keep)).append((prompt_tokens, ttft_ms))
             self._since_fit += 1
 
     @property
     def observations(self) -> int:
+        """Requests the fit keeps."""
         with self._lock:
-            return len(self._seen)
+            return sum(len(kept) for kept in self._bands.values())
 
     def per_token_ms(self) -> float | None:
         """The learned prefill cost per prompt token, or None while too little is known."""
         with self._lock:
-            if len(self._seen) < MIN_OBSERVATIONS:
+            seen = [point for kept in self._bands.values() for point in kept]
+            if len(seen) < MIN_OBSERVATIONS:
                 return None
             if self._fit is None or self._since_fit >= REFIT_EVERY:
-                self._fit = theil_sen(np.array([t for t, _ in self._seen], dtype=np.float64),
-                                      np.array([y for _, y in self._seen], dtype=np.float64))
+                self._fit = theil_sen(np.array([t for t, _ in seen], dtype=np.float64),
+                                      np.array([y for _, y in seen], dtype=np.float64))
                 self._since_fit = 0
-            tokens = np.array([t for t, _ in self._seen], dtype=np.float64)
+            tokens = np.array([t for t, _ in seen], dtype=np.float64)
+            fit = self._fit
         lo, hi = np.percentile(tokens, [10, 90])
-        if hi - lo < MIN_SPREAD_TOKENS or self._fit is None:
+        if hi - lo < MIN_SPREAD_TOKENS or fit is None:
             return None
-        return max(0.0, self._fit[1])
+        return max(0.0, fit[1])
+
+    def spread_tokens(self) -> float:
+        """How far the kept prompt sizes spread (10th to 90th percentile), for the reason of a choice."""
+        with self._lock:
+            tokens = [t for kept in self._bands.values() for t, _ in kept]
+        if len(tokens) < 2:
+            return 0.0
+        lo, hi = np.percentile(np.array(tokens, dtype=np.float64), [10, 90])
+        return float(hi - lo)
 
 
 def theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
@@ -103,7 +122,7 @@ class AutoTrim:
 
             self.chosen = Counter("ragtrim_serve_auto_recipe", "Recipes trim.scorer='auto' chose, by why: pays (its "
                                   "cost is below the prefill it saves), nothing_pays (clean only), no_budget, "
-                                  "not_learned (the host default runs)", ["recipe", "why"], registry=registry)
+                                  "not_learned (clean, or the cheapest recipe for a budget the request set)", ["recipe", "why"], registry=registry)
             self.learned = Gauge("ragtrim_serve_prefill_ms_per_token", "The upstream's prefill cost per prompt "
                                  "token as learned from streamed requests (0 until learned)", registry=registry)
             self.recipe_cost = Gauge("ragtrim_serve_recipe_cost_ms_per_token", "What each recipe costs here per "
@@ -147,24 +166,31 @@ class AutoTrim:
 
     # -- choosing -------------------------------------------------------------------------------------------------
     def choose(self, *, tokens_before: int, budget: int | None, prior_ms_per_token: float | None,
-               hard_budget: bool, default: str, tokenizer: Any = None) -> RecipeChoice:
+               hard_budget: bool, tokenizer: Any = None) -> RecipeChoice:
         """The recipe for one request. ``hard_budget``: the client set the budget itself, so it holds (the cheapest
-        recipe that enforces it at least). ``default``: the recipe while the prefill cost is unknown."""
+        recipe that enforces it at least)."""
         learned = self.prefill.per_token_ms()
         per_token = learned if learned is not None else prior_ms_per_token
+        pool = self._recipes()
+        if hard_budget:
+            pool = tuple(r for r in pool if r != "clean")
         if per_token is None:
-            choice = RecipeChoice(default, f"{default}: the upstream's prefill cost is not learned yet "  # type: ignore[arg-type]
-                                  f"({self.prefill.observations} streamed requests seen) and trim.prefill_ms_per_token "
-                                  "is not set", 0.0, 0.0)
+            unknown = (f"the upstream's prefill cost is not learned yet ({self.prefill.observations} streamed requests "
+                       f"kept, sizes spread over {self.prefill.spread_tokens():.0f} tokens; {MIN_OBSERVATIONS} over "
+                       f"{MIN_SPREAD_TOKENS} needed) and trim.prefill_ms_per_token is not set")
+            if hard_budget and budget is not None and budget < tokens_before:
+                cheapest = pool[-1] if pool else "bm25"
+                choice = RecipeChoice(cheapest, f"{cheapest}: the request set its own budget, which holds; {unknown}",  # type: ignore[arg-type]
+                                      0.0, 0.0)
+            else:
+                choice = RecipeChoice("clean", f"clean: {unknown}, so nothing is trimmed that might cost more than "
+                                               "it saves; the budget is not enforced", 0.0, 0.0)
             self._count(choice, "not_learned")
             return choice
         if not self._calibrated:
             self.warm_up(tokenizer)
         basis = (f"{per_token:.4f} ms per prompt token learned from {self.prefill.observations} requests"
                  if learned is not None else f"trim.prefill_ms_per_token {per_token:g}")
-        pool = self._recipes()
-        if hard_budget:
-            pool = tuple(r for r in pool if r != "clean")
         choice = choose_recipe(tokens_before=tokens_before, budget=budget, costs=self.costs, recipes=pool,
                                saving_ms=lambda before, after: per_token * (before - after), basis=basis)
         if hard_budget and choice.recipe == "clean" and budget is not None and budget < tokens_before:

@@ -328,15 +328,13 @@ def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter:
             return docs, tokens, tokens, None
         result = lossless_pipeline(tokenizer=counter).run(docs, query=query)
         return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, None
-    from ragtrim.scoring.auto import choose
-
     # retention mode decides how much to keep by the answer's probability, so it is not chosen by cost
     if keep is not None or config.trim.scorer != "auto" or auto is None:
         result = default_pipeline(budget=budget, tokenizer=counter, scorer=config.trim.scorer,
                                   keep=keep).run(docs, query=query)
         return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, None
     choice = auto.choose(tokens_before=tokens, budget=budget, prior_ms_per_token=config.trim.prefill_ms_per_token,
-                         hard_budget=override is not None, default=choose().scorer, tokenizer=counter)
+                         hard_budget=override is not None, tokenizer=counter)
     started = time.perf_counter()
     result = recipe_pipeline(choice.recipe, budget=budget, tokenizer=counter).run(docs, query=query)
     auto.observe_trim(choice.recipe, tokens, time.perf_counter() - started)

@@ -44,6 +44,15 @@ class TestPrefillModel:
         same_size = learned_model(0.037, sizes=range(1000, 1100, 2))
         assert same_size.observations >= MIN_OBSERVATIONS and same_size.per_token_ms() is None
 
+    def test_trimmed_prompts_do_not_erase_what_untrimmed_ones_taught(self) -> None:
+        """Once the gateway trims, every prompt it sends is about the budget's size; the untrimmed sizes it saw
+        before stay in the fit, so the cost stays known (a single window of recent requests would lose it)."""
+        model = learned_model(0.037, sizes=range(1500, 3500, 50))
+        for k in range(2000):
+            tokens = 600 + k % 40
+            model.observe(tokens, 20.0 + 0.037 * tokens)
+        assert model.per_token_ms() == pytest.approx(0.037, rel=0.05)
+
     def test_nonsense_is_ignored(self) -> None:
         model = PrefillModel()
         model.observe(0, 10.0)
@@ -62,14 +71,16 @@ def auto_with(costs: dict[str, float], registry: Any = None) -> AutoTrim:
 
 
 class TestAutoTrimChoice:
-    def test_default_recipe_until_learned(self) -> None:
-        choice = auto_with({"bm25": 0.002}).choose(tokens_before=2000, budget=500, prior_ms_per_token=None,
-                                                   hard_budget=False, default="balanced")
-        assert choice.recipe == "balanced" and "not learned yet" in choice.reason
+    def test_nothing_costly_until_learned(self) -> None:
+        auto = auto_with({"bm25": 0.002})
+        choice = auto.choose(tokens_before=2000, budget=500, prior_ms_per_token=None, hard_budget=False)
+        assert choice.recipe == "clean" and "not learned yet" in choice.reason
+        held = auto.choose(tokens_before=2000, budget=500, prior_ms_per_token=None, hard_budget=True)
+        assert held.recipe == "bm25" and "set its own budget" in held.reason
 
     def test_prior_then_learned_figure(self) -> None:
         auto = auto_with({"bm25": 0.002})  # 4 ms on 2,000 tokens
-        args: dict[str, Any] = {"tokens_before": 2000, "budget": 500, "hard_budget": False, "default": "balanced"}
+        args: dict[str, Any] = {"tokens_before": 2000, "budget": 500, "hard_budget": False}
         assert auto.choose(prior_ms_per_token=0.001, **args).recipe == "clean"  # saves 1.5 ms
         auto.prefill = learned_model(0.037)  # saves 55 ms
         choice = auto.choose(prior_ms_per_token=0.001, **args)
@@ -77,7 +88,7 @@ class TestAutoTrimChoice:
 
     def test_a_budget_the_client_set_holds(self) -> None:
         choice = auto_with({"bm25": 0.002}).choose(tokens_before=2000, budget=500, prior_ms_per_token=0.0001,
-                                                   hard_budget=True, default="balanced")
+                                                   hard_budget=True)
         assert choice.recipe == "bm25" and "set its own budget" in choice.reason
 
     def test_only_streamed_successes_teach(self) -> None:
@@ -94,8 +105,8 @@ class TestAutoTrimChoice:
     def test_metrics_count_choices(self) -> None:
         registry = CollectorRegistry()
         auto = auto_with({"bm25": 0.002}, registry)
-        auto.choose(tokens_before=2000, budget=500, prior_ms_per_token=1.0, hard_budget=False, default="bm25")
-        auto.choose(tokens_before=2000, budget=None, prior_ms_per_token=1.0, hard_budget=False, default="bm25")
+        auto.choose(tokens_before=2000, budget=500, prior_ms_per_token=1.0, hard_budget=False)
+        auto.choose(tokens_before=2000, budget=None, prior_ms_per_token=1.0, hard_budget=False)
         assert registry.get_sample_value("ragtrim_serve_auto_recipe_total", {"recipe": "bm25", "why": "pays"}) == 1
         assert registry.get_sample_value("ragtrim_serve_auto_recipe_total",
                                          {"recipe": "clean", "why": "no_budget"}) == 1

@@ -1,0 +1,209 @@
+"""Does ``trim.scorer = "auto"`` ever make a request slower than not trimming? ``ragtrim serve`` in front of a fake
+upstream whose prefill time grows with the prompt, at several prefill speeds, on this host's CPU.
+
+For each upstream speed (``--per-1k-ms``: the fake's prefill milliseconds per 1,000 prompt tokens, on top of
+``--base-ms``; a 12B model on an H200 is about 37, a small model on a fast GPU a few, a large one on a busy GPU a
+hundred and more), one fake upstream (``ragtrim serve-fake-upstream``) and four arms, all sent the same golden NQ
+questions with 20 passages each (every request's passages new to the gateways: cold trims in warm processes):
+  direct    the fake upstream itself, the untrimmed prompt
+  notrim    a gateway that renders the documents and trims nothing (``[trim]`` without a budget)
+  auto      a gateway with ``scorer = "auto"`` at a quarter of the documents' tokens, no ``prefill_ms_per_token``:
+            it learns the upstream's cost from the streamed requests of its learning phase (``--learn`` requests,
+            reported apart), then picks per request the recipe that pays, down to cleaning only
+  default   a gateway with the ``balanced`` default at the same budget, whatever it costs
+Then ``--requests`` single requests (one at a time) go to the arms in turn, the order rotated each request, so the
+arms share the host's noise. TTFT runs from send to the first streamed token at the client, so a gateway arm's TTFT
+includes the gateway's own time and the trim. The auto arm's choices are read from its ``/metrics``
+(``ragtrim_serve_auto_recipe_total``) and its learned prefill cost (``ragtrim_serve_prefill_ms_per_token``).
+The claim under test: auto's TTFT is never above direct's (p50 and p99 gain >= 1), nor above notrim's by more than
+its own cost of deciding.
+
+Run: ragtrim-bench serve auto_e2e [--per-1k-ms 4,37,150] [--requests 60] [--learn 40]
+     -> benchmarks/results/serve/auto_e2e.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ragtrim_bench.common.host import load_average
+from ragtrim_bench.common.results import command_line, result_path, write_result
+from ragtrim_bench.common.stats import percentile
+
+GATEWAY_TOML = """
+[upstream]
+url = "http://127.0.0.1:{port}/v1"
+tokenizer = "cl100k_base"
+
+[trim]
+{trim}vector_store = "off"
+
+[limits]
+max_input_tokens = 16384
+max_output_tokens = 64
+long_request_tokens = 1000000
+default_org_concurrency = 4096
+"""
+TRIMS = {
+    "notrim": "",
+    "auto": 'budget = 0.25\nscorer = "auto"\n',
+    "default": 'budget = 0.25\nscorer = "balanced"\n',
+}
+ARMS = ("direct", *TRIMS)
+
+
+@dataclass(frozen=True, slots=True)
+class AutoE2EConfig:
+    per_1k_ms: tuple[float, ...] = (4.0, 37.0, 150.0)
+    base_ms: float = 5.0
+    requests: int = 60
+    learn: int = 40
+    max_tokens: int = 4
+    arms: tuple[str, ...] = ARMS
+
+    def __post_init__(self) -> None:
+        if "direct" not in self.arms or any(a not in ARMS for a in self.arms):
+            raise ValueError(f"arms must include 'direct' and be among {ARMS}, got {self.arms}")
+        if not self.per_1k_ms or any(x < 0 for x in self.per_1k_ms):
+            raise ValueError(f"per_1k_ms must be non-negative speeds, got {self.per_1k_ms}")
+        if self.requests < 2 or self.learn < 0:
+            raise ValueError(f"requests must be >= 2 and learn >= 0, got {self.requests} and {self.learn}")
+
+
+def _metrics(port: int) -> dict[str, Any]:
+    """The auto arm's choices (recipe and why -> count) and learned prefill cost, from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    choices: dict[str, int] = {}
+    for m in re.finditer(r'^ragtrim_serve_auto_recipe_total\{([^}]*)\} ([0-9.e+]+)$', text, re.MULTILINE):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        choices[f"{labels.get('recipe')}:{labels.get('why')}"] = int(float(m.group(2)))
+    learned = re.search(r"^ragtrim_serve_prefill_ms_per_token ([0-9.e+-]+)$", text, re.MULTILINE)
+    return {"choices": choices, "learned_prefill_ms_per_token": float(learned.group(1)) if learned else None}
+
+
+def _summary(ttfts: Sequence[float], failed: int) -> dict[str, Any]:
+    return {"n": len(ttfts), "failed": failed, "p50_ttft_ms": percentile(ttfts, 50) if ttfts else None,
+            "p95_ttft_ms": percentile(ttfts, 95) if ttfts else None,
+            "p99_ttft_ms": percentile(ttfts, 99) if ttfts else None, "max_ttft_ms": max(ttfts, default=None)}
+
+
+async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tuple[str, str]],
+                 wrapped_rows: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    from ragtrim_bench.gpu.backends import OpenAICompletionsBackend
+    from ragtrim_bench.serve.load import free_port, start_process, stop_process
+
+    up_port = free_port()
+    procs = [start_process(["serve-fake-upstream", "--port", str(up_port), "--base-ms", str(config.base_ms),
+                            "--per-1k-ms", str(per_1k), "--output-tokens", str(config.max_tokens)],
+                           f"http://127.0.0.1:{up_port}/v1/models")]
+    ports: dict[str, int] = {}
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="ragtrim-auto-e2e-"))
+        for name, trim in TRIMS.items():
+            if name not in config.arms:
+                continue
+            ports[name] = free_port()
+            toml = folder / f"{name}.toml"
+            toml.write_text(GATEWAY_TOML.format(port=up_port, trim=trim), encoding="utf-8")
+            procs.append(start_process(["serve", "--config", str(toml), "--port", str(ports[name])],
+                                       f"http://127.0.0.1:{ports[name]}/healthz", timeout_s=120))
+        backends = {"direct": OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{up_port}", model="fake")}
+        backends |= {n: OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{p}", model="fake") for n, p in ports.items()}
+        arms_run = config.arms
+        learning: dict[str, list[float]] = {name: [] for name in arms_run}
+        timed: dict[str, list[float]] = {name: [] for name in arms_run}
+        failed = {name: 0 for name in arms_run}
+        errors: list[str] = []
+        for phase, count, offset in (("learn", config.learn, 0), ("timed", config.requests, config.learn)):
+            for i in range(count):
+                k = offset + i
+                order = list(arms_run[k % len(arms_run):] + arms_run[:k % len(arms_run)])
+                for name in order:
+                    rid, text = (direct_rows if name == "direct" else wrapped_rows)[k]
+                    record = await backends[name].complete(f"{phase}-{name}-{rid}", text, max_tokens=config.max_tokens,
+                                                           arm=name)
+                    if record.success:
+                        (learning if phase == "learn" else timed)[name].append(record.ttft_ms)
+                    elif phase == "timed":
+                        failed[name] += 1
+                        errors.append(f"{name}: {record.error[:200]}")
+        auto_metrics = _metrics(ports["auto"]) if "auto" in ports else None
+    finally:
+        for proc in procs:
+            stop_process(proc)
+    arms = {name: _summary(timed[name], failed[name]) for name in arms_run}
+    for name in TRIMS:
+        for ref in ("direct", "notrim"):
+            if name == ref or name not in arms or ref not in arms:
+                continue
+            for q in ("p50", "p99"):
+                mine, theirs = arms[name][f"{q}_ttft_ms"], arms[ref][f"{q}_ttft_ms"]
+                arms[name][f"{q}_gain_vs_{ref}"] = theirs / mine if mine and theirs else None
+    return {"per_1k_ms": per_1k, "base_ms": config.base_ms, "arms": arms,
+            "learning_phase": {name: _summary(learning[name], 0) for name in arms_run},
+            "auto": auto_metrics, "errors": errors[:20]}
+
+
+def measure(config: AutoE2EConfig) -> dict[str, Any]:
+    from ragtrim_bench.gpu.gateway_e2e import prompts
+
+    direct_rows, wrapped_rows = prompts(config.learn + config.requests, 0)
+    speeds = []
+    for per_1k in config.per_1k_ms:
+        print(f"[auto_e2e] upstream at {per_1k:g} ms per 1k prompt tokens ...", file=sys.stderr, flush=True)
+        speeds.append(asyncio.run(_speed(per_1k, config, direct_rows, wrapped_rows)))
+    return {"config": asdict(config), "speeds": speeds}
+
+
+def report(result: dict[str, Any]) -> str:
+    header = ("| upstream ms per 1k tokens | arm | TTFT p50 / p99 ms | gain over direct p50 / p99 | gain over notrim "
+              "p50 / p99 |")
+    lines = [header, "| --- | --- | --- | --- | --- |"]
+
+    def f(x: float | None, spec: str = ".1f") -> str:
+        return "n/a" if x is None else format(x, spec)
+
+    for s in result["speeds"]:
+        for name, a in s["arms"].items():
+            lines.append(f"| {s['per_1k_ms']:g} | {name} | {f(a['p50_ttft_ms'])} / {f(a['p99_ttft_ms'])} | "
+                         f"{f(a.get('p50_gain_vs_direct'), '.2f')} / {f(a.get('p99_gain_vs_direct'), '.2f')} | "
+                         f"{f(a.get('p50_gain_vs_notrim'), '.2f')} / {f(a.get('p99_gain_vs_notrim'), '.2f')} |")
+        if s["auto"] is not None:
+            learned = s["auto"]["learned_prefill_ms_per_token"]
+            lines.append(f"|  | auto chose | {s['auto']['choices']}; learned {f(learned, '.4f')} ms per token | | |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="ragtrim-bench serve auto_e2e", description=__doc__.split("\n\n")[0])
+    p.add_argument("--per-1k-ms", default="4,37,150", help="the fake upstream's prefill speeds, comma-separated")
+    p.add_argument("--base-ms", type=float, default=5.0)
+    p.add_argument("--requests", type=int, default=60, help="timed single requests per speed and arm")
+    p.add_argument("--learn", type=int, default=40, help="requests per arm before the timed ones (auto learns)")
+    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)} (direct always)")
+    p.add_argument("--output", default=None)
+    args = p.parse_args(argv)
+    config = AutoE2EConfig(per_1k_ms=tuple(float(x) for x in args.per_1k_ms.split(",") if x),
+                           base_ms=args.base_ms, requests=args.requests, learn=args.learn,
+                           arms=tuple(a for a in ARMS if a in {"direct", *args.arms.split(",")}))
+    result = measure(config) | {"load_average_end": load_average()}
+    out = Path(args.output) if args.output else result_path(__spec__.name)
+    write_result(out, result, command=command_line(__spec__.name, argv),
+                 packages=["starlette", "uvicorn", "onnxruntime"])
+    print(report(result))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
