@@ -205,13 +205,14 @@ def balanced_scorer(backend: Backend | None = None, *, model: str = DEFAULT_EMBE
 
     ``backend`` defaults to ``choose().backend`` (``bm25``: BM25 alone); ``model`` is a local copy of
     all-MiniLM-L6-v2 (default: bundled); ``query_adapter`` maps MiniLM's query vector (``ragtrim.scoring.adapter``;
-    ``"bundled"``, the ``balanced-qa`` scorer, applies to the bundled model only and is dropped for another)."""
+    ``"bundled"``, as the ``balanced-qa`` scorer uses it, is for the bundled model only)."""
     chosen = backend if backend is not None else choose().backend
     _check_backend(chosen)
     if chosen == "bm25":
         return BM25Scorer()
     if query_adapter == BUNDLED_ADAPTER and model != DEFAULT_EMBEDDING_MODEL:
-        query_adapter = None  # the bundled adapter was trained on the bundled model's vectors
+        raise ConfigError(f"query_adapter='bundled' was trained on the bundled {DEFAULT_EMBEDDING_MODEL}'s vectors, "
+                          f"got model={model!r}; pass an adapter trained for that model, or query_adapter=None")
     minilm = prefix_minilm(chosen, model=model, threads=threads, pieces=pieces, query_adapter=query_adapter)
     return bm25_mix(minilm, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT)
 

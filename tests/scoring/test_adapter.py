@@ -73,10 +73,12 @@ class TestBundled:
         assert len(embedders) <= 1  # none where MiniLM cannot run (BM25 alone)
         assert all(e.query_adapter == BUNDLED_ADAPTER for e in embedders)
 
-    def test_another_model_gets_no_bundled_adapter(self, tmp_path: Path) -> None:
-        other = embedders_of(balanced_scorer("onnxruntime-int8-cpu", model=str(tmp_path),
-                                             query_adapter=BUNDLED_ADAPTER))
-        assert other[0].query_adapter is None
+    def test_another_model_is_refused_the_bundled_adapter(self, tmp_path: Path) -> None:
+        with pytest.raises(ConfigError, match="trained on the bundled all-MiniLM-L6-v2"):
+            balanced_scorer("onnxruntime-int8-cpu", model=str(tmp_path), query_adapter=BUNDLED_ADAPTER)
+        own = _write(tmp_path / "own.npz", np.zeros((4, 4)))
+        other = embedders_of(balanced_scorer("onnxruntime-int8-cpu", model=str(tmp_path), query_adapter=own))
+        assert other[0].query_adapter == own
 
 
 class TestAdaptQuery:
@@ -134,3 +136,26 @@ class TestEmbedderWithAdapter:
     def test_invalid_value(self) -> None:
         with pytest.raises(ConfigError, match="query_adapter"):
             FakeEmbedder(dim=4, query_adapter=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.model
+class TestWithMiniLM:
+    def test_balanced_qa_trims_and_names_its_adapter(self) -> None:
+        from ragtrim import trim
+        from ragtrim.scoring.auto import choose
+
+        if choose().scorer != "balanced":
+            pytest.skip(f"scorer='auto' is {choose().scorer!r} here ({choose().reason})")
+        chunks = ["This Agreement shall be governed by the laws of the State of New York.",
+                  "The Supplier shall deliver the goods within thirty days of each order.",
+                  "Either party may terminate this Agreement on ninety days' written notice."]
+        query = ('Highlight the parts (if any) of this contract related to "Governing Law" that should be reviewed '
+                 'by a lawyer. Details: Which state/country\'s law governs the interpretation of the contract?')
+        first = trim(chunks, query=query, budget=20, scorer="balanced-qa")
+        again = trim(chunks, query=query, budget=20, scorer="balanced-qa")
+        assert first.text == again.text
+        assert "New York" in first.text
+        adapted, plain = get_scorer("balanced-qa").score(query, chunks), get_scorer("balanced").score(query, chunks)
+        assert adapted != plain  # the map moves the scores
+        assert max(range(3), key=lambda i: adapted[i]) == 0
+

@@ -111,3 +111,15 @@ def test_features_must_agree_in_length() -> None:
     f = synthetic(n=4)
     with pytest.raises(Exception, match="one row per request"):
         Features(f.queries, f.passages[:3], f.bm25, f.gold, f.columns, f.groups)
+
+
+@pytest.mark.model
+def test_the_rebuild_script_reads_the_shared_data(shared_data: Path) -> None:
+    from ragtrim_bench.relevance.adapter import collect
+
+    f = collect({"cuad": 2, "kv": 1})
+    assert f.columns == ("cuad", "cuad", "kv")
+    assert f.passages.shape == (3, 20, 384) and f.queries.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(f.passages, axis=2), 1.0, atol=1e-3)
+    assert f.bm25[2, 19] == f.bm25[2, 0 if f.gold[2] != 0 else 1]  # KV's 19 chunks padded with a distractor's copy
+    assert not f.groups[0].startswith("cuad/") and f.groups[2].startswith("kv/")  # a contract; a request
