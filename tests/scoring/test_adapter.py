@@ -159,3 +159,10 @@ class TestWithMiniLM:
         assert adapted != plain  # the map moves the scores
         assert max(range(3), key=lambda i: adapted[i]) == 0
 
+
+
+def test_retention_mode_has_no_calibration_for_balanced_qa() -> None:
+    from ragtrim import trim
+
+    with pytest.raises(ConfigError, match="no retention calibration for scorer 'balanced-qa'"):
+        trim(["a b c", "d e f"], query="a", keep=0.9, scorer="balanced-qa")
