@@ -10,6 +10,7 @@ was trained on and what it changes. No randomness at inference: the same query g
 from __future__ import annotations
 
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,8 @@ from ragtrim.errors import ConfigError
 
 BUNDLED_ADAPTER = "bundled"
 """``query_adapter="bundled"``: the adapter shipped with ragtrim for the bundled MiniLM."""
-BUNDLED_FILE = Path(__file__).resolve().parent.parent / "data" / "minilm_query_adapter.npz"
+BUNDLED_FILE = Path(str(resources.files("ragtrim"))) / "data" / "minilm_query_adapter.npz"
+"""Where the bundled adapter is installed with ragtrim."""
 
 
 def adapter_file(adapter: str) -> Path:

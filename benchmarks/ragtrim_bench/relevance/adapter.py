@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ragtrim.errors import ConfigError, InputError
+from ragtrim.scoring.adapter import BUNDLED_FILE
 from ragtrim_bench.common.results import command_line, json_safe, result_path
 from ragtrim_bench.relevance.adapter_fit import (
     Features,
@@ -53,7 +54,8 @@ TRAINING_DATA: dict[str, str] = {
 }
 """The licence of each training source, as ../shared/data/*/SOURCE.md records it; written beside the adapter."""
 L2_GRID = (0.001, 0.003, 0.01, 0.03)
-DEFAULT_OUTPUT = Path(__file__).resolve().parents[3] / "ragtrim" / "data" / "minilm_query_adapter.npz"
+DEFAULT_OUTPUT = BUNDLED_FILE
+"""The packaged adapter of the ragtrim this runs with (an editable install: the checkout's)."""
 DEFAULT_RESULT = result_path("ragtrim_bench.relevance.adapter")
 
 
