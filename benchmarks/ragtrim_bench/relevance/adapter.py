@@ -1,4 +1,4 @@
-"""Rebuild the default recipe's query adapter (``ragtrim/data/minilm_query_adapter.npz``) from the dev columns.
+"""Rebuild the `balanced-qa` scorer's query adapter (``ragtrim/data/minilm_query_adapter.npz``) from dev columns.
 
   ragtrim-bench relevance adapter train [--l2 0.001,0.003,0.01,0.03] [--folds 5] [--output PATH] [--result PATH]
 
