@@ -77,6 +77,7 @@ COMPONENTS: dict[str, dict[str, str]] = {
 
 NAMED_SCORERS: dict[str, str] = {
     "balanced": "ragtrim.scoring.auto",
+    "balanced-qa": "ragtrim.scoring.auto",
     "bm25": "ragtrim.scoring.bm25",
     "embedding": "ragtrim.scoring.embedding",
     "fast": "ragtrim.scoring.auto",

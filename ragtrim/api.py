@@ -12,7 +12,7 @@ from ragtrim.pipeline import Pipeline
 from ragtrim.stages.base import Stage
 from ragtrim.text.tokens import TokenCounter
 
-ScorerChoice = Literal["auto", "given", "bm25", "embedding", "hybrid", "balanced", "fast"]
+ScorerChoice = Literal["auto", "given", "bm25", "embedding", "hybrid", "balanced", "balanced-qa", "fast"]
 """A stage-level name (``ragtrim.scoring.registry.STAGE_SCORER_NAMES``: ``"auto"``, ``"given"``) or a named scorer
 (``ragtrim.scoring.registry.SCORER_NAMES``); a test keeps them equal."""
 

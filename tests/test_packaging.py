@@ -112,6 +112,7 @@ class TestWheel:
         assert evaluation == []
         model = {n.rpartition("/")[2] for n in names if n.startswith("ragtrim/data/all-MiniLM-L6-v2/")}
         assert model == {"model.int8.onnx", "tokenizer.json", "source.json", "LICENSE"}
+        assert {"ragtrim/data/minilm_query_adapter.npz", "ragtrim/data/minilm_query_adapter.source.json"} <= set(names)
         guide = {n.rpartition("/")[2] for n in names if ".data/data/share/doc/ragtrim/" in n}
         assert guide == {p.name for p in (ROOT / "docs").glob("*.md")}
 

@@ -29,6 +29,7 @@ from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, Options, Text
 from ragtrim.components import Component, component, register
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError, VectorStoreError
+from ragtrim.scoring.adapter import adapt_query, adapter_suffix
 from ragtrim.scoring.base import Scorer, check_score_inputs
 from ragtrim.scoring.device import default_threads, resolve_device
 from ragtrim.scoring.fingerprint import model_fingerprint
@@ -179,6 +180,7 @@ class CachedEmbedder(Component):
         "vector_store": [Text("'default', 'off', a file path or a redis:// URL"),
                          InstanceOf(VectorStore, "a VectorStore"), None],
         "scripts": [ListOf(Options(SCRIPTS), f"a list of script names ({', '.join(SCRIPTS)})"), None],
+        "query_adapter": [Text("'bundled' or the path of an adapter .npz"), None],
     }
 
     cache_size: int = 16384
@@ -187,6 +189,8 @@ class CachedEmbedder(Component):
     """The scripts the model reads (``ragtrim.text.scripts.SCRIPTS``); None: the bundled all-MiniLM-L6-v2 reads
     ``["latin"]``, a model named by path every script. The fused scorers give the model no vote on a query or
     passage it cannot read (``ragtrim.scoring.scripts``)."""
+    query_adapter: str | None = None
+    """A linear map on the query's vector before its cosines (``ragtrim.scoring.adapter``); passages are untouched."""
     _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict, init=False)
     _lock: threading.Lock = field(default_factory=fork_safe_lock, init=False)
     _pending: _Pending | None = field(default=None, init=False)  # the prefetch in flight
@@ -438,7 +442,8 @@ class CachedEmbedder(Component):
         if not texts:
             return []
         matrix = self._embed([query, *texts], transient=frozenset((query,)) - frozenset(texts))
-        return [float(x) for x in matrix[1:] @ matrix[0]]
+        q = matrix[0] if self.query_adapter is None else adapt_query(self.query_adapter, matrix[0])
+        return [float(x) for x in matrix[1:] @ q]
 
 
 def _after_fork_in_child() -> None:
@@ -527,7 +532,7 @@ class EmbeddingScorer(CachedEmbedder):
 
     @property
     def name(self) -> str:
-        return f"embedding:{Path(self.model).name}"
+        return f"embedding:{Path(self.model).name}{adapter_suffix(self.query_adapter)}"
 
     def _model(self) -> Any:
         with _LOAD_LOCK:

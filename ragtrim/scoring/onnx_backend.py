@@ -21,6 +21,7 @@ from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Boolean, Constraints, Interval, Options, Text
 from ragtrim.components import component, register
 from ragtrim.errors import MissingDependencyError
+from ragtrim.scoring.adapter import adapter_suffix
 from ragtrim.scoring.device import onnx_threads
 from ragtrim.scoring.embedding import (
     DEFAULT_EMBEDDING_MODEL,
@@ -290,7 +291,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     @property
     def name(self) -> str:
         precision = ("-int8row" if self.activation_scales == "row" else "-int8") if self.quantized else ""
-        return f"onnx{precision}:{Path(self.model).name}@{self.max_seq_length}"
+        return f"onnx{precision}:{Path(self.model).name}@{self.max_seq_length}{adapter_suffix(self.query_adapter)}"
 
     def _path(self) -> Path:
         return onnx_file(self.model, quantized=self.quantized, activation_scales=self.activation_scales)

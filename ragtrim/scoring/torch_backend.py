@@ -23,6 +23,7 @@ from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component, register
 from ragtrim.errors import ConfigError, MissingDependencyError
+from ragtrim.scoring.adapter import adapter_suffix
 from ragtrim.scoring.device import resolve_device
 from ragtrim.scoring.embedding import (
     DEFAULT_EMBEDDING_MODEL,
@@ -199,7 +200,7 @@ class TorchEmbeddingScorer(CachedEmbedder):
 
     @property
     def name(self) -> str:
-        return f"torch:{Path(self.model).name}@{self.max_seq_length}"
+        return f"torch:{Path(self.model).name}@{self.max_seq_length}{adapter_suffix(self.query_adapter)}"
 
     def _parts(self) -> tuple[Any, Any, str]:
         model_dir = str(Path(resolve_model(self.model)))

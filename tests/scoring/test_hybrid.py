@@ -43,7 +43,8 @@ class TestFusion:
             HybridScorer(scorers=("bm25",), weights=(1.0, 2.0))
         with pytest.raises(ConfigError, match="scorers must be"):
             HybridScorer(scorers=())
-        with pytest.raises(ConfigError, match=r"scorers\[0\] must be one of \['balanced', 'bm25', 'embedding', 'fast', 'hybrid'\]"):
+        with pytest.raises(ConfigError, match=r"scorers\[0\] must be one of \['balanced', 'balanced-qa', 'bm25', "
+                                                   r"'embedding', 'fast', 'hybrid'\]"):
             HybridScorer(scorers=("tfidf",))  # any named scorer may be a part (it was bm25 and embedding only)
         with pytest.raises(ConfigError, match="weights must not all be 0"):
             HybridScorer(scorers=("bm25",), weights=(0.0,))

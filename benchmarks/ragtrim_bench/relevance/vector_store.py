@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -63,12 +63,13 @@ class Setting:
     """One scorer with one store: the pipeline trim() builds, with the scorer object pointed at ``store_path``."""
 
     def __init__(self, scorer_name: str, store_path: Path) -> None:
-        from ragtrim.scoring.auto import balanced_scorer, choose, fast_scorer
+        from ragtrim.scoring.auto import Backend, balanced_scorer, choose, fast_scorer
+        from ragtrim.scoring.base import Scorer
         from ragtrim.scoring.embedding import EmbeddingScorer
         from ragtrim.vectors.index import embedders_of
 
         self.store_path = store_path
-        builders = {"balanced": balanced_scorer, "fast": fast_scorer}
+        builders: dict[str, Callable[[Backend], Scorer]] = {"balanced": balanced_scorer, "fast": fast_scorer}
         if scorer_name in ("auto", "balanced", "fast"):
             chosen = choose()
             # what get_scorer(name) builds, as an object of its own; bm25 (no model) has no vectors to store
