@@ -1,5 +1,6 @@
 """ragtrim's background threads: model passes that overlap the pipeline's CPU work (``Pipeline(prefetch=True)``),
-and the vector store's writes (``ragtrim.vectors.store``). Both are re-created in a forked child.
+the model calls of one pass that run at once (``run_parallel``), and the vector store's writes
+(``ragtrim.vectors.store``). All are re-created in a forked child.
 """
 
 from __future__ import annotations
@@ -57,6 +58,53 @@ def submit_count(fn: Callable[..., T], *args: Any) -> Future[T]:
             _COUNT = ThreadPoolExecutor(max_workers=count_workers(), thread_name_prefix="ragtrim-count")
         executor = _COUNT
     return executor.submit(fn, *args)
+
+
+_MODEL: ThreadPoolExecutor | None = None
+MODEL_HELPERS = 7
+"""Threads that run a pass's model calls beside the thread that asked (made as needed, up to this many)."""
+
+
+def run_parallel(fn: Callable[[T], Any], items: list[T], workers: int) -> list[Any]:
+    """``[fn(x) for x in items]`` with up to ``workers`` calls at once: the calling thread and up to ``workers - 1``
+    of ragtrim's model threads take the next item until none is left. ``fn`` is native work that releases the GIL
+    (one ONNX Runtime call on one thread), so the calls run on separate cores. Results keep the items' order; the
+    first error is raised. A helper that starts after the items ran out does nothing, and one that has not started
+    is cancelled, so two passes sharing the threads never wait on each other."""
+    if workers <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    global _MODEL
+    with _STATE_LOCK:
+        if _MODEL is None:
+            _MODEL = ThreadPoolExecutor(max_workers=MODEL_HELPERS, thread_name_prefix="ragtrim-model")
+        pool = _MODEL
+    results: list[Any] = [None] * len(items)
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    next_item = [0]
+
+    def drain() -> None:
+        while True:
+            with lock:
+                i = next_item[0]
+                if i >= len(items) or errors:
+                    return
+                next_item[0] += 1
+            try:
+                results[i] = fn(items[i])
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+                with lock:
+                    errors.append(exc)
+                return
+
+    helpers = [pool.submit(drain) for _ in range(min(workers, MODEL_HELPERS + 1, len(items)) - 1)]
+    drain()
+    for helper in helpers:
+        if not helper.cancel():
+            helper.result()
+    if errors:
+        raise errors[0]
+    return results
 
 
 _IN_FLIGHT = [0]  # background tasks submitted and not yet done
@@ -117,10 +165,11 @@ def _after_fork_in_child() -> None:
     parent trimmed). Start from nothing: the executors are made again on first use (the locks are
     ``fork_safe_lock``s). The parent's futures never complete here: their owners forget them (see
     ``CachedEmbedder``)."""
-    global _BACKGROUND, _IO, _COUNT
+    global _BACKGROUND, _IO, _COUNT, _MODEL
     _BACKGROUND = None
     _IO = None
     _COUNT = None
+    _MODEL = None
     _IN_FLIGHT[0] = 0
     if _SAVED_INTERVAL:
         sys.setswitchinterval(_SAVED_INTERVAL.pop())

@@ -33,10 +33,11 @@ def default_threads() -> int:
 
 
 def onnx_threads() -> int:
-    """Intra-op threads of an ONNX Runtime scorer that was not told: one per core, at most 8. The model pass is a
-    trim's critical path (the CPU stages run beside it on the caller's thread), and ONNX Runtime's threads do not
-    spin when idle (``session.intra_op.allow_spinning`` off), so a pass that uses both cores of a 2-core host ends
-    in about half the time and takes no CPU from the host when it is done."""
+    """Model calls an ONNX Runtime scorer that was not told runs at once, each on one thread: one per core, at most
+    8. The model pass is a trim's critical path (the CPU stages run beside it on the caller's thread), and calls
+    side by side use the cores better than one call's intra-op threads do on inputs of a few hundred word pieces
+    (``ragtrim-bench relevance onnx_parallel`` measures both), so a pass on a 2-core host ends in about half the
+    time and takes no CPU from the host when it is done."""
     return max(1, min(8, os.cpu_count() or 1))
 
 

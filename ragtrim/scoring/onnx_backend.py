@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
+from ragtrim._util.background import run_parallel
 from ragtrim._util.forks import fork_safe_lock
 from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Boolean, Constraints, Interval, Options, Text
@@ -266,7 +267,8 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     shared call a text's vector depended on its neighbours (benchmarks/results/relevance/batch_invariance.json). With
     ``activation_scales="row"`` (``ragtrim.scoring.onnx_rows``) texts of the same length share a call, ``batch_size``
     at most: every activation scale comes from its own token row, so a text's vector is bitwise the one it gets
-    alone, and closer to the fp32 model's. Embeddings are cached per text like ``EmbeddingScorer``'s, and kept in the
+    alone, and closer to the fp32 model's. ``threads`` calls run at once, each on one thread (default
+    ``ragtrim.scoring.device.onnx_threads()``: one per core, at most 8); a vector does not depend on it. Embeddings are cached per text like ``EmbeddingScorer``'s, and kept in the
     vector store.
     """
 
@@ -323,8 +325,9 @@ class OnnxEmbeddingScorer(CachedEmbedder):
                 row_model(self.model)
             else:
                 export_onnx(self.model)
-        threads = self.threads if self.threads is not None else onnx_threads()
-        return _session(path, threads), load_tokenizer(tokenizer_dir(self.model), self.max_seq_length)
+        # one thread a call: on inputs of at most a few hundred pieces ONNX Runtime's intra-op threads cost more in
+        # wake-ups than they save, and calls running side by side use the cores instead (``_model_pass``)
+        return _session(path, 1), load_tokenizer(tokenizer_dir(self.model), self.max_seq_length)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self._prepare(texts)()
@@ -334,21 +337,26 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         return self._model_pass(session, tokenizer, texts)
 
     def _model_pass(self, session: Any, tokenizer: Any, texts: Sequence[str]) -> Callable[[], np.ndarray]:
-        """The returned call tokenizes (``encode_batch`` releases the GIL), runs the session (which does too) and
-        assembles the rows: on the background thread, nothing of it holds the caller's thread up."""
+        """The returned call tokenizes (``encode_batch`` releases the GIL), runs the session's calls ``threads`` at
+        once, each on one thread (which releases the GIL too), and assembles the rows: on the background thread,
+        nothing of it holds the caller's thread up."""
         texts = list(texts)
         grouping = self._grouping()
         batch_size = self.batch_size if grouping == "exact_length" else 1
+        workers = self.threads if self.threads is not None else onnx_threads()
+
+        def call(item: tuple[Any, np.ndarray, np.ndarray]) -> tuple[Any, np.ndarray]:
+            batch, ids, mask = item
+            return batch, session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                             "token_type_ids": np.zeros_like(ids)})[0]
 
         def run() -> np.ndarray:
+            calls = list(padded_batches(tokenizer, texts, self.max_seq_length, batch_size, grouping))
             out = np.zeros((len(texts), 0), dtype=np.float32)
-            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, batch_size, grouping):
-                vectors = session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                             "token_type_ids": np.zeros_like(ids)})[0]
+            for batch, vectors in run_parallel(call, calls, workers):
                 if out.shape[1] == 0:
                     out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
                 out[batch] = vectors
             return out
 
         return run
-

@@ -1,6 +1,10 @@
-"""ragtrim's background thread."""
+"""ragtrim's background threads."""
 
 from __future__ import annotations
+
+import threading
+
+import pytest
 
 
 class TestBackgroundThread:
@@ -25,3 +29,50 @@ class TestBackgroundThread:
                 break
             threading.Event().wait(0.01)
         assert not background_busy()
+
+
+class TestRunParallel:
+    def test_keeps_the_order_and_runs_calls_at_once(self) -> None:
+        from ragtrim._util.background import run_parallel
+
+        barrier = threading.Barrier(2, timeout=5)  # broken unless two calls wait at the same time
+
+        def fn(x: int) -> int:
+            if x < 2:
+                barrier.wait()
+            return x * x
+
+        assert run_parallel(fn, list(range(10)), 2) == [x * x for x in range(10)]
+
+    def test_one_worker_runs_on_the_calling_thread(self) -> None:
+        from ragtrim._util.background import run_parallel
+
+        seen = run_parallel(lambda _: threading.get_ident(), list(range(5)), 1)
+        assert set(seen) == {threading.get_ident()}
+
+    def test_the_first_error_reaches_the_caller(self) -> None:
+        from ragtrim._util.background import run_parallel
+
+        def fn(x: int) -> int:
+            if x == 3:
+                raise ValueError("item 3")
+            return x
+
+        with pytest.raises(ValueError, match="item 3"):
+            run_parallel(fn, list(range(8)), 4)
+
+    def test_passes_sharing_the_threads_finish(self) -> None:
+        from ragtrim._util.background import run_parallel
+
+        results: list[list[int]] = []
+
+        def one_pass(offset: int) -> None:
+            results.append(run_parallel(lambda x: x + offset, list(range(200)), 8))
+
+        threads = [threading.Thread(target=one_pass, args=(k * 1000,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in threads)
+        assert sorted(r[0] for r in results) == [0, 1000, 2000, 3000]

@@ -51,6 +51,18 @@ def test_onnx_row_model_shares_calls(pieces: int) -> None:
     check(lambda: OnnxEmbeddingScorer(max_seq_length=pieces, threads=1, vector_store=None, activation_scales="row"))
 
 
+def test_onnx_int8_same_with_calls_at_once() -> None:
+    """The shipped model's one-text calls run side by side (``threads``): every vector is bitwise the one-at-a-time
+    vector."""
+    from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
+
+    batch = texts(30, seed=5)
+    for pieces in (10, 128):
+        one = OnnxEmbeddingScorer(max_seq_length=pieces, threads=1, vector_store=None).embed(batch)
+        four = OnnxEmbeddingScorer(max_seq_length=pieces, threads=4, vector_store=None).embed(batch)
+        assert one.tobytes() == four.tobytes(), pieces
+
+
 def test_onnx_row_model_same_at_one_and_two_threads() -> None:
     from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
 
