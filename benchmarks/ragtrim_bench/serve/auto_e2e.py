@@ -91,6 +91,26 @@ def _metrics(port: int) -> dict[str, Any]:
     return {"choices": choices, "learned_prefill_ms_per_token": float(learned.group(1)) if learned else None}
 
 
+def _gateway_stats(port: int) -> dict[str, float | None]:
+    """What a gateway says of itself over the whole run (learning and timed requests): its mean time to prepare a
+    request (the trim included), the upstream's mean time to first event, and the prompt tokens in and out."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+
+    def value(pattern: str) -> float | None:
+        m = re.search(pattern, text, re.MULTILINE)
+        return float(m.group(1)) if m else None
+
+    def mean_ms(name: str) -> float | None:
+        total, n = value(rf"^{name}_sum ([0-9.e+-]+)$"), value(rf"^{name}_count ([0-9.e+-]+)$")
+        return total / n * 1000 if total is not None and n else None
+
+    return {"mean_prepare_ms": mean_ms("ragtrim_serve_trim_seconds"),
+            "mean_upstream_ttft_ms": mean_ms("ragtrim_serve_upstream_ttft_seconds"),
+            "prompt_tokens_in": value(r'^ragtrim_serve_tokens_total\{kind="prompt_in"\} ([0-9.e+-]+)$'),
+            "prompt_tokens_out": value(r'^ragtrim_serve_tokens_total\{kind="prompt_out"\} ([0-9.e+-]+)$')}
+
+
 def _summary(ttfts: Sequence[float], failed: int) -> dict[str, Any]:
     return {"n": len(ttfts), "failed": failed, "p50_ttft_ms": percentile(ttfts, 50) if ttfts else None,
             "p95_ttft_ms": percentile(ttfts, 95) if ttfts else None,
@@ -138,6 +158,7 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
                         failed[name] += 1
                         errors.append(f"{name}: {record.error[:200]}")
         auto_metrics = _metrics(ports["auto"]) if "auto" in ports else None
+        gateways = {name: _gateway_stats(port) for name, port in ports.items()}
     finally:
         for proc in procs:
             stop_process(proc)
@@ -151,7 +172,7 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
                 arms[name][f"{q}_gain_vs_{ref}"] = theirs / mine if mine and theirs else None
     return {"per_1k_ms": per_1k, "base_ms": config.base_ms, "arms": arms,
             "learning_phase": {name: _summary(learning[name], 0) for name in arms_run},
-            "auto": auto_metrics, "errors": errors[:20]}
+            "auto": auto_metrics, "gateways": gateways, "errors": errors[:20]}
 
 
 def measure(config: AutoE2EConfig) -> dict[str, Any]:
