@@ -2,7 +2,7 @@
 shorter max_model_len, an FP8 KV cache, GGUF Q4_K_M weights) and run ``ragtrim gate`` over the 300-question golden
 set (``gpu_data``), each change judged alone against BF16, ragtrim's 4x trim first, in the recommended order.
 
-One command on the GPU machine (``gpu/session_gate.sh``, after the staging runs of docs/gate.md). Engines start one
+One command on the GPU machine (``gpu/run_gate.sh``, after the staging runs of docs/gate.md). Engines start one
 after another, each once the previous one has sized its KV cache (two engines profiling memory at once disturb each
 other), the BF16 ones while the GGUF file is still being written. An engine that does not come up within its time
 is left out, and the report and ``gate_gpu.json`` say so. $OUT receives gate.json, gate.html (no question or reply

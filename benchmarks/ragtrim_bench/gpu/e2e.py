@@ -3,7 +3,7 @@
 Run on the GPU machine (vLLM importable, the 12B dummy model folder written by ``gpu suites --prepare-only``):
 
   RAGTRIM_DATA=.gpu/data RAGTRIM_MINILM=.gpu/minilm RAGTRIM_CACHE_DIR=.gpu/cache \
-    python -m ragtrim_bench.gpu.e2e --out $OUT   (session_e2e.sh runs it)
+    python -m ragtrim_bench.gpu.e2e --out $OUT   (run_e2e.sh runs it)
 
 Arms (the same questions; each request's 20 NQ passages are new to the trimming process only on its first use):
   untrimmed   the full prompt, no trim

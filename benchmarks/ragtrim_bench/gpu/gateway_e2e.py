@@ -3,7 +3,7 @@
 Run on the GPU machine (vLLM importable, ``gpu suites --prepare-only`` done):
 
   RAGTRIM_DATA=.gpu/data python -m ragtrim_bench.gpu.gateway_e2e --out $OUT [--arms gpu-4x,gpu-8x,cpu-4x,...]
-  (session_e2e.sh runs it: ``gateway`` with the BM25 arm, ``latency`` with the others)
+  (run_e2e.sh runs it: ``gateway`` with the BM25 arm, ``latency`` with the others)
 
 ``vllm serve`` (the Gemma-3-12B shape, dummy weights, CUDA graphs up to 1,024 tokens) listens on one port and one
 ``ragtrim serve`` per gateway arm (open mode, memory state, no vector store, limits far above the offered load) on

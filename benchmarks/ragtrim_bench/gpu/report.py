@@ -3,7 +3,7 @@ comparison, and plots (matplotlib, Agg); ``main`` writes results/gpu/summary.jso
 
 Run: ragtrim-bench gpu report  (from the repository root: the planner configs are read from tests/fixtures/configs
 and the prompts, for the arm-vs-oracle split, from .gpu/prompts). It reads run 2's files (gpu_suite_a/b/c/c0), run
-3's and run 4's (gpu_suite_<suite>_<tag>, written by gpu/session.sh; RUN4_TAGS tells them apart); from the first run
+3's and run 4's (gpu_suite_<suite>_<tag>, written by gpu/run.sh; RUN4_TAGS tells them apart); from the first run
 in run1/ only the KV-capacity rows of configurations the later runs did not start.
 
 The trimmed arm the golden-set headline reports beside trimmed_4x is chosen by a rule fixed before the run
@@ -345,7 +345,7 @@ RANDOM_PROMPTS = PROMPTS.with_name("nq20_middle_random.jsonl")
 PLANNER_CONFIGS = Path("tests") / "fixtures" / "configs"
 QLM_CONFIG = "270m_bf16kv_qlm"  # run 3: plain and reader-reranked top-1 on the same engine as 270m_bf16kv_len4096
 RANDOM_CONFIG = "270m_bf16kv_random"  # run 4: the easier setting (random distractors), same questions
-# run 4's driver tags (session.sh `graphs`, `load` and `tp2g`, each on a fresh machine); other tagged files are run 3's
+# run 4's driver tags (run.sh `graphs`, `load` and `tp2g`, each on a fresh machine); other tagged files are run 3's
 RUN4_TAGS = {"_g0g", "_g1g", "_g1r", "_g0l", "_g1h", "_tp2g"}
 # run 4's second call repeated 12b_graphs_1024 on the other GPU: its rows get their own name
 RENAMED = {("_g1h", "12b_graphs_1024"): "12b_graphs_1024_repeat"}

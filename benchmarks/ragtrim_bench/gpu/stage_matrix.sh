@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The carries of the quality-matrix GPU session (session_matrix.sh in this folder; issue 23: the default recipe's
+# The carries of the quality-matrix GPU run (run_matrix.sh in this folder: the default recipe's
 # quality and cold cost on the H200 host's GPU path). No vLLM: the matrix runs MiniLM on the GPU and the rest of
 # ragtrim on the host's CPU. Run on the CPU machine from the project root. Writes (git-ignored through
 # .git/info/exclude):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The carries of the peers GPU run (session_peers.sh in this folder): ragtrim beside LongLLMLingua (Gemma 3 270M on
+# The carries of the peers GPU run (run_peers.sh in this folder): ragtrim beside LongLLMLingua (Gemma 3 270M on
 # CUDA) and the LangChain / LlamaIndex / Haystack compressors (MiniLM on CUDA) on every quality-matrix column.
 # Run on the CPU machine from the project root, with the venv of `make test-models` (it has the peers-models extra),
 # AFTER ../shared/gpu/stage.sh (which empties .gpu/): the Gemma 3 270M GGUF is not carried here, the GPU host gets it
@@ -10,7 +10,7 @@
 #                         manylinux: the peers and what they need beyond the GPU image, at the versions installed
 #                         here), data.tar.xz (the nine columns' files, read in place from $RAGTRIM_DATA or
 #                         ../shared/data), bundle.sha256
-# It prints the runs to make: p1 .. pN-1 each with `session_peers.sh take pK`, then pN with `session_peers.sh run`,
+# It prints the runs to make: p1 .. pN-1 each with `run_peers.sh take pK`, then pN with `run_peers.sh run`,
 # consecutively and on the machine that ran gpu-setup.sh (it keeps /tmp only while it stays up).
 set -euo pipefail
 py=${PYTHON:-.venv/bin/python}
@@ -92,6 +92,6 @@ rm -rf "$stage"
 du -sh "$out"/*
 echo "Carry them in $n consecutive runs on the machine that ran /tmp/st/gpu-setup.sh, without pausing:"
 for ((k=1; k<n; k++)); do
-  echo "  carry [\".gpu/peers/p$k\"]  command: bash benchmarks/ragtrim_bench/gpu/session_peers.sh take p$k"
+  echo "  carry [\".gpu/peers/p$k\"]  command: bash benchmarks/ragtrim_bench/gpu/run_peers.sh take p$k"
 done
-echo "  carry [\".gpu/peers/p$n\"]  command: bash benchmarks/ragtrim_bench/gpu/session_peers.sh run   (timeout 600)"
+echo "  carry [\".gpu/peers/p$n\"]  command: bash benchmarks/ragtrim_bench/gpu/run_peers.sh run   (timeout 600)"

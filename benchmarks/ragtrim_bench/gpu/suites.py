@@ -13,7 +13,7 @@ Suites (one command each on the lent H200; each fits in 10 minutes):
   The first H200 run (results/gpu/run1/) also measured KV capacity at max_model_len 4,096 and
   16,384 with BF16 and FP8 KV for the 270M and 12B shapes; those engine starts are not repeated.
 Usage (on the GPU machine, vLLM importable):
-  python -m ragtrim_bench.gpu.suites --suite a --prompts .gpu/prompts --out $OUT   (session.sh runs it)
+  python -m ragtrim_bench.gpu.suites --suite a --prompts .gpu/prompts --out $OUT   (run.sh runs it)
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def specs_for(suite: str, prompts: Path) -> list[dict[str, Any]]:
             {"name": "12b_batched_2048", "engine": engine(d12, max_model_len=4096, load_format="dummy",
                                                           max_num_batched_tokens=2048),
              "prompts_file": nq, "tasks": probe, "timeout_s": 150},
-            # run 4 (`session.sh graphs`): the CUDA-graph question, each against 12b_baseline_n100 from the same run
+            # run 4 (`run.sh graphs`): the CUDA-graph question, each against 12b_baseline_n100 from the same run
             {"name": "12b_baseline_n100", "engine": engine(d12, max_model_len=4096, load_format="dummy"),
              "prompts_file": nq, "tasks": [*probe100, sweep_task], "timeout_s": 300},
             # CUDA graphs up to 1,024 tokens (vLLM 0.26 captured up to 256 here): run 3 put the 4x arm's ~570-token

@@ -3,7 +3,7 @@ likelihood over its best chunks (``RerankScorer`` + ``QueryLikelihoodScorer``), 
 
 Name them in ``--rows`` as ``ragtrim_bench.relevance.domain_rows:qlm_top5`` (or ``qlm_top10``); the model folder is
 ``$RAGTRIM_QLM_MODEL`` (a transformers directory, e.g. written by ``ragtrim-bench models gemma --out DIR``), on
-``$RAGTRIM_QLM_DEVICE`` (default ``cuda``). ``benchmarks/ragtrim_bench/gpu/session_domain.sh`` runs them on the H200
+``$RAGTRIM_QLM_DEVICE`` (default ``cuda``). ``benchmarks/ragtrim_bench/gpu/run_domain.sh`` runs them on the H200
 host. On two CPU cores a request costs seconds: they are not a CPU recipe.
 """
 

@@ -154,11 +154,11 @@ def test_main_reports_a_bad_argument(capsys: pytest.CaptureFixture[str]) -> None
     assert "limit must be >= 1" in capsys.readouterr().err
 
 
-# -- the GPU run's shell side (gpu/stage_peers.sh, gpu/session_peers.sh) ------------------------------------------
-# session_peers.sh takes the staged chunks and refuses an incomplete or corrupt bundle, or a host without the GGUF
+# -- the GPU run's shell side (gpu/stage_peers.sh, gpu/run_peers.sh) ------------------------------------------
+# run_peers.sh takes the staged chunks and refuses an incomplete or corrupt bundle, or a host without the GGUF
 # that the vLLM staging writes, before it installs or runs anything.
 SCRIPTS = Path(__file__).resolve().parents[3] / "benchmarks" / "ragtrim_bench" / "gpu"
-SESSION = SCRIPTS / "session_peers.sh"
+RUN_SCRIPT = SCRIPTS / "run_peers.sh"
 
 def stage_chunks(root: Path, chunks: list[bytes]) -> str:
     """``.gpu/peers/p1 .. pN`` as stage_peers.sh lays them out; the bundle's checksum and count in p1."""
@@ -171,10 +171,10 @@ def stage_chunks(root: Path, chunks: list[bytes]) -> str:
     return sha
 
 
-def session_script(root: Path, *args: str, gguf: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_script(root: Path, *args: str, gguf: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PEERS_WORK": str(root / "pe"), "OUT": str(root / "out"),
            "PEERS_GGUF": str(gguf or root / "absent.gguf")}
-    return subprocess.run(["bash", str(SESSION), *args], cwd=root, env=env, capture_output=True, text=True,
+    return subprocess.run(["bash", str(RUN_SCRIPT), *args], cwd=root, env=env, capture_output=True, text=True,
                           timeout=60, check=False)
 
 
@@ -183,14 +183,14 @@ _BASH = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not ins
 
 @_BASH
 def test_gpu_scripts_parse() -> None:
-    for script in ("stage_peers.sh", "session_peers.sh"):
+    for script in ("stage_peers.sh", "run_peers.sh"):
         assert subprocess.run(["bash", "-n", str(SCRIPTS / script)], check=False).returncode == 0
 
 
 @_BASH
 def test_gpu_take_copies_one_chunk(tmp_path: Path) -> None:
     stage_chunks(tmp_path, [b"a" * 10, b"b" * 5])
-    done = session_script(tmp_path, "take", "p2")
+    done = run_script(tmp_path, "take", "p2")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "pe" / "p2" / "chunk.01").read_bytes() == b"b" * 5
     assert not (tmp_path / "pe" / "p1").exists()
@@ -199,7 +199,7 @@ def test_gpu_take_copies_one_chunk(tmp_path: Path) -> None:
 @_BASH
 def test_gpu_run_needs_the_gguf_of_the_vllm_staging(tmp_path: Path) -> None:
     stage_chunks(tmp_path, [b"a"])
-    done = session_script(tmp_path, "run")
+    done = run_script(tmp_path, "run")
     assert done.returncode == 2 and "absent.gguf is missing" in done.stdout and "gpu-setup.sh" in done.stdout
 
 
@@ -209,7 +209,7 @@ def test_gpu_run_refuses_a_missing_chunk(tmp_path: Path) -> None:
     shutil.rmtree(tmp_path / ".gpu" / "peers" / "p2")  # carried p1 only
     gguf = tmp_path / "g.gguf"
     gguf.write_bytes(b"GGUF")
-    done = session_script(tmp_path, "run", gguf=gguf)
+    done = run_script(tmp_path, "run", gguf=gguf)
     assert done.returncode == 2 and "chunk p2 of 2 is missing" in done.stdout
 
 
@@ -219,6 +219,6 @@ def test_gpu_run_refuses_a_corrupt_bundle(tmp_path: Path) -> None:
     (tmp_path / ".gpu" / "peers" / "p2" / "chunk.01").write_bytes(b"c" * 5)
     gguf = tmp_path / "g.gguf"
     gguf.write_bytes(b"GGUF")
-    done = session_script(tmp_path, "run", gguf=gguf)
+    done = run_script(tmp_path, "run", gguf=gguf)
     assert done.returncode == 2 and "bundle checksum differs" in done.stdout
     assert not (tmp_path / "pe" / "site").exists()  # nothing installed

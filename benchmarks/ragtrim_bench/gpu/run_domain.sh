@@ -6,8 +6,8 @@
 #
 # On the CPU machine, from the repository root: bash benchmarks/ragtrim_bench/gpu/stage_domain.sh (writes
 # .gpu/dom/k0..kN and prints the calls). Then, on the GPU machine (kind nvidia-h200), back to back:
-#   bash benchmarks/ragtrim_bench/gpu/session_domain.sh receive K     carrying .gpu/dom/kK, for each K
-#   bash benchmarks/ragtrim_bench/gpu/session_domain.sh run           no carry: joins and checks the GGUF, installs
+#   bash benchmarks/ragtrim_bench/gpu/run_domain.sh receive K     carrying .gpu/dom/kK, for each K
+#   bash benchmarks/ragtrim_bench/gpu/run_domain.sh run           no carry: joins and checks the GGUF, installs
 #       the wheels, unpacks the data, writes the transformers folder, then the matrix on the four domain columns,
 #       SPLITS (default heldout; "dev heldout" for both), MATRIX_ARGS (default --limit 50 --timed 20), rows default,
 #       qlm-top5, qlm-top10.
@@ -17,12 +17,12 @@
 # and PNG to benchmarks/results/relevance/. A dry run on a CPU host: RAGTRIM_GPU_STAGE, RAGTRIM_GPU_SITE (scratch
 # folders), PYTHON (.venv/bin/python), RAGTRIM_QLM_DEVICE=cpu, MATRIX_ARGS='--limit 2 --timed 0'.
 set -uo pipefail
-step=${1:?usage: session_domain.sh receive K | run}
+step=${1:?usage: run_domain.sh receive K | run}
 g=${RAGTRIM_GPU_STAGE:-/tmp/gd}
 site=${RAGTRIM_GPU_SITE:-/tmp/site}
 py=${PYTHON:-python3}
 if [ "$step" = receive ]; then
-  k=${2:?usage: session_domain.sh receive K}
+  k=${2:?usage: run_domain.sh receive K}
   mkdir -p $g && cp -r .gpu/dom/k"$k"/* $g/ && ls $g | tr '\n' ' ' && echo
   exit $?
 fi

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The scale benchmark on the H200 machine (kind nvidia-h200; docs/scale.md), without Ray, from the repository root,
 # after stage_scale.sh:
-#   bash benchmarks/ragtrim_bench/gpu/session_scale.sh part     with --gpu staging only: one call per MiniLM part,
+#   bash benchmarks/ragtrim_bench/gpu/run_scale.sh part     with --gpu staging only: one call per MiniLM part,
 #                                                              carry [".gpu/scale-m/part-aa"] (then -ab, -ac, ...):
 #                                                              keeps the carried part in /tmp/scale-m (the machine
 #                                                              must stay warm between the calls)
-#   bash benchmarks/ragtrim_bench/gpu/session_scale.sh [ARGS]   carry [".gpu/scale"]: installs the staged wheels into
+#   bash benchmarks/ragtrim_bench/gpu/run_scale.sh [ARGS]   carry [".gpu/scale"]: installs the staged wheels into
 #                                                              /tmp/site (MiniLM too when every part is there) and
 #                                                              runs ragtrim_bench.scale.throughput --no-ray ARGS with
 #                                                              -o $OUT/throughput.json

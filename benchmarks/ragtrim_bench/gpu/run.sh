@@ -2,21 +2,21 @@
 # The third H200 session's commands (kind nvidia-h200-x2), run on the GPU machine from the repository root after the
 # 9 chunk runs of ../shared/gpu/stage.sh (each copies .gpu/sK to /tmp/st), carrying .gpu/prompts and .whl
 # (stage_extra.sh in this folder):
-#   bash benchmarks/ragtrim_bench/gpu/session.sh knobs   12B knobs, two drivers in parallel, one per GPU (GPU 0: the BF16 baseline,
+#   bash benchmarks/ragtrim_bench/gpu/run.sh knobs   12B knobs, two drivers in parallel, one per GPU (GPU 0: the BF16 baseline,
 #                                          FP8 weights, 2,048 batched tokens; GPU 1: eager, prefix caching off, the
 #                                          OpenAI-compatible server)
-#   bash benchmarks/ragtrim_bench/gpu/session.sh tp2     the 27B shape with tensor parallelism 2 (both GPUs), then in parallel
+#   bash benchmarks/ragtrim_bench/gpu/run.sh tp2     the 27B shape with tensor parallelism 2 (both GPUs), then in parallel
 #                                          GPU 0: 270M GGUF Q4_K_M; GPU 1: the reader-reranked top-1 arm beside plain
 #                                          top-1 (ragtrim-bench gpu make_prompts --candidates top1,top1_qlm --only-candidates qlm)
-#   bash benchmarks/ragtrim_bench/gpu/session.sh qlm     the reranked arm alone; pie   the 12B shape with piecewise-only CUDA graphs
-#   bash benchmarks/ragtrim_bench/gpu/session.sh setup   only install vLLM and write the model folders (run 4: its own call, so the
+#   bash benchmarks/ragtrim_bench/gpu/run.sh qlm     the reranked arm alone; pie   the 12B shape with piecewise-only CUDA graphs
+#   bash benchmarks/ragtrim_bench/gpu/run.sh setup   only install vLLM and write the model folders (run 4: its own call, so the
 #                                          next call's drivers get the whole 600 s; the machine keeps /tmp for ~30 s)
-#   bash benchmarks/ragtrim_bench/gpu/session.sh graphs  GPU 0: 12b_baseline_n100 beside CUDA graphs up to 1,024 tokens; GPU 1: the
+#   bash benchmarks/ragtrim_bench/gpu/run.sh graphs  GPU 0: 12b_baseline_n100 beside CUDA graphs up to 1,024 tokens; GPU 1: the
 #                                          270M on random distractors (gpu make_prompts --distractors random), then
 #                                          piecewise-only graphs and eager
-#   bash benchmarks/ragtrim_bench/gpu/session.sh load    GPU 0: the Poisson ladder on the 1,024-token-graph engine; GPU 1: the 270M
+#   bash benchmarks/ragtrim_bench/gpu/run.sh load    GPU 0: the Poisson ladder on the 1,024-token-graph engine; GPU 1: the 270M
 #                                          on random distractors again, then a repeat of 12b_graphs_1024
-#   bash benchmarks/ragtrim_bench/gpu/session.sh tp2g    the 27B shape, TP=2, with torch.compile and CUDA graphs up to 1,024 tokens
+#   bash benchmarks/ragtrim_bench/gpu/run.sh tp2g    the 27B shape, TP=2, with torch.compile and CUDA graphs up to 1,024 tokens
 #                                          (run 4: crashed in graph capture); tp2nf  the same without vLLM's fused
 #                                          all-reduce + RMSNorm pass (next session; driver budget 500 s)
 # (run 3 ran `knobs` twice, then `tp2`; run 4 ran `setup`, `graphs`, then on a fresh machine `setup`, `load`, then
@@ -24,7 +24,7 @@
 # Results land in $OUT as gpu_suite_<suite>_<tag>.json (+ logs); copy the JSON to benchmarks/results/gpu/ and summarize
 # the logs with `ragtrim-bench gpu engine_logs $OUT` (raw logs are not committed).
 set -uo pipefail
-step=${1:?usage: session.sh setup|knobs|tp2|qlm|pie|graphs|load|tp2g|tp2nf}
+step=${1:?usage: run.sh setup|knobs|tp2|qlm|pie|graphs|load|tp2g|tp2nf}
 out=${OUT:?OUT must name the output folder}
 if [ ! -f /tmp/site/.ragtrim-ready ]; then
   bash /tmp/st/gpu-setup.sh || exit 1

@@ -4,9 +4,9 @@
 # CPU. Run on the GPU machine from the repository root, after ../shared/gpu/stage.sh's chunks and
 # `bash /tmp/st/gpu-setup.sh` (the Gemma 3 270M GGUF at /tmp/gemma/gemma-3-270m-q4_k_m.gguf) and then
 # stage_peers.sh's chunks (see there), on the same machine:
-#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh take pK    (carrying .gpu/peers/pK; K = 1 .. N-1)
-#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh run        (carrying the last chunk, .gpu/peers/pN)
-#   bash benchmarks/ragtrim_bench/gpu/session_peers.sh cost       (carrying the last chunk again)
+#   bash benchmarks/ragtrim_bench/gpu/run_peers.sh take pK    (carrying .gpu/peers/pK; K = 1 .. N-1)
+#   bash benchmarks/ragtrim_bench/gpu/run_peers.sh run        (carrying the last chunk, .gpu/peers/pN)
+#   bash benchmarks/ragtrim_bench/gpu/run_peers.sh cost       (carrying the last chunk again)
 # `run` joins and checks the bundle, installs its wheels into /tmp/pe/site (apart from vLLM's /tmp/site; PEERS_WORK
 # moves /tmp/pe, PEERS_GGUF the GGUF), unpacks the data and writes the 270M's transformers folder from the GGUF, then
 # measures quality: one process per column, all at once, both splits, every row; LIMIT requests per column and split
@@ -17,7 +17,7 @@
 # timed cold, on the host's threads as a service would run; matrix_h200_cost.json (+ .png, .txt); bounded by COST_S
 # (default 265 s). About 3 minutes.
 set -uo pipefail
-step=${1:?usage: session_peers.sh take pK, run or cost}
+step=${1:?usage: run_peers.sh take pK, run or cost}
 gguf=${PEERS_GGUF:-/tmp/gemma/gemma-3-270m-q4_k_m.gguf}
 pe=${PEERS_WORK:-/tmp/pe}  # the chunks, the bundle, the wheels' site and the per-column results
 mkdir -p "$pe"

@@ -2,16 +2,16 @@
 # The H200 gate run (docs/gate.md), one command on the GPU machine (kind nvidia-h200) from the repository root,
 # carrying .gpu/gate (stage_gate.sh), after the 9 chunk runs of ../shared/gpu/stage.sh (each copies .gpu/sK to
 # /tmp/st) on the same machine:
-#   bash benchmarks/ragtrim_bench/gpu/session_gate.sh setup   install vLLM 0.26 (gpu-setup.sh) and the staged wheels
+#   bash benchmarks/ragtrim_bench/gpu/run_gate.sh setup   install vLLM 0.26 (gpu-setup.sh) and the staged wheels
 #                                                            into /tmp/site (about a minute; its own call, so the run
 #                                                            below gets the whole 10 minutes)
-#   bash benchmarks/ragtrim_bench/gpu/session_gate.sh         the run: ragtrim_bench.gate.gpu_arms fine-tunes the 270M
+#   bash benchmarks/ragtrim_bench/gpu/run_gate.sh         the run: ragtrim_bench.gate.gpu_arms fine-tunes the 270M
 #                                                            reader (2 min), starts the four engines one after
 #                                                            another, runs `ragtrim gate` (300 questions, 5 arms)
 # $OUT gets gate.json, gate.html, gate_gpu.json, results.jsonl, logs.tar.gz, driver.log; copy the first three to
 # benchmarks/results/gate/h200/. Extra arguments go to gpu_arms (--train-seconds, --short-max-len, --resume, ...).
 # GATE_BUDGET_S caps the run (default 540 s: the device stops a command at 600 s). Should it not fit, split it in two
-# calls on the same machine: `session_gate.sh --train-only`, then `session_gate.sh --reuse-reader`.
+# calls on the same machine: `run_gate.sh --train-only`, then `run_gate.sh --reuse-reader`.
 set -uo pipefail
 out=${OUT:?OUT must name the output folder}
 if [ ! -f /tmp/site/.ragtrim-gate-ready ]; then

