@@ -79,10 +79,13 @@ class AutoE2EConfig:
             raise ValueError(f"requests must be >= 2 and learn >= 0, got {self.requests} and {self.learn}")
 
 
-def _metrics(port: int) -> dict[str, Any]:
-    """The auto arm's choices (recipe and why -> count) and learned prefill cost, from its /metrics."""
+def _metrics_text(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
+        return str(r.read().decode())
+
+
+def _metrics(text: str) -> dict[str, Any]:
+    """The auto arm's choices (recipe and why -> count) and learned prefill cost, from its /metrics ``text``."""
     choices: dict[str, int] = {}
     for m in re.finditer(r'^ragtrim_serve_auto_recipe_total\{([^}]*)\} ([0-9.e+]+)$', text, re.MULTILINE):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
@@ -91,11 +94,10 @@ def _metrics(port: int) -> dict[str, Any]:
     return {"choices": choices, "learned_prefill_ms_per_token": float(learned.group(1)) if learned else None}
 
 
-def _gateway_stats(port: int) -> dict[str, float | None]:
-    """What a gateway says of itself over the whole run (learning and timed requests): its mean time to prepare a
-    request (the trim included), the upstream's mean time to first event, and the prompt tokens in and out."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
+def _gateway_stats(text: str) -> dict[str, float | None]:
+    """What a gateway says of itself in its /metrics ``text`` over the whole run (learning and timed requests): its
+    mean time to prepare a request (the trim included), the upstream's mean time to first event, and the prompt
+    tokens in and out."""
 
     def value(pattern: str) -> float | None:
         m = re.search(pattern, text, re.MULTILINE)
@@ -157,8 +159,9 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
                     elif phase == "timed":
                         failed[name] += 1
                         errors.append(f"{name}: {record.error[:200]}")
-        auto_metrics = _metrics(ports["auto"]) if "auto" in ports else None
-        gateways = {name: _gateway_stats(port) for name, port in ports.items()}
+        texts = {name: _metrics_text(port) for name, port in ports.items()}
+        auto_metrics = _metrics(texts["auto"]) if "auto" in texts else None
+        gateways = {name: _gateway_stats(text) for name, text in texts.items()}
     finally:
         for proc in procs:
             stop_process(proc)
