@@ -12,7 +12,7 @@ import math
 import os
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -90,3 +90,23 @@ def write_result(path: Path, result: Mapping[str, Any] | Sequence[Mapping[str, A
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(json_safe(body), indent=1) + "\n", encoding="utf-8")
     return path
+
+
+def write_with_plot(result: Mapping[str, Any], output: str | Path,
+                    plot: Callable[[], Callable[[Mapping[str, Any], Path], Any]]) -> tuple[Path, Path | None]:
+    """A matrix-style result as JSON at ``output`` and its plot beside it (same stem, .png). ``plot`` imports and
+    returns the plotting function; the PNG is None when that import fails (matplotlib missing)."""
+    path = Path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(json_safe(result), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    png: Path | None = path.with_suffix(".png")
+    try:
+        plot()(result, png)  # type: ignore[arg-type]
+    except ImportError:
+        png = None
+    return path, png
+
+
+def comma_names(text: str) -> tuple[str, ...]:
+    """``"a, b,,c"`` -> ``("a", "b", "c")``: a comma-separated option's names."""
+    return tuple(n.strip() for n in text.split(",") if n.strip())

@@ -30,8 +30,8 @@ from typing import Any
 
 from ragtrim.errors import ConfigError, InputError
 from ragtrim.models import CHUNK_SEPARATOR
+from ragtrim_bench.common.results import comma_names, result_path, write_with_plot
 from ragtrim_bench.common.results import command_line as common_command_line
-from ragtrim_bench.common.results import json_safe, result_path
 from ragtrim_bench.datasets import data_dir
 from ragtrim_bench.peers.rows import DEFAULT_ROWS, UNAVAILABLE, PeerRow, resolve_rows
 from ragtrim_bench.peers.summary import summarize
@@ -280,24 +280,16 @@ def command_line(argv: Sequence[str]) -> str:
 
 def write_result(result: Mapping[str, Any], output: str | Path) -> tuple[Path, Path | None]:
     """The JSON at ``output`` and the plot beside it (same stem, .png; None when matplotlib is missing)."""
-    path = Path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(json_safe(result), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    png: Path | None = path.with_suffix(".png")
-    try:
+
+    def plot() -> Any:
         from ragtrim_bench.peers.plot import plot_peers
 
-        plot_peers(result, png)  # type: ignore[arg-type]
-    except ImportError:
-        png = None
-    return path, png
+        return plot_peers
+
+    return write_with_plot(result, output, plot)
 
 
 # -- command line ---------------------------------------------------------------------------------------------------
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in text.split(",") if n.strip())
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragtrim-bench peers matrix", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--split", choices=("dev", "heldout", "both"), default="both")
@@ -323,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: Sequence[str] | None = None) -> tuple[PeersConfig, list[Path] | None]:
     args = build_parser().parse_args(argv)
     splits: tuple[Split, ...] = SPLITS if args.split == "both" else (args.split,)
-    config = PeersConfig(splits=splits, rows=_names(args.rows), columns=_names(args.columns), limit=args.limit,
+    config = PeersConfig(splits=splits, rows=comma_names(args.rows), columns=comma_names(args.columns), limit=args.limit,
                          slow_limit=args.slow_limit, timed=args.timed, seed=args.seed,
                          lingua_device=args.lingua_device, lingua_model=args.lingua_model, output=args.output,
                          progress=not args.no_progress)

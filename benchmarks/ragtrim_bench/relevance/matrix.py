@@ -31,8 +31,8 @@ from typing import Any
 from ragtrim.errors import ConfigError, InputError
 from ragtrim.models import CHUNK_SEPARATOR
 from ragtrim_bench.common.answers import answer_substring_in_text
+from ragtrim_bench.common.results import comma_names, result_path, write_with_plot
 from ragtrim_bench.common.results import command_line as common_command_line
-from ragtrim_bench.common.results import json_safe, result_path
 from ragtrim_bench.common.stats import mcnemar_exact_p, mean, percentile, wilson_interval
 from ragtrim_bench.datasets import data_dir
 from ragtrim_bench.relevance.columns import COLUMNS, SPLITS, Request, Split, build_column
@@ -407,26 +407,16 @@ def command_line(argv: Sequence[str]) -> str:
 
 def write_result(result: Mapping[str, Any], output: str | Path) -> tuple[Path, Path | None]:
     """The JSON at ``output`` and the plot beside it (same stem, .png; None when matplotlib is missing)."""
-    import json
 
-    path = Path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(json_safe(result), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    png: Path | None = path.with_suffix(".png")
-    try:
+    def plot() -> Any:
         from ragtrim_bench.relevance.plot import plot_matrix
 
-        plot_matrix(result, png)  # type: ignore[arg-type]
-    except ImportError:
-        png = None
-    return path, png
+        return plot_matrix
+
+    return write_with_plot(result, output, plot)
 
 
 # -- command line ---------------------------------------------------------------------------------------------------
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in text.split(",") if n.strip())
-
-
 def parse_args(argv: Sequence[str] | None = None) -> MatrixConfig:
     parser = argparse.ArgumentParser(prog="python -m ragtrim_bench.relevance.matrix",
                                      description=(__doc__ or "").splitlines()[0])
@@ -442,7 +432,7 @@ def parse_args(argv: Sequence[str] | None = None) -> MatrixConfig:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     splits: tuple[Split, ...] = SPLITS if args.split == "both" else (args.split,)
-    return MatrixConfig(splits=splits, rows=_names(args.rows), columns=_names(args.columns), limit=args.limit,
+    return MatrixConfig(splits=splits, rows=comma_names(args.rows), columns=comma_names(args.columns), limit=args.limit,
                         timed=args.timed, seed=args.seed, output=args.output, progress=not args.no_progress)
 
 
