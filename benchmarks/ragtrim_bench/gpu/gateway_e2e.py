@@ -18,7 +18,10 @@ The harness's OpenAI-compatible streaming client sends the same golden questions
             flight and forwards the trimmed prompt to vLLM
 TTFT is measured by the client from send to the first streamed token, so a gateway arm's TTFT includes the
 gateway's own time and the trim. Single requests (one at a time), then a Poisson ladder per arm with the throughput
-within a 500 ms p95 TTFT SLO. Writes ``$OUT/gpu_gateway.json``; every gateway logs to ``$OUT/gateways.log``.
+within a 500 ms p95 TTFT SLO. Each gateway's own split of its single requests (mean preparation, the trim
+included, and the upstream's mean time to first event, from its ``/metrics``) is under ``single.<arm>.gateway``,
+and over the whole run under ``gateways_whole_run``. Writes ``$OUT/gpu_gateway.json``; every gateway logs to
+``$OUT/gateways.log``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from ragtrim_bench.gpu.backends import OpenAICompletionsBackend, engine_cli_args
 from ragtrim_bench.gpu.load import LoadSpec, run_load
 from ragtrim_bench.gpu.metrics import summarize_records, throughput_at_slo
 from ragtrim_bench.gpu.prompts import INSTRUCTION, context_block, format_prompt
+from ragtrim_bench.serve.auto_e2e import gateway_stats, metrics_text
 from ragtrim_bench.serve.load import free_port, stop_process
 
 GATEWAY_TOML = """
@@ -77,9 +81,9 @@ class Arm:
 ARMS: dict[str, Arm] = {
     "gpu-4x": Arm(0.25, "balanced", True, (8, 16, 32, 48, 64)),
     "gpu-8x": Arm(0.125, "balanced", True, (8, 16, 32, 48, 64, 96)),
-    "cpu-4x": Arm(0.25, "balanced", False, (2, 4, 8, 16)),
-    "cpu-8x": Arm(0.125, "balanced", False, (2, 4, 8, 16)),
-    "cpu-auto-4x": Arm(0.25, "auto", False, (4, 8, 16, 32)),
+    "cpu-4x": Arm(0.25, "balanced", False, (4, 8, 16, 32, 48)),
+    "cpu-8x": Arm(0.125, "balanced", False, (4, 8, 16, 32, 48)),
+    "cpu-auto-4x": Arm(0.25, "auto", False, (8, 16, 32, 48)),
     "bm25-4x": Arm(0.25, "bm25", True, (8, 16, 32, 48, 64)),
 }
 DIRECT_RATES = (4, 8, 12, 16)
@@ -114,8 +118,9 @@ def prompts(n: int, offset: int) -> tuple[list[tuple[str, str]], list[tuple[str,
     return direct, wrapped
 
 
-async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any], result: dict[str, Any],
-                  deadline: float) -> None:
+async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any], ports: dict[str, int],
+                  result: dict[str, Any], deadline: float) -> None:
+    """Single requests, then the ladder, on every arm; ``ports``: each gateway's, for its /metrics."""
     golden_direct, golden_wrapped = prompts(args.single + 8, 0)
     pool_direct, pool_wrapped = prompts(args.ladder_questions, 400)
     arms: dict[str, tuple[Any, list[tuple[str, str]], list[tuple[str, str]], tuple[float, ...]]] = {
@@ -130,6 +135,8 @@ async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any
         if name != "direct" and single[name].get("p50_ttft_ms"):
             single[name]["p50_ttft_gain"] = single["direct"]["p50_ttft_ms"] / single[name]["p50_ttft_ms"]
             single[name]["p99_ttft_gain"] = single["direct"]["p99_ttft_ms"] / single[name]["p99_ttft_ms"]
+        if name in ports:  # the gateway's own split of those requests: its preparation (the trim) and the upstream
+            single[name]["gateway"] = gateway_stats(metrics_text(ports[name]))
     result["single"] = single
     ladder: dict[str, Any] = {}
     for name, (backend, _, rows, rates) in arms.items():
@@ -157,6 +164,7 @@ async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any
         got = ladder[name]["at_slo"]["request_throughput"]
         ladder[name]["throughput_gain_at_slo"] = got / base if base else None
     result["ladder"] = ladder
+    result["gateways_whole_run"] = {name: gateway_stats(metrics_text(port)) for name, port in ports.items()}
 
 
 def start_gateway(name: str, arm: Arm, vllm_port: int, args: argparse.Namespace, log: Any) -> tuple[Any, int]:
@@ -214,7 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for backend in backends.values():
             asyncio.run(backend.ready(120))
         result["servers_ready_s"] = time.perf_counter() - started
-        asyncio.run(measure(args, direct_backend, backends, result, deadline))
+        asyncio.run(measure(args, direct_backend, backends, {n: port for n, (_, port) in procs.items()}, result,
+                            deadline))
     except Exception as exc:  # noqa: BLE001 - recorded: the file must still hold what finished
         result["errors"].append(f"{type(exc).__name__}: {exc}")
     finally:

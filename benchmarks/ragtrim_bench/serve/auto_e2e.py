@@ -79,7 +79,7 @@ class AutoE2EConfig:
             raise ValueError(f"requests must be >= 2 and learn >= 0, got {self.requests} and {self.learn}")
 
 
-def _metrics_text(port: int) -> str:
+def metrics_text(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         return str(r.read().decode())
 
@@ -94,7 +94,7 @@ def _metrics(text: str) -> dict[str, Any]:
     return {"choices": choices, "learned_prefill_ms_per_token": float(learned.group(1)) if learned else None}
 
 
-def _gateway_stats(text: str) -> dict[str, float | None]:
+def gateway_stats(text: str) -> dict[str, float | None]:
     """What a gateway says of itself in its /metrics ``text`` over the whole run (learning and timed requests): its
     mean time to prepare a request (the trim included), the upstream's mean time to first event, and the prompt
     tokens in and out."""
@@ -159,9 +159,9 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
                     elif phase == "timed":
                         failed[name] += 1
                         errors.append(f"{name}: {record.error[:200]}")
-        texts = {name: _metrics_text(port) for name, port in ports.items()}
+        texts = {name: metrics_text(port) for name, port in ports.items()}
         auto_metrics = _metrics(texts["auto"]) if "auto" in texts else None
-        gateways = {name: _gateway_stats(text) for name, text in texts.items()}
+        gateways = {name: gateway_stats(text) for name, text in texts.items()}
     finally:
         for proc in procs:
             stop_process(proc)
