@@ -16,7 +16,7 @@ TORCH_SPEC ?= torch==2.13.0
 $(CORE_STAMP): pyproject.toml benchmarks/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,hf,gemma,langchain,llamaindex,haystack,trafilatura,serve]' -e './benchmarks[plots,gemma,peers]'
+	$(BIN)/python -m pip install -q -e '.[dev,hf,gemma,langchain,llamaindex,haystack,trafilatura,serve,fastcount]' -e './benchmarks[plots,gemma,peers]'
 	touch $@
 
 # Ray Data and its Arrow (the ray extra): only the Ray engine's tests and the scale benchmark need them.

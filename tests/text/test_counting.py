@@ -58,6 +58,13 @@ class TestSplitsAdditively:
 
 
 class TestStartCounts:
+    """tiktoken's counts on worker threads (with rs-bpe installed, few threads count in the caller's instead:
+    tests/text/test_fastcount.py)."""
+
+    @pytest.fixture(autouse=True)
+    def tiktoken_only(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("RAGTRIM_FAST_COUNT", "off")
+
     def test_counts_equal_count_and_fill_the_cache(self) -> None:
         counter = TiktokenCounter()
         texts = ["first line\n" * 2000, "second text, short", "third\n" * 3000, ""]
