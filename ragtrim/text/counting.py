@@ -13,12 +13,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 
 from ragtrim._util.background import count_workers, submit_count
-from ragtrim.text.tokens import TiktokenCounter, TokenCounter, _has_long_run
-
-CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
-                  r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
-"""cl100k's pre-tokenizer, as tiktoken 0.7+ writes it: the split rule ``additive_blocks`` relies on is checked
-against the encoding's own pattern, and any other pattern gets no split."""
+from ragtrim.text.tokens import CL100K_PATTERN, TiktokenCounter, TokenCounter, _has_long_run
 
 BLOCK_CHARS = 16_384
 """Texts longer than this are cut into blocks of about this many characters (a raw page is 100-300 KB)."""

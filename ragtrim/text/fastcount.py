@@ -75,17 +75,12 @@ def _checked_rs_bpe(encoding: Any) -> Callable[[str], int] | None:
 
 
 def fast_cl100k(encoding: Any) -> Callable[[str], int] | None:
-    """rs-bpe's count for tiktoken's cl100k ``encoding`` when installed, switched on and equal to ``encoding``'s
-    count on every probe; otherwise None. Checked once per process and encoding."""
-    if _disabled() or not _counts_cl100k(encoding):
+    """rs-bpe's count for tiktoken's cl100k ``encoding`` (the caller checks that it is cl100k) when installed,
+    switched on and equal to ``encoding``'s count on every probe; otherwise None. Checked once per process and
+    encoding."""
+    if _disabled():
         return None
     return _checked_rs_bpe(encoding)
-
-
-def _counts_cl100k(encoding: Any) -> bool:
-    from ragtrim.text.counting import CL100K_PATTERN
-
-    return getattr(encoding, "_pat_str", None) == CL100K_PATTERN
 
 
 def clear() -> None:

