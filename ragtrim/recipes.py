@@ -33,7 +33,12 @@ SAFETY = 1.2
 request to request (a cold passage against one in the vector store), and a trim that costs a little more than it
 saves makes the request slower."""
 LEARNING_RATE = 0.2
-"""Weight of each new observation in a recipe's cost per token (an exponentially weighted mean)."""
+"""Weight of each new observation in a recipe's cost per token (an exponentially weighted mean) and in its spread."""
+TAIL_SPREADS = 4.0
+"""A recipe is chosen only when its cost plus this many spreads (the weighted mean absolute deviation of its cost per
+token, as TCP's retransmission timer bounds a round trip) is also below the expected saving: a trim whose cost
+varies widely (the model pass on a busy CPU: p99 twice the median) pays at the median and not at the tail, and at
+the tail it would make the request slower than not trimming."""
 CALIBRATION_PASSAGES = 20
 CALIBRATION_WORDS = 110
 
@@ -62,6 +67,7 @@ class RecipeCosts:
 
     def __init__(self) -> None:
         self._ms_per_token: dict[str, float] = {}
+        self._spread: dict[str, float] = {}
         self._observations: dict[str, int] = {}
         self._lock = fork_safe_lock()
 
@@ -72,7 +78,12 @@ class RecipeCosts:
         rate = seconds * 1000 / tokens
         with self._lock:
             old = self._ms_per_token.get(recipe)
-            self._ms_per_token[recipe] = rate if old is None else old + LEARNING_RATE * (rate - old)
+            if old is None:
+                self._ms_per_token[recipe] = rate
+                self._spread[recipe] = 0.0
+            else:  # the spread first, against the mean before this observation
+                self._spread[recipe] += LEARNING_RATE * (abs(rate - old) - self._spread[recipe])
+                self._ms_per_token[recipe] = old + LEARNING_RATE * (rate - old)
             self._observations[recipe] = self._observations.get(recipe, 0) + 1
 
     def expected_ms(self, recipe: str, tokens: int) -> float | None:
@@ -80,6 +91,14 @@ class RecipeCosts:
         with self._lock:
             rate = self._ms_per_token.get(recipe)
         return None if rate is None else rate * max(tokens, 0)
+
+    def tail_ms(self, recipe: str, tokens: int) -> float | None:
+        """The expected cost plus ``TAIL_SPREADS`` spreads: what a slow trim of ``recipe`` on ``tokens`` input
+        tokens costs (None: never measured here; the expected cost alone after one observation)."""
+        with self._lock:
+            rate = self._ms_per_token.get(recipe)
+            spread = self._spread.get(recipe, 0.0)
+        return None if rate is None else (rate + TAIL_SPREADS * spread) * max(tokens, 0)
 
     def observations(self, recipe: str) -> int:
         with self._lock:
@@ -142,8 +161,8 @@ def available_recipes() -> tuple[Recipe, ...]:
 def choose_recipe(*, tokens_before: int, budget: int | None, saving_ms: Callable[[int, int], float],
                   costs: RecipeCosts, recipes: Sequence[Recipe] | None = None, safety: float = SAFETY,
                   basis: str = "") -> RecipeChoice:
-    """The best of ``recipes`` (default: ``available_recipes()``) whose expected cost times ``safety`` is below the
-    prefill time it saves: ``saving_ms(tokens_before, budget)``, the model's time on ``tokens_before`` prompt
+    """The best of ``recipes`` (default: ``available_recipes()``) whose expected cost times ``safety``, and whose
+    cost of a slow trim (``RecipeCosts.tail_ms``), are below the prefill time it saves: ``saving_ms(tokens_before, budget)``, the model's time on ``tokens_before`` prompt
     tokens minus its time on ``budget``. ``clean`` when none is (or there is no budget to reach). ``basis``: where
     the saving figure comes from, for the reason."""
     if safety < 1:
@@ -157,13 +176,14 @@ def choose_recipe(*, tokens_before: int, budget: int | None, saving_ms: Callable
     for recipe in pool:
         if recipe == "clean":
             continue
-        cost = costs.expected_ms(recipe, tokens_before)
-        if cost is None:
+        cost, tail = costs.expected_ms(recipe, tokens_before), costs.tail_ms(recipe, tokens_before)
+        if cost is None or tail is None:
             continue
         considered.append((recipe, cost))
-        if cost * safety < saving:
-            return RecipeChoice(recipe, f"{recipe}: expected {cost:.1f} ms < {saving:.1f} ms of prefill saved on "
-                                        f"{tokens_before} -> {budget} tokens{source}", cost, saving, tuple(considered))
+        if cost * safety < saving and tail < saving:
+            return RecipeChoice(recipe, f"{recipe}: expected {cost:.1f} ms (slow ones {tail:.1f} ms) < {saving:.1f} "
+                                        f"ms of prefill saved on {tokens_before} -> {budget} tokens{source}", cost,
+                                saving, tuple(considered))
     cheapest = min((ms for _, ms in considered), default=0.0)
     return RecipeChoice("clean", f"clean: no recipe pays for itself, the cheapest costs {cheapest:.1f} ms and "
                                  f"{tokens_before} -> {budget} tokens save {saving:.1f} ms of prefill{source}; the "
