@@ -105,7 +105,7 @@ def _import(module: str) -> Any:
     return import_extra(module, "embeddings", "the ONNX MiniLM scorer")
 
 
-def _session(path: Path, threads: int) -> Any:
+def _runtime(path: Path, threads: int) -> Any:
     """One ONNX Runtime session per (file, threads) and process; spinning off, so idle threads never burn a core
     that the host application needs."""
 
@@ -327,17 +327,17 @@ class OnnxEmbeddingScorer(CachedEmbedder):
                 export_onnx(self.model)
         # one thread a call: on inputs of at most a few hundred pieces ONNX Runtime's intra-op threads cost more in
         # wake-ups than they save, and calls running side by side use the cores instead (``_model_pass``)
-        return _session(path, 1), load_tokenizer(tokenizer_dir(self.model), self.max_seq_length)
+        return _runtime(path, 1), load_tokenizer(tokenizer_dir(self.model), self.max_seq_length)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self._prepare(texts)()
 
     def _prepare(self, texts: Sequence[str]) -> Callable[[], np.ndarray]:
-        session, tokenizer = self._parts()
-        return self._model_pass(session, tokenizer, texts)
+        runtime, tokenizer = self._parts()
+        return self._model_pass(runtime, tokenizer, texts)
 
-    def _model_pass(self, session: Any, tokenizer: Any, texts: Sequence[str]) -> Callable[[], np.ndarray]:
-        """The returned call tokenizes (``encode_batch`` releases the GIL), runs the session's calls ``threads`` at
+    def _model_pass(self, runtime: Any, tokenizer: Any, texts: Sequence[str]) -> Callable[[], np.ndarray]:
+        """The returned call tokenizes (``encode_batch`` releases the GIL), runs the model's calls ``threads`` at
         once, each on one thread (which releases the GIL too), and assembles the rows: on the background thread,
         nothing of it holds the caller's thread up."""
         texts = list(texts)
@@ -347,7 +347,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
 
         def call(item: tuple[Any, np.ndarray, np.ndarray]) -> tuple[Any, np.ndarray]:
             batch, ids, mask = item
-            return batch, session.run(None, {"input_ids": ids, "attention_mask": mask,
+            return batch, runtime.run(None, {"input_ids": ids, "attention_mask": mask,
                                              "token_type_ids": np.zeros_like(ids)})[0]
 
         def run() -> np.ndarray:
