@@ -88,17 +88,18 @@ class RecipeCosts:
 
     def expected_ms(self, recipe: str, tokens: int) -> float | None:
         """The expected cost of ``recipe`` on ``tokens`` input tokens (None: never measured here)."""
-        with self._lock:
-            rate = self._ms_per_token.get(recipe)
-        return None if rate is None else rate * max(tokens, 0)
+        return self._ms(recipe, tokens, spreads=0.0)
 
     def tail_ms(self, recipe: str, tokens: int) -> float | None:
         """The expected cost plus ``TAIL_SPREADS`` spreads: what a slow trim of ``recipe`` on ``tokens`` input
         tokens costs (None: never measured here; the expected cost alone after one observation)."""
+        return self._ms(recipe, tokens, spreads=TAIL_SPREADS)
+
+    def _ms(self, recipe: str, tokens: int, *, spreads: float) -> float | None:
         with self._lock:
             rate = self._ms_per_token.get(recipe)
             spread = self._spread.get(recipe, 0.0)
-        return None if rate is None else (rate + TAIL_SPREADS * spread) * max(tokens, 0)
+        return None if rate is None else (rate + spreads * spread) * max(tokens, 0)
 
     def observations(self, recipe: str) -> int:
         with self._lock:

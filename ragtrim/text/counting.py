@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 
 from ragtrim._util.background import count_workers, submit_count
-from ragtrim.text.tokens import CL100K_PATTERN, TiktokenCounter, TokenCounter, _has_long_run
+from ragtrim.text.tokens import TiktokenCounter, TokenCounter, _has_long_run, is_cl100k
 
 BLOCK_CHARS = 16_384
 """Texts longer than this are cut into blocks of about this many characters (a raw page is 100-300 KB)."""
@@ -28,7 +28,7 @@ def splits_additively(counter: TokenCounter) -> bool:
     """True when ``counter`` is tiktoken with cl100k's pre-tokenizer (the rule of ``additive_blocks`` holds)."""
     if not isinstance(counter, TiktokenCounter):
         return False
-    return getattr(counter._load(), "_pat_str", None) == CL100K_PATTERN
+    return is_cl100k(counter._load())
 
 
 def additive_blocks(text: str, block_chars: int = BLOCK_CHARS) -> list[str]:

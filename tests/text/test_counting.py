@@ -7,13 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtrim.text.counting import (
-    CL100K_PATTERN,
     PARALLEL_MIN_CHARS,
     additive_blocks,
     splits_additively,
     start_counts,
 )
-from ragtrim.text.tokens import TiktokenCounter, WhitespaceCounter
+from ragtrim.text.tokens import CL100K_PATTERN, TiktokenCounter, WhitespaceCounter
 
 # Characters around the pre-tokenizer's rules: line breaks and other whitespace, letters, digits, punctuation,
 # apostrophe contractions, markup, a non-breaking space, CJK and an accent.

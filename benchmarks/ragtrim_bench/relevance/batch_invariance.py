@@ -66,12 +66,12 @@ def distinct_vectors(runs: Sequence[dict[str, bytes]]) -> dict[str, int]:
 
 def _onnx(quantized: bool, pieces: int, scales: str = "call") -> Callable[[str, int], EmbedFn]:
     def build(grouping: str, threads: int) -> EmbedFn:
-        from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, _session, padded_batches
+        from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, _runtime, padded_batches
 
         scorer = OnnxEmbeddingScorer(quantized=quantized, max_seq_length=pieces, activation_scales=scales,  # type: ignore[arg-type]
                                      vector_store=None)
         _, tokenizer = scorer._parts()  # the model file exists (an export or the row model is made once)
-        session = _session(scorer._path(), threads)
+        session = _runtime(scorer._path(), threads)
 
         def embed(texts: Sequence[str]) -> np.ndarray:
             out = np.zeros((len(texts), 384), dtype=np.float32)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ WARMUP = 3
 def measure(requests: int, threads: int) -> dict[str, Any]:
     from ragtrim._util.background import run_parallel
     from ragtrim.scoring.onnx_backend import (
-        _session,
+        _runtime,
         load_tokenizer,
         onnx_file,
         padded_batches,
@@ -39,7 +40,7 @@ def measure(requests: int, threads: int) -> dict[str, Any]:
 
     texts_per_request = [[i.question] + [p.content for p in i.passages]
                          for i in golden_multidoc(requests + WARMUP, offset=200)]
-    wide, narrow = _session(onnx_file(), threads), _session(onnx_file(), 1)
+    wide, narrow = _runtime(onnx_file(), threads), _runtime(onnx_file(), 1)
 
     def call(session: Any) -> Callable[[tuple[Any, np.ndarray, np.ndarray]], np.ndarray]:
         def one(item: tuple[Any, np.ndarray, np.ndarray]) -> np.ndarray:
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ragtrim-bench relevance onnx_parallel", description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=30)
     p.add_argument("--threads", type=int, default=None, help="default: ragtrim.scoring.device.onnx_threads()")
-    p.add_argument("-o", "--output", default=None)
+    p.add_argument("-o", "--output", type=Path, default=None)
     args = p.parse_args(argv)
     threads = args.threads or onnx_threads()
     start_load = load_average()
