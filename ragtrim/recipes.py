@@ -37,7 +37,7 @@ LEARNING_RATE = 0.2
 TAIL_SPREADS = 4.0
 """A recipe is chosen only when its cost plus this many spreads (the weighted mean absolute deviation of its cost per
 token, as TCP's retransmission timer bounds a round trip) is also below the expected saving: a trim whose cost
-varies widely (the model pass on a busy CPU: p99 twice the median) pays at the median and not at the tail, and at
+varies widely (a model pass on a busy CPU) pays at the median and not at the tail, and at
 the tail it would make the request slower than not trimming."""
 CALIBRATION_PASSAGES = 20
 CALIBRATION_WORDS = 110

@@ -18,7 +18,7 @@ from ragtrim.text.tokens import TiktokenCounter, TokenCounter, _has_long_run, is
 BLOCK_CHARS = 16_384
 """Texts longer than this are cut into blocks of about this many characters (a raw page is 100-300 KB)."""
 FAST_PARALLEL_WORKERS = 4
-"""With rs-bpe counting (``ragtrim.text.fastcount``, about twice tiktoken's speed, holding the interpreter lock),
+"""With rs-bpe counting (``ragtrim.text.fastcount``, faster than tiktoken's, holding the interpreter lock),
 texts are counted on worker threads by tiktoken only where at least this many threads count at once."""
 PARALLEL_MIN_CHARS = 4_096
 """Fewer characters than this in all are counted in the caller's thread: handing them over costs more."""

@@ -2,7 +2,7 @@
 
 tiktoken splits a text into pieces with a backtracking regular expression and merges each piece; on markup-heavy
 text (a raw HTML page) that is most of a trim's time. rs-bpe (``pip install 'ragtrim[fastcount]'``, MIT) counts the
-same cl100k tokens about twice as fast in native code. A count is worth something only if it is tiktoken's exactly
+same cl100k tokens faster, in native code without a backtracking pattern. A count is worth something only if it is tiktoken's exactly
 (a budget checked with it must hold on the text the model receives), so before rs-bpe counts anything its counts are
 compared with tiktoken's on ``PROBES``, strings chosen where a pre-tokenizer is easiest to get wrong (contractions,
 runs of whitespace and line breaks, digits, scripts without spaces, combining marks, emoji, control characters). One
