@@ -4,7 +4,8 @@
 An adapter file is an ``.npz`` holding ``delta``, a square matrix ``D``: the query vector ``q`` becomes
 ``normalize((I + D) q)``. The bundled one (``BUNDLED_ADAPTER``, ``ragtrim/data/minilm_query_adapter.npz``, for the
 bundled all-MiniLM-L6-v2) is rebuilt by ``ragtrim-bench relevance adapter train``; docs/relevance.md says what it
-was trained on and what it changes. No randomness at inference: the same query gives the same vector.
+was trained on and what it changes. The default recipe applies it to long queries only (``LONG_QUERY_WORDS``), the
+``balanced-qa`` scorer to every query. No randomness at inference: the same query gives the same vector.
 """
 
 from __future__ import annotations
@@ -16,11 +17,17 @@ from pathlib import Path
 import numpy as np
 
 from ragtrim.errors import ConfigError
+from ragtrim.text.scripts import query_length
 
 BUNDLED_ADAPTER = "bundled"
 """``query_adapter="bundled"``: the adapter shipped with ragtrim for the bundled MiniLM."""
 BUNDLED_FILE = Path(str(resources.files("ragtrim"))) / "data" / "minilm_query_adapter.npz"
 """Where the bundled adapter is installed with ragtrim."""
+LONG_QUERY_WORDS = 20.0
+"""The default recipe maps a query with the bundled adapter only when it is longer than this
+(``ragtrim.text.scripts.query_length``): a request that describes what it wants ("Highlight the parts of this
+contract related to ... Details: ..."), which MiniLM's plain query vector matches badly. Shorter questions keep the
+plain vector, on which the adapter's held-out gains were nil (docs/relevance.md, "The query adapter")."""
 
 
 def adapter_file(adapter: str) -> Path:
@@ -58,9 +65,15 @@ def adapt_query(adapter: str, vector: np.ndarray) -> np.ndarray:
     return (mapped / norm).astype(np.float32) if norm > 0 else vector
 
 
-def adapter_suffix(adapter: str | None) -> str:
+def adapts(query: str, min_length: float) -> bool:
+    """Whether an adapter that acts on queries longer than ``min_length`` maps ``query`` (0: every query)."""
+    return min_length <= 0 or query_length(query) > min_length
+
+
+def adapter_suffix(adapter: str | None, min_length: float = 0.0) -> str:
     """What a scorer's name gains from its adapter: nothing without one, ``+qa`` with the bundled one, else
-    ``+qa:<file name>``."""
+    ``+qa:<file name>``; ``>20`` after it when it maps only queries longer than 20 words."""
     if adapter is None:
         return ""
-    return "+qa" if adapter == BUNDLED_ADAPTER else f"+qa:{Path(adapter).name}"
+    name = "+qa" if adapter == BUNDLED_ADAPTER else f"+qa:{Path(adapter).name}"
+    return f"{name}>{min_length:g}" if min_length > 0 else name

@@ -29,7 +29,7 @@ from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, Options, Text
 from ragtrim.components import Component, component, register
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError, VectorStoreError
-from ragtrim.scoring.adapter import adapt_query, adapter_suffix
+from ragtrim.scoring.adapter import adapt_query, adapter_suffix, adapts
 from ragtrim.scoring.base import Scorer, check_score_inputs
 from ragtrim.scoring.device import default_threads, resolve_device
 from ragtrim.scoring.fingerprint import model_fingerprint
@@ -181,6 +181,7 @@ class CachedEmbedder(Component):
                          InstanceOf(VectorStore, "a VectorStore"), None],
         "scripts": [ListOf(Options(SCRIPTS), f"a list of script names ({', '.join(SCRIPTS)})"), None],
         "query_adapter": [Text("'bundled' or the path of an adapter .npz"), None],
+        "query_adapter_min_length": [Interval(float, 0.0, None)],
     }
 
     cache_size: int = 16384
@@ -191,6 +192,9 @@ class CachedEmbedder(Component):
     passage it cannot read (``ragtrim.scoring.scripts``)."""
     query_adapter: str | None = None
     """A linear map on the query's vector before its cosines (``ragtrim.scoring.adapter``); passages are untouched."""
+    query_adapter_min_length: float = 0.0
+    """The adapter maps only queries longer than this (``ragtrim.text.scripts.query_length``: words, CJK
+    characters count half); 0: every query."""
     _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict, init=False)
     _lock: threading.Lock = field(default_factory=fork_safe_lock, init=False)
     _pending: _Pending | None = field(default=None, init=False)  # the prefetch in flight
@@ -442,7 +446,9 @@ class CachedEmbedder(Component):
         if not texts:
             return []
         matrix = self._embed([query, *texts], transient=frozenset((query,)) - frozenset(texts))
-        q = matrix[0] if self.query_adapter is None else adapt_query(self.query_adapter, matrix[0])
+        q = matrix[0]
+        if self.query_adapter is not None and adapts(query, self.query_adapter_min_length):
+            q = adapt_query(self.query_adapter, q)
         return [float(x) for x in matrix[1:] @ q]
 
 
@@ -532,7 +538,7 @@ class EmbeddingScorer(CachedEmbedder):
 
     @property
     def name(self) -> str:
-        return f"embedding:{Path(self.model).name}{adapter_suffix(self.query_adapter)}"
+        return f"embedding:{Path(self.model).name}{adapter_suffix(self.query_adapter, self.query_adapter_min_length)}"
 
     def _model(self) -> Any:
         with _LOAD_LOCK:

@@ -293,7 +293,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     @property
     def name(self) -> str:
         precision = ("-int8row" if self.activation_scales == "row" else "-int8") if self.quantized else ""
-        return f"onnx{precision}:{Path(self.model).name}@{self.max_seq_length}{adapter_suffix(self.query_adapter)}"
+        return f"onnx{precision}:{Path(self.model).name}@{self.max_seq_length}{adapter_suffix(self.query_adapter, self.query_adapter_min_length)}"
 
     def _path(self) -> Path:
         return onnx_file(self.model, quantized=self.quantized, activation_scales=self.activation_scales)

@@ -22,8 +22,8 @@ ScorerName = Literal["bm25", "embedding", "hybrid", "balanced", "balanced-qa", "
 SCORER_NAMES: tuple[str, ...] = get_args(ScorerName)
 """The one list of scorer names, in the order messages and docs give them. ``bm25`` is Okapi BM25; ``embedding``
 cosine similarity of MiniLM embeddings; ``hybrid`` BM25 + MiniLM, min-max mixed with weights 0.15 / 0.85 (tuned on NQ
-dev questions); ``balanced`` the default recipe and ``balanced-qa`` the same with a trained map on MiniLM's query
-vector (``ragtrim.scoring.adapter``); ``fast`` BM25 + MiniLM over each passage's first word pieces on the cheapest
+dev questions); ``balanced`` the default recipe (a trained map on MiniLM's vector of a long query,
+``ragtrim.scoring.adapter``) and ``balanced-qa`` the same with the map on every query; ``fast`` BM25 + MiniLM over each passage's first word pieces on the cheapest
 backend of the host (``ragtrim.scoring.auto``)."""
 STAGE_SCORER_NAMES: tuple[str, ...] = ("auto", "given")
 """Names the relevance stage resolves itself: ``"auto"`` (decided per host by ``ragtrim.scoring.auto.choose``) and

@@ -200,7 +200,7 @@ class TorchEmbeddingScorer(CachedEmbedder):
 
     @property
     def name(self) -> str:
-        return f"torch:{Path(self.model).name}@{self.max_seq_length}{adapter_suffix(self.query_adapter)}"
+        return f"torch:{Path(self.model).name}@{self.max_seq_length}{adapter_suffix(self.query_adapter, self.query_adapter_min_length)}"
 
     def _parts(self) -> tuple[Any, Any, str]:
         model_dir = str(Path(resolve_model(self.model)))

@@ -5,7 +5,7 @@ The probability comes from a calibration of the relevance scores on the dev part
 matrix (``ragtrim/data/retention_calibration.json``, written by ``ragtrim-bench relevance retention calibrate``):
 for requests that look alike (the query's script and length, and how decisive the scores are), how often the
 answer-bearing chunk was among the k best. The stage keeps the k best whole, for the smallest k whose calibrated
-share reaches ``keep``; where ranking is unsure (long legal questions, scores without a clear leader) that k is
+share, read with a margin for requests unlike the dev ones (``SHARE_Z``), reaches ``keep``; where ranking is unsure (long legal questions, scores without a clear leader) that k is
 large, and the stage says so (``info["unsure"]``) instead of losing the answer. The chunks kept are not compressed:
 the compressor's sentence choice is not part of the calibration.
 """
@@ -21,13 +21,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ragtrim._util.stats import wilson_interval
 from ragtrim._util.validate import Constraints, Interval, Text
 from ragtrim.components import component
 from ragtrim.errors import ConfigError
 from ragtrim.models import Removal, StageOutput, TrimContext
 from ragtrim.scoring.hybrid import decisiveness
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage, score_order
-from ragtrim.text.scripts import CJK_SCRIPTS, share_in
+from ragtrim.text.scripts import CJK_SCRIPTS, query_length, share_in
 from ragtrim.text.tokens import TokenCounter
 
 CALIBRATION_FILE = "retention_calibration.json"
@@ -35,16 +36,23 @@ CALIBRATION_CHUNKS = 20
 """The calibration's requests have 20 chunks; a request of n chunks scales the k it needs by n / 20."""
 MIN_CELL_REQUESTS = 40
 """A calibration cell with fewer dev requests than this gives way to its parent (script and length, then script)."""
+SHARE_Z = 1.0
+"""A cell's share is read as the lower end of its Wilson interval at ``z`` standard errors: the dev requests are a
+sample, and documents unlike them (another company's reports, another firm's contracts) rank their answers lower
+than the cell's average, so the stage keeps the k whose share is at least ``keep`` with that margin. The calibration
+file holds the ``z`` chosen for it per script (``share_z``: the smallest that held the target of every column's
+requests of that script when the calibration was cross-validated by document on dev); this is the margin of a file
+without one."""
 _LENGTH_EDGES = (12, 25)
 _DECISIVE_EDGES = (0.2, 0.4, 0.6)
 
 
 def features(query: str, scores: list[float]) -> tuple[str, str, str]:
-    """The calibration cell of a request: the query's script (``cjk`` or ``other``), its length (words, or CJK
-    characters / 2: ``short`` up to 12, ``medium`` up to 25, ``long``) and the scores' decisiveness bucket
-    (``ragtrim.scoring.hybrid.decisiveness``: ``d0`` below 0.2, ``d1``, ``d2``, ``d3`` from 0.6)."""
+    """The calibration cell of a request: the query's script (``cjk`` or ``other``), its length
+    (``ragtrim.text.scripts.query_length``: ``short`` up to 12, ``medium`` up to 25, ``long``) and the scores'
+    decisiveness bucket (``ragtrim.scoring.hybrid.decisiveness``: ``d0`` below 0.2, ``d1``, ``d2``, ``d3`` from 0.6)."""
     cjk = (share_in(query, CJK_SCRIPTS) or 0.0) >= 0.5
-    length = sum(1 for c in query if not c.isspace()) / 2 if cjk else len(query.split())
+    length = query_length(query)
     size = "short" if length <= _LENGTH_EDGES[0] else "medium" if length <= _LENGTH_EDGES[1] else "long"
     d = decisiveness(np.asarray(scores, dtype=np.float64))
     bucket = sum(1 for edge in _DECISIVE_EDGES if d >= edge)
@@ -54,11 +62,20 @@ def features(query: str, scores: list[float]) -> tuple[str, str, str]:
 @dataclass(frozen=True, slots=True)
 class Cell:
     """One calibration cell: its name, how many dev requests it holds, and ``cdf[k - 1]``: the share of them whose
-    answer-bearing chunk ranked k-th or better."""
+    answer-bearing chunk ranked k-th or better (with the calibration's one pseudo-miss: count / (n + 1))."""
 
     name: str
     n: int
     cdf: tuple[float, ...]
+    z: float = SHARE_Z
+
+    def share(self, k: int) -> float:
+        """The share the stage relies on for the k best chunks: the lower end of ``cdf[k - 1]``'s Wilson interval
+        at ``z`` standard errors (``n + 1`` trials, the pseudo-miss included; ``z = 0``: the share itself)."""
+        if self.z <= 0:
+            return self.cdf[k - 1]
+        trials = self.n + 1
+        return wilson_interval(round(self.cdf[k - 1] * trials), trials, z=self.z)[0]
 
 
 @cache
@@ -73,24 +90,47 @@ def calibrated_scorers() -> tuple[str, ...]:
     return tuple(sorted(calibration()["tables"]))
 
 
+def cell_names(cell: tuple[str, str, str]) -> tuple[str, ...]:
+    """A request's cell (``features``) and its parents, most specific first: script/length/decisiveness,
+    script/length, script, every request."""
+    script, size, bucket = cell
+    return f"{script}/{size}/{bucket}", f"{script}/{size}", script, "all"
+
+
+def lookup(table: dict[str, Any], cell: tuple[str, str, str], z: float) -> Cell | None:
+    """The most specific of ``cell_names(cell)`` with at least ``MIN_CELL_REQUESTS`` requests in ``table``."""
+    for name in cell_names(cell):
+        entry = table.get(name)
+        if entry is not None and entry["n"] >= MIN_CELL_REQUESTS:
+            return Cell(name, int(entry["n"]), tuple(float(x) for x in entry["cdf"]), z)
+    return None
+
+
+def share_z(data: dict[str, Any], script: str) -> float:
+    """The margin a calibration file gives requests of ``script`` (``cjk`` or ``other``): its ``share_z``, one
+    number or one per script; ``SHARE_Z`` where it names none."""
+    z = data.get("share_z", SHARE_Z)
+    return float(z.get(script, SHARE_Z) if isinstance(z, dict) else z)
+
+
 def cell_for(scorer: str, query: str, scores: list[float]) -> Cell:
     """The most specific cell with at least ``MIN_CELL_REQUESTS`` dev requests: script/length/decisiveness, else
-    script/length, else script, else every request."""
-    table = calibration()["tables"].get(scorer)
+    script/length, else script, else every request; its shares read with the calibration's ``share_z``."""
+    data = calibration()
+    table = data["tables"].get(scorer)
     if table is None:
         raise ConfigError(f"no retention calibration for scorer {scorer!r}; calibrated: {list(calibrated_scorers())}")
-    script, size, bucket = features(query, scores)
-    for name in (f"{script}/{size}/{bucket}", f"{script}/{size}", script, "all"):
-        cell = table.get(name)
-        if cell is not None and cell["n"] >= MIN_CELL_REQUESTS:
-            return Cell(name, int(cell["n"]), tuple(float(x) for x in cell["cdf"]))
-    raise ConfigError(f"the retention calibration of {scorer!r} has no cell 'all'")
+    cell = lookup(table, (found := features(query, scores)), share_z(data, found[0]))
+    if cell is None:
+        raise ConfigError(f"the retention calibration of {scorer!r} has no cell 'all'")
+    return cell
 
 
 def chunks_needed(cell: Cell, keep: float, n_chunks: int) -> tuple[int, float]:
-    """The fewest best chunks (of ``n_chunks``) whose calibrated share reaches ``keep``, and that share; all of
-    them (share 1.0, nothing dropped) when no k of the calibration reaches it."""
-    for k, share in enumerate(cell.cdf, start=1):
+    """The fewest best chunks (of ``n_chunks``) whose calibrated share (``Cell.share``) reaches ``keep``, and that
+    share; all of them (share 1.0, nothing dropped) when no k of the calibration reaches it."""
+    for k in range(1, len(cell.cdf) + 1):
+        share = cell.share(k)
         if share >= keep:
             return min(n_chunks, math.ceil(k * n_chunks / CALIBRATION_CHUNKS)), share
     return n_chunks, 1.0
@@ -153,7 +193,7 @@ class RetentionFilter(Stage):
             if fits < k:
                 capped = True
                 k = max(fits, 1)
-                estimate = cell.cdf[min(len(cell.cdf), math.ceil(k * CALIBRATION_CHUNKS / len(order))) - 1]
+                estimate = cell.share(min(len(cell.cdf), math.ceil(k * CALIBRATION_CHUNKS / len(order))))
         kept = set(order[:k]) | {i for i, c in enumerate(chunks) if c.pinned}
         why = (f"outside the {k} best chunks that hold the answer with estimated probability {estimate:.3f}, "
                f"target {self.keep}" + (" (capped by max_tokens)" if capped else ""))

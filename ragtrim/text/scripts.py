@@ -100,6 +100,14 @@ def share_in(text: str, scripts: Collection[str], max_chars: int = 512) -> float
     return sum(v for k, v in shares.items() if k in scripts)
 
 
+def query_length(query: str) -> float:
+    """A query's length in words: whitespace-separated words, or, when at least half its letters are CJK (which
+    separates no words), its non-space characters / 2."""
+    if (share_in(query, CJK_SCRIPTS) or 0.0) >= 0.5:
+        return sum(1 for c in query if not c.isspace()) / 2
+    return float(len(query.split()))
+
+
 _LANGUAGE_OF_SCRIPT = {"hangul": "ko", "han": "zh", "kana": "ja", "cyrillic": "ru", "greek": "el", "arabic": "ar",
                        "hebrew": "he", "indic": "hi", "thai_lao": "th", "myanmar_khmer": "my", "latin": "latin",
                        "other": "other"}

@@ -14,9 +14,11 @@ from ragtrim.errors import ConfigError
 from ragtrim.scoring.adapter import (
     BUNDLED_ADAPTER,
     BUNDLED_FILE,
+    LONG_QUERY_WORDS,
     adapt_query,
     adapter_file,
     adapter_suffix,
+    adapts,
     load_adapter,
 )
 from ragtrim.scoring.auto import balanced_scorer, fast_scorer
@@ -61,17 +63,28 @@ class TestBundled:
         assert a.tobytes() == b.tobytes()
         assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-6)
 
-    def test_opt_in_the_default_and_fast_do_not_use_it(self) -> None:
+    def test_the_default_maps_long_queries_only_and_fast_none(self) -> None:
         adapted = embedders_of(balanced_scorer("onnxruntime-int8-cpu", query_adapter=BUNDLED_ADAPTER))
-        assert [e.query_adapter for e in adapted] == [BUNDLED_ADAPTER]
+        assert [(e.query_adapter, e.query_adapter_min_length) for e in adapted] == [(BUNDLED_ADAPTER, 0.0)]
         assert adapted[0].name.endswith("@128+qa")
-        assert [e.query_adapter for e in embedders_of(balanced_scorer("onnxruntime-int8-cpu"))] == [None]
+        default = embedders_of(balanced_scorer("onnxruntime-int8-cpu"))
+        assert [(e.query_adapter, e.query_adapter_min_length) for e in default] == [(BUNDLED_ADAPTER,
+                                                                                     LONG_QUERY_WORDS)]
+        assert default[0].name.endswith("@128+qa>20")
+        assert [e.query_adapter for e in embedders_of(balanced_scorer("onnxruntime-int8-cpu",
+                                                                      query_adapter=None))] == [None]
         assert [e.query_adapter for e in embedders_of(fast_scorer("onnxruntime-int8-cpu"))] == [None]
 
-    def test_the_named_scorer(self) -> None:
+    def test_the_default_with_another_model_has_no_adapter(self, tmp_path: Path) -> None:
+        other = embedders_of(balanced_scorer("onnxruntime-int8-cpu", model=str(tmp_path)))
+        assert [e.query_adapter for e in other] == [None]
+
+    def test_the_named_scorers(self) -> None:
         embedders = embedders_of(get_scorer("balanced-qa"))
         assert len(embedders) <= 1  # none where MiniLM cannot run (BM25 alone)
-        assert all(e.query_adapter == BUNDLED_ADAPTER for e in embedders)
+        assert all((e.query_adapter, e.query_adapter_min_length) == (BUNDLED_ADAPTER, 0.0) for e in embedders)
+        default = embedders_of(get_scorer("balanced"))
+        assert all(e.query_adapter_min_length == LONG_QUERY_WORDS for e in default)
 
     def test_another_model_is_refused_the_bundled_adapter(self, tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match="trained on the bundled all-MiniLM-L6-v2"):
@@ -114,6 +127,13 @@ class TestAdaptQuery:
         assert adapter_suffix(None) == ""
         assert adapter_suffix(BUNDLED_ADAPTER) == "+qa"
         assert adapter_suffix("/x/mine.npz") == "+qa:mine.npz"
+        assert adapter_suffix(BUNDLED_ADAPTER, 20.0) == "+qa>20"
+
+    def test_which_queries_a_gated_adapter_maps(self) -> None:
+        assert adapts("any query at all", 0.0)
+        assert not adapts(" ".join(["word"] * 20), 20.0)  # 20 words: not longer than 20
+        assert adapts(" ".join(["word"] * 21), 20.0)
+        assert not adapts("한" * 40, 20.0) and adapts("한" * 42, 20.0)  # CJK characters count half
 
 
 class TestEmbedderWithAdapter:
@@ -132,6 +152,18 @@ class TestEmbedderWithAdapter:
         assert max(range(3), key=lambda i: scores[i]) == 1
         # passages are untouched: the same vectors, so the plain scorer's scores are the unmapped cosines
         assert plain.score("q", texts) == pytest.approx([float(v @ vectors[0]) for v in vectors[1:]], abs=1e-6)
+
+    def test_a_gated_adapter_leaves_short_queries_alone(self, tmp_path: Path) -> None:
+        plain = FakeEmbedder(dim=4, vector_store=None)
+        texts = ["alpha", "beta", "gamma"]
+        path = _write(tmp_path / "stretch.npz", np.diag([3.0, 0.0, 0.0, 0.0]))
+        gated = FakeEmbedder(dim=4, vector_store=None, query_adapter=path, query_adapter_min_length=3.0)
+        always = FakeEmbedder(dim=4, vector_store=None, query_adapter=path)
+        short, long = "two words", "a query of five words"
+        assert gated.score(short, texts) == plain.score(short, texts)
+        assert gated.score(long, texts) == always.score(long, texts) != plain.score(long, texts)
+        with pytest.raises(ConfigError, match="query_adapter_min_length"):
+            FakeEmbedder(dim=4, query_adapter_min_length=-1.0)
 
     def test_invalid_value(self) -> None:
         with pytest.raises(ConfigError, match="query_adapter"):

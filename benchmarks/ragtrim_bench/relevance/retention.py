@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import subprocess
@@ -50,10 +51,27 @@ class Ranked:
     request_id: str
     cell: tuple[str, str, str]
     rank: int | None
+    chunks: int = N_RANKS
+    """How many chunks were ranked (after duplicates left)."""
+    group: str = ""
+    """The request's source document where a column has several questions per document (a fold's unit)."""
 
 
-def rank_request(request: Request, scorer: str) -> Ranked:
-    """Score ``request`` as the default pipeline does before its budget stages, and find the answer's best rank."""
+def calibration_scorer(scorer: str) -> Any:
+    """What ``scorer``'s table is measured with. ``balanced`` without its query adapter: the adapter was trained on
+    these dev requests, so its ranks of them are a memory, not a measurement; on the long queries it maps it ranks
+    the answer higher than the plain vector (cross-validated, docs/relevance.md), so the table errs toward keeping
+    more there."""
+    if scorer == "balanced":
+        from ragtrim.scoring.auto import balanced_scorer
+
+        return balanced_scorer(query_adapter=None)
+    return scorer
+
+
+def rank_request(request: Request, scorer: Any, group: str = "") -> Ranked:
+    """Score ``request`` as the default pipeline does before its budget stages (``scorer``: a name or a scorer),
+    and find the answer's best rank."""
     from ragtrim import Pipeline
     from ragtrim.stages.dedup import DuplicateFilter
     from ragtrim.stages.html import HtmlCleaner
@@ -66,7 +84,7 @@ def rank_request(request: Request, scorer: str) -> Ranked:
     kept = sorted(result.chunks, key=lambda c: -(c.score or 0.0))  # stable: ties keep input order, as score_order
     rank = next((k for k, c in enumerate(kept, start=1) if answer_substring_in_text(request.answers, c.text)), None)
     return Ranked(request.column, request.id, features(request.question, [c.score or 0.0 for c in result.chunks]),
-                  rank)
+                  rank, len(kept), group)
 
 
 def cell_table(ranked: Sequence[Ranked]) -> dict[str, dict[str, Any]]:
@@ -82,6 +100,62 @@ def cell_table(ranked: Sequence[Ranked]) -> dict[str, dict[str, Any]]:
             for name, ranks in sorted(groups.items())}
 
 
+Z_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+"""The margins ``calibrate`` tries (``ragtrim.stages.retention.SHARE_Z``), smallest first."""
+FOLDS = 5
+CV_SLACK = 0.01
+"""A margin holds a column when its cross-validated retention is at least ``keep - CV_SLACK`` at every target."""
+MIN_CV_REQUESTS = 40
+"""A column judges a script's margin only with at least this many requests of that script."""
+
+
+def _documents() -> dict[str, str]:
+    """The source document of each dev request of the columns with several questions per document."""
+    from ragtrim_bench.datasets.cuad import cuad_questions
+    from ragtrim_bench.datasets.tatqa import tatqa_questions
+
+    docs = {f"cuad/{q.id}": q.document for q in cuad_questions("dev", 0)}
+    docs.update({f"tatqa/{q.id}": q.document for q in tatqa_questions("dev", 0)})
+    return docs
+
+
+def _fold(r: Ranked) -> int:
+    key = r.group or f"{r.column}/{r.request_id}"
+    return hashlib.sha256(key.encode("utf-8")).digest()[0] % FOLDS
+
+
+def cross_validate(ranked: Sequence[Ranked], keeps: Sequence[float], z: float) -> dict[str, dict[str, Any]]:
+    """Per script (the first part of a cell: ``cjk``, ``other``) and column, the share of the column's requests of
+    that script whose answer the stage would keep at each target, with a table built from the other folds (by
+    document: a report or a contract is never on both sides) and margin ``z``; ``n`` the requests."""
+    from ragtrim.stages.retention import chunks_needed, lookup
+
+    kept: dict[tuple[str, str], dict[float, list[bool]]] = {}
+    for fold in range(FOLDS):
+        table = cell_table([r for r in ranked if _fold(r) != fold])
+        for r in (r for r in ranked if _fold(r) == fold):
+            cell = lookup(table, r.cell, z)
+            for keep in keeps:
+                k = r.chunks if cell is None else chunks_needed(cell, keep, r.chunks)[0]
+                kept.setdefault((r.cell[0], r.column), {}).setdefault(keep, []).append(
+                    r.rank is not None and r.rank <= k)
+    out: dict[str, dict[str, Any]] = {}
+    for (script, column), by_keep in sorted(kept.items()):
+        out.setdefault(script, {})[column] = {"n": len(next(iter(by_keep.values()))),
+                                              **{f"{keep:g}": round(sum(b) / len(b), 4) for keep, b in by_keep.items()}}
+    return out
+
+
+def choose_z(cv: dict[float, dict[str, dict[str, Any]]], keeps: Sequence[float], script: str) -> float:
+    """The smallest margin under which, for every column with at least ``MIN_CV_REQUESTS`` requests of ``script``,
+    their cross-validated retention reaches ``keep - CV_SLACK`` at every target; the largest tried when none does."""
+    for z in sorted(cv):
+        columns = [c for c in cv[z].get(script, {}).values() if c["n"] >= MIN_CV_REQUESTS]
+        if all(c[f"{keep:g}"] >= keep - CV_SLACK for c in columns for keep in keeps):
+            return z
+    return max(cv)
+
+
 def _commit() -> str | None:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
@@ -90,17 +164,31 @@ def _commit() -> str | None:
 
 
 def calibrate(scorers: Sequence[str], limit: int, columns: Sequence[str], command: str) -> dict[str, Any]:
+    """Every scorer's table, and the margin (``share_z``): the smallest of ``Z_GRID`` under which every scorer's
+    cross-validated retention holds on every column (``choose_z``)."""
     tables: dict[str, Any] = {}
     per_column: dict[str, Any] = {}
+    cv: dict[str, dict[float, Any]] = {}
+    docs = _documents()
     for scorer in scorers:
-        ranked = [rank_request(r, scorer) for c in columns for r in build_column(c, "dev", limit=limit)]
+        measured = calibration_scorer(scorer)
+        ranked = [rank_request(r, measured, docs.get(f"{c}/{r.id}", "")) for c in columns
+                  for r in build_column(c, "dev", limit=limit)]
         tables[scorer] = cell_table(ranked)
         per_column[scorer] = {c: cell_table([r for r in ranked if r.column == c])["all"] for c in columns}
+        cv[scorer] = {z: cross_validate(ranked, KEEPS, z) for z in Z_GRID}
+    share_z = {script: max(choose_z(by_z, KEEPS, script) for by_z in cv.values()) for script in ("cjk", "other")}
     return {"about": "share of dev requests of the quality matrix whose answer-bearing chunk ranked k-th or better "
                      "(cdf[k-1]), per calibration cell of ragtrim.stages.retention.features, one pseudo-miss per "
-                     "cell", "command": command, "git_commit": _commit(),
+                     "cell; share_z: per script, the margin the stage reads each share with (the lower end of its "
+                     f"Wilson interval), the smallest under which the {FOLDS}-fold cross-validated retention (folds "
+                     f"by document) of every column's requests of that script reached keep - {CV_SLACK} at every "
+                     f"keep of {list(KEEPS)}",
+            "command": command, "git_commit": _commit(),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "split": "dev",
-            "limit": limit, "columns": list(columns), "tables": tables, "per_column": per_column}
+            "limit": limit, "columns": list(columns), "share_z": share_z, "tables": tables,
+            "per_column": per_column,
+            "cross_validated": {s: {f"{z:g}": v for z, v in by_z.items()} for s, by_z in cv.items()}}
 
 
 def evaluate(scorer: str, keeps: Sequence[float], split: Split, limit: int, columns: Sequence[str],

@@ -118,3 +118,22 @@ def resolve_rows(names: Sequence[str]) -> list[Row]:
 
 
 DEFAULT_ROWS: tuple[str, ...] = tuple(builtin_rows())
+
+
+def plain_query() -> Row:
+    """The default with MiniLM's plain query vector on every query (no query adapter, even on long queries): the
+    default as it was before it mapped long queries. Name it as ``ragtrim_bench.relevance.rows:plain_query``."""
+    from ragtrim.scoring.auto import balanced_scorer
+
+    scorer = balanced_scorer(query_adapter=None)
+
+    def run(chunks: Chunks, query: str, budget: int) -> str:
+        from ragtrim import Pipeline, RelevanceFilter, trim
+        from ragtrim.api import default_stages
+
+        stages: list[Any] = [RelevanceFilter(scorer=scorer, top_k=None) if isinstance(s, RelevanceFilter) else s
+                             for s in default_stages(budget=budget)]
+        return trim(chunks, query=query, pipeline=Pipeline(stages)).text
+
+    return Row("plain-query", run, "the default without the query adapter: MiniLM's plain vector on every query",
+               clear=scorer_clearer(scorer))
