@@ -57,7 +57,7 @@ class TestPrefillModel:
                                                                          ) -> None:
         """Recording a request never fits (the gateway records on its event loop); the next ``per_token_ms``
         fits the points kept when the refit fell due, so it answers what fitting at once would have."""
-        import ragtrim.serve.autotrim as autotrim
+        from ragtrim.serve import autotrim
 
         fits: list[int] = []
 
