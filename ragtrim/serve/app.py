@@ -237,6 +237,7 @@ class Gateway:
         for org, gate in self.org_gates.items():
             if gate is not None:
                 self.metrics.queued.labels(org).set(gate.queued)
+        await run_in_threadpool(self.auto.refresh_metrics)  # a due refit of the prefill cost, off the event loop
         return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def models(self, request: Request) -> Response:

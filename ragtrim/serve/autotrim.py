@@ -39,6 +39,8 @@ anything: a gateway that always sends about the same size cannot see what a toke
 REFIT_EVERY = 8
 """The slope is refitted after this many new observations (a fit over 500 requests is 125,000 pairs)."""
 
+Points = list[tuple[int, float]]
+
 
 class PrefillModel:
     """Upstream time to first token as a line over prompt tokens, learned from observations (thread-safe)."""
@@ -49,6 +51,9 @@ class PrefillModel:
         self._lock = threading.Lock()
         self._fit: tuple[float, float] | None = None
         self._since_fit = 0
+        self._due: tuple[int, Points] | None = None  # a refit that ``take_due`` set aside: its number, its points
+        self._refits = 0  # refits made due so far; a fit is stored only over an older one's
+        self._fit_number = 0
 
     def observe(self, prompt_tokens: int, ttft_ms: float) -> None:
         if prompt_tokens <= 0 or not math.isfinite(ttft_ms) or ttft_ms <= 0:
@@ -64,18 +69,43 @@ class PrefillModel:
         with self._lock:
             return sum(len(kept) for kept in self._bands.values())
 
+    def take_due(self) -> None:
+        """Set aside the points of a refit that is due now, for the next ``per_token_ms`` to fit: the same fit as
+        fitting now, without its cost (a Theil-Sen fit over the most kept points is milliseconds), which the gateway
+        keeps off its event loop, where it records each finished request."""
+        with self._lock:
+            due = self._refit_due()
+            if due is not None:
+                self._due = due
+
+    def _refit_due(self) -> tuple[int, Points] | None:
+        """The refit due now, numbered, with the kept points (marked taken), else None; the lock is held."""
+        seen = [point for kept in self._bands.values() for point in kept]
+        unfitted = self._fit is None and self._due is None  # none yet, or the last one found no line
+        if len(seen) < MIN_OBSERVATIONS or not (unfitted or self._since_fit >= REFIT_EVERY):
+            return None
+        self._since_fit = 0
+        self._refits += 1
+        return self._refits, seen
+
     def per_token_ms(self) -> float | None:
         """The learned prefill cost per prompt token, or None while too little is known."""
         with self._lock:
             seen = [point for kept in self._bands.values() for point in kept]
             if len(seen) < MIN_OBSERVATIONS:
                 return None
-            if self._fit is None or self._since_fit >= REFIT_EVERY:
-                self._fit = theil_sen(np.array([t for t, _ in seen], dtype=np.float64),
-                                      np.array([y for _, y in seen], dtype=np.float64))
-                self._since_fit = 0
-            tokens = np.array([t for t, _ in seen], dtype=np.float64)
+            due = self._refit_due() or self._due
+            self._due = None
+        if due is not None:  # fitted outside the lock: ``observe`` (on the gateway's event loop) never waits on it
+            number, points = due
+            fitted = theil_sen(np.array([t for t, _ in points], dtype=np.float64),
+                               np.array([y for _, y in points], dtype=np.float64))
+            with self._lock:
+                if number > self._fit_number:
+                    self._fit, self._fit_number = fitted, number
+        with self._lock:
             fit = self._fit
+        tokens = np.array([t for t, _ in seen], dtype=np.float64)
         lo, hi = np.percentile(tokens, [10, 90])
         if hi - lo < MIN_SPREAD_TOKENS or fit is None:
             return None
@@ -134,11 +164,18 @@ class AutoTrim:
     # -- learning -------------------------------------------------------------------------------------------------
     def observe_request(self, prepared: Any, ttft_ms: float | None, outcome: str) -> None:
         """A finished request: a streamed one that succeeded teaches the prefill cost (a non-streamed one's time
-        includes its whole answer)."""
+        includes its whole answer). Cheap enough for the event loop: a refit it makes due is done by the next
+        ``choose`` or ``refresh_metrics``, in a worker thread."""
         if prepared is None or ttft_ms is None or outcome != "ok" or not getattr(prepared, "stream", False):
             return
         self.prefill.observe(int(prepared.prompt_tokens), float(ttft_ms))
-        learned = self.prefill.per_token_ms()
+        self.prefill.take_due()
+
+    def refresh_metrics(self) -> None:
+        """Set the learned prefill cost's gauge (the gateway calls it in a worker thread before each scrape)."""
+        self._show_learned(self.prefill.per_token_ms())
+
+    def _show_learned(self, learned: float | None) -> None:
         if self.learned is not None and learned is not None:
             self.learned.set(learned)
 
@@ -170,6 +207,7 @@ class AutoTrim:
         """The recipe for one request. ``hard_budget``: the client set the budget itself, so it holds (the cheapest
         recipe that enforces it at least)."""
         learned = self.prefill.per_token_ms()
+        self._show_learned(learned)
         per_token = learned if learned is not None else prior_ms_per_token
         pool = self._recipes()
         if hard_budget:

@@ -53,6 +53,39 @@ class TestPrefillModel:
             model.observe(tokens, 20.0 + 0.037 * tokens)
         assert model.per_token_ms() == pytest.approx(0.037, rel=0.05)
 
+    def test_a_refit_made_due_by_a_request_is_fitted_by_the_next_reader(self, monkeypatch: pytest.MonkeyPatch
+                                                                         ) -> None:
+        """Recording a request never fits (the gateway records on its event loop); the next ``per_token_ms``
+        fits the points kept when the refit fell due, so it answers what fitting at once would have."""
+        from ragtrim.serve import autotrim
+
+        fits: list[int] = []
+
+        def counted(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+            fits.append(len(x))
+            return theil_sen(x, y)
+
+        monkeypatch.setattr(autotrim, "theil_sen", counted)
+        auto = AutoTrim(registry=CollectorRegistry())
+        streamed = [SimpleNamespace(stream=True, prompt_tokens=t) for t in range(100, 2100, 50)]
+        for p in streamed[:MIN_OBSERVATIONS]:
+            auto.observe_request(p, 20.0 + 0.037 * p.prompt_tokens, "ok")
+        for p in streamed[MIN_OBSERVATIONS:MIN_OBSERVATIONS + 3]:
+            auto.observe_request(p, 500.0, "ok")  # after the refit fell due: not in it
+        assert fits == []
+        assert auto.prefill.per_token_ms() == pytest.approx(0.037)
+        assert fits == [MIN_OBSERVATIONS]
+        assert auto.prefill.per_token_ms() == pytest.approx(0.037) and fits == [MIN_OBSERVATIONS]
+
+    def test_the_learned_cost_is_shown_when_read(self) -> None:
+        registry = CollectorRegistry()
+        auto = AutoTrim(registry=registry)
+        for t in range(100, 2100, 50):
+            auto.observe_request(SimpleNamespace(stream=True, prompt_tokens=t), 20.0 + 0.037 * t, "ok")
+        assert registry.get_sample_value("ragtrim_serve_prefill_ms_per_token") == 0
+        auto.refresh_metrics()
+        assert registry.get_sample_value("ragtrim_serve_prefill_ms_per_token") == pytest.approx(0.037)
+
     def test_nonsense_is_ignored(self) -> None:
         model = PrefillModel()
         model.observe(0, 10.0)

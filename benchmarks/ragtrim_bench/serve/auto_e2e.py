@@ -3,8 +3,11 @@ upstream whose prefill time grows with the prompt, at several prefill speeds, on
 
 For each upstream speed (``--per-1k-ms``: the fake's prefill milliseconds per 1,000 prompt tokens, on top of
 ``--base-ms``; a 12B model on an H200 is about 37, a small model on a fast GPU a few, a large one on a busy GPU a
-hundred and more), one fake upstream (``ragtrim serve-fake-upstream``) and four arms, all sent the same golden NQ
-questions with 20 passages each (every request's passages new to the gateways: cold trims in warm processes):
+hundred and more), one fake upstream (``ragtrim serve-fake-upstream``) and four arms, all sent the same NQ questions
+with 20 passages each (``--rows``: ``single-use``, the default, takes held-out questions whose passages appear in one
+request only, so every trim is cold in a warm process; ``golden`` takes the golden requests of the GPU benchmarks,
+which share a third to a half of their passages with earlier ones, so a gateway that trimmed those earlier requests
+finds their token counts, sentences and vectors cached, and one that only cleaned them does not):
   direct    the fake upstream itself, the untrimmed prompt
   notrim    a gateway that renders the documents and trims nothing (``[trim]`` without a budget)
   auto      a gateway with ``scorer = "auto"`` at a quarter of the documents' tokens, no ``prefill_ms_per_token``:
@@ -14,11 +17,13 @@ questions with 20 passages each (every request's passages new to the gateways: c
 Then ``--requests`` single requests (one at a time) go to the arms in turn, the order rotated each request, so the
 arms share the host's noise. TTFT runs from send to the first streamed token at the client, so a gateway arm's TTFT
 includes the gateway's own time and the trim. The auto arm's choices are read from its ``/metrics``
-(``ragtrim_serve_auto_recipe_total``) and its learned prefill cost (``ragtrim_serve_prefill_ms_per_token``).
+(``ragtrim_serve_auto_recipe_total``) and its learned prefill cost (``ragtrim_serve_prefill_ms_per_token``); each
+gateway's own split of the timed requests (``gateways``: its preparation with the trim, the upstream's time to first
+event, and what is left of the client's mean TTFT) from its ``/metrics`` before and after them.
 The claim under test: auto's TTFT is never above direct's (p50 and p99 gain >= 1), nor above notrim's by more than
 its own cost of deciding.
 
-Run: ragtrim-bench serve auto_e2e [--per-1k-ms 4,37,150] [--requests 60] [--learn 40]
+Run: ragtrim-bench serve auto_e2e [--per-1k-ms 4,37,150] [--requests 60] [--learn 40] [--rows single-use]
      -> benchmarks/results/serve/auto_e2e.json
 """
 
@@ -59,6 +64,9 @@ TRIMS = {
     "default": 'budget = 0.25\nscorer = "balanced"\n',
 }
 ARMS = ("direct", *TRIMS)
+ROWS = ("single-use", "golden")
+HELD_OUT = 1062
+"""NQ-open questions from here on are held out from tuning (as in ``ragtrim-bench relevance net_latency``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +77,11 @@ class AutoE2EConfig:
     learn: int = 40
     max_tokens: int = 4
     arms: tuple[str, ...] = ARMS
+    rows: str = "single-use"
 
     def __post_init__(self) -> None:
+        if self.rows not in ROWS:
+            raise ValueError(f"rows must be one of {ROWS}, got {self.rows!r}")
         if "direct" not in self.arms or any(a not in ARMS for a in self.arms):
             raise ValueError(f"arms must include 'direct' and be among {ARMS}, got {self.arms}")
         if not self.per_1k_ms or any(x < 0 for x in self.per_1k_ms):
@@ -94,27 +105,41 @@ def _metrics(text: str) -> dict[str, Any]:
     return {"choices": choices, "learned_prefill_ms_per_token": float(learned.group(1)) if learned else None}
 
 
-def gateway_stats(text: str) -> dict[str, float | None]:
-    """What a gateway says of itself in its /metrics ``text`` over the whole run (learning and timed requests): its
-    mean time to prepare a request (the trim included), the upstream's mean time to first event, and the prompt
-    tokens in and out."""
+def gateway_stats(text: str, before: str = "") -> dict[str, float | None]:
+    """What a gateway says of itself in its /metrics ``text``, less what it said in ``before`` (empty: since it
+    started): its mean time to prepare a request (the trim included), the upstream's mean time to first event, and
+    the prompt tokens in and out."""
 
-    def value(pattern: str) -> float | None:
-        m = re.search(pattern, text, re.MULTILINE)
+    def value(pattern: str, source: str) -> float | None:
+        m = re.search(pattern, source, re.MULTILINE)
         return float(m.group(1)) if m else None
 
+    def delta(pattern: str) -> float | None:
+        now = value(pattern, text)
+        return None if now is None else now - (value(pattern, before) or 0.0)
+
     def mean_ms(name: str) -> float | None:
-        total, n = value(rf"^{name}_sum ([0-9.e+-]+)$"), value(rf"^{name}_count ([0-9.e+-]+)$")
+        total, n = delta(rf"^{name}_sum ([0-9.e+-]+)$"), delta(rf"^{name}_count ([0-9.e+-]+)$")
         return total / n * 1000 if total is not None and n else None
 
     return {"mean_prepare_ms": mean_ms("ragtrim_serve_trim_seconds"),
             "mean_upstream_ttft_ms": mean_ms("ragtrim_serve_upstream_ttft_seconds"),
-            "prompt_tokens_in": value(r'^ragtrim_serve_tokens_total\{kind="prompt_in"\} ([0-9.e+-]+)$'),
-            "prompt_tokens_out": value(r'^ragtrim_serve_tokens_total\{kind="prompt_out"\} ([0-9.e+-]+)$')}
+            "prompt_tokens_in": delta(r'^ragtrim_serve_tokens_total\{kind="prompt_in"\} ([0-9.e+-]+)$'),
+            "prompt_tokens_out": delta(r'^ragtrim_serve_tokens_total\{kind="prompt_out"\} ([0-9.e+-]+)$')}
+
+
+def rest_ms(client_mean_ttft_ms: float | None, gateway: dict[str, float | None]) -> float | None:
+    """The client's mean TTFT less the gateway's mean preparation and the upstream's mean time to first event: the
+    gateway's own time outside the trim (reading, admission, relaying) and the client's."""
+    prepare, upstream = gateway.get("mean_prepare_ms"), gateway.get("mean_upstream_ttft_ms")
+    if client_mean_ttft_ms is None or prepare is None or upstream is None:
+        return None
+    return client_mean_ttft_ms - prepare - upstream
 
 
 def _summary(ttfts: Sequence[float], failed: int) -> dict[str, Any]:
-    return {"n": len(ttfts), "failed": failed, "p50_ttft_ms": percentile(ttfts, 50) if ttfts else None,
+    return {"n": len(ttfts), "failed": failed, "mean_ttft_ms": sum(ttfts) / len(ttfts) if ttfts else None,
+            "p50_ttft_ms": percentile(ttfts, 50) if ttfts else None,
             "p95_ttft_ms": percentile(ttfts, 95) if ttfts else None,
             "p99_ttft_ms": percentile(ttfts, 99) if ttfts else None, "max_ttft_ms": max(ttfts, default=None)}
 
@@ -146,7 +171,10 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
         timed: dict[str, list[float]] = {name: [] for name in arms_run}
         failed = {name: 0 for name in arms_run}
         errors: list[str] = []
+        before: dict[str, str] = {}
         for phase, count, offset in (("learn", config.learn, 0), ("timed", config.requests, config.learn)):
+            if phase == "timed":
+                before = {name: metrics_text(port) for name, port in ports.items()}
             for i in range(count):
                 k = offset + i
                 order = list(arms_run[k % len(arms_run):] + arms_run[:k % len(arms_run)])
@@ -161,11 +189,13 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
                         errors.append(f"{name}: {record.error[:200]}")
         texts = {name: metrics_text(port) for name, port in ports.items()}
         auto_metrics = _metrics(texts["auto"]) if "auto" in texts else None
-        gateways = {name: gateway_stats(text) for name, text in texts.items()}
+        gateways = {name: gateway_stats(text, before.get(name, "")) for name, text in texts.items()}
     finally:
         for proc in procs:
             stop_process(proc)
     arms = {name: _summary(timed[name], failed[name]) for name in arms_run}
+    for name, split in gateways.items():
+        split["rest_ms"] = rest_ms(arms[name]["mean_ttft_ms"], split)
     for name in TRIMS:
         for ref in ("direct", "notrim"):
             if name == ref or name not in arms or ref not in arms:
@@ -178,10 +208,30 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
             "auto": auto_metrics, "gateways": gateways, "errors": errors[:20]}
 
 
-def measure(config: AutoE2EConfig) -> dict[str, Any]:
-    from ragtrim_bench.gpu.gateway_e2e import prompts
+def rows(config: AutoE2EConfig) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(id, prompt) pairs for the direct arm and, with the passages in <context>, for the gateways."""
+    n = config.learn + config.requests
+    if config.rows == "golden":
+        from ragtrim_bench.gpu.gateway_e2e import prompts
 
-    direct_rows, wrapped_rows = prompts(config.learn + config.requests, 0)
+        return prompts(n, 0)
+    from ragtrim_bench.datasets.nq import build_single_use, load_nq_open
+    from ragtrim_bench.gpu.prompts import INSTRUCTION, context_block, format_prompt
+
+    questions = load_nq_open()
+    instances = build_single_use(questions[HELD_OUT:], pool=questions, limit=n)
+    if len(instances) < n:
+        raise ValueError(f"only {len(instances)} single-use requests can be built, {n} asked; lower --requests or "
+                         "--learn")
+    direct = [(i.id, format_prompt(i.question, [p.content for p in i.passages])) for i in instances]
+    blocks = [context_block(p.content for p in i.passages) for i in instances]
+    wrapped = [(i.id, f"{INSTRUCTION}\n\n{block}\n\nQuestion: {i.question}\nAnswer:")
+               for i, block in zip(instances, blocks, strict=True)]
+    return direct, wrapped
+
+
+def measure(config: AutoE2EConfig) -> dict[str, Any]:
+    direct_rows, wrapped_rows = rows(config)
     speeds = []
     for per_1k in config.per_1k_ms:
         print(f"[auto_e2e] upstream at {per_1k:g} ms per 1k prompt tokens ...", file=sys.stderr, flush=True)
@@ -202,6 +252,9 @@ def report(result: dict[str, Any]) -> str:
             lines.append(f"| {s['per_1k_ms']:g} | {name} | {f(a['p50_ttft_ms'])} / {f(a['p99_ttft_ms'])} | "
                          f"{f(a.get('p50_gain_vs_direct'), '.2f')} / {f(a.get('p99_gain_vs_direct'), '.2f')} | "
                          f"{f(a.get('p50_gain_vs_notrim'), '.2f')} / {f(a.get('p99_gain_vs_notrim'), '.2f')} |")
+        for name, g in s["gateways"].items():
+            lines.append(f"|  | {name}: mean prepare / upstream / rest ms | {f(g['mean_prepare_ms'])} / "
+                         f"{f(g['mean_upstream_ttft_ms'])} / {f(g.get('rest_ms'))} | | |")
         if s["auto"] is not None:
             learned = s["auto"]["learned_prefill_ms_per_token"]
             lines.append(f"|  | auto chose | {s['auto']['choices']}; learned {f(learned, '.4f')} ms per token | | |")
@@ -215,10 +268,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=60, help="timed single requests per speed and arm")
     p.add_argument("--learn", type=int, default=40, help="requests per arm before the timed ones (auto learns)")
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)} (direct always)")
+    p.add_argument("--rows", default="single-use", choices=ROWS,
+                   help="single-use: no passage reaches a gateway twice (cold trims); golden: the GPU benchmarks' "
+                        "requests, which repeat passages")
     p.add_argument("--output", default=None)
     args = p.parse_args(argv)
     config = AutoE2EConfig(per_1k_ms=tuple(float(x) for x in args.per_1k_ms.split(",") if x),
-                           base_ms=args.base_ms, requests=args.requests, learn=args.learn,
+                           base_ms=args.base_ms, requests=args.requests, learn=args.learn, rows=args.rows,
                            arms=tuple(a for a in ARMS if a in {"direct", *args.arms.split(",")}))
     result = measure(config) | {"load_average_end": load_average()}
     out = Path(args.output) if args.output else result_path(__spec__.name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragtrim_bench.serve.auto_e2e import AutoE2EConfig, measure, report
+from ragtrim_bench.serve.auto_e2e import AutoE2EConfig, gateway_stats, measure, report, rest_ms, rows
 
 
 def test_auto_learns_the_upstream_and_stops_cleaning_only(shared_data: object) -> None:
@@ -26,3 +26,28 @@ def test_config_is_checked() -> None:
         AutoE2EConfig(arms=("auto",))
     with pytest.raises(ValueError, match="requests"):
         AutoE2EConfig(requests=1)
+    with pytest.raises(ValueError, match="rows"):
+        AutoE2EConfig(rows="fresh")
+
+
+def test_gateway_stats_split_the_requests_after_a_snapshot() -> None:
+    before = ('ragtrim_serve_trim_seconds_sum 1.0\nragtrim_serve_trim_seconds_count 10.0\n'
+              'ragtrim_serve_upstream_ttft_seconds_sum 4.0\nragtrim_serve_upstream_ttft_seconds_count 10.0\n'
+              'ragtrim_serve_tokens_total{kind="prompt_in"} 1000.0\n')
+    after = ('ragtrim_serve_trim_seconds_sum 1.5\nragtrim_serve_trim_seconds_count 20.0\n'
+             'ragtrim_serve_upstream_ttft_seconds_sum 5.0\nragtrim_serve_upstream_ttft_seconds_count 20.0\n'
+             'ragtrim_serve_tokens_total{kind="prompt_in"} 3000.0\n')
+    split = gateway_stats(after, before)
+    assert split == {"mean_prepare_ms": pytest.approx(50.0), "mean_upstream_ttft_ms": pytest.approx(100.0),
+                     "prompt_tokens_in": 2000.0, "prompt_tokens_out": None}
+    assert gateway_stats(after)["mean_prepare_ms"] == pytest.approx(75.0)
+    assert rest_ms(152.0, split) == pytest.approx(2.0)
+    assert rest_ms(None, split) is None
+
+
+def test_single_use_rows_share_no_passage(shared_data: object) -> None:
+    direct, wrapped = rows(AutoE2EConfig(requests=6, learn=4))
+    assert len(direct) == len(wrapped) == 10
+    blocks = [w.split("<context>\n", 1)[1].split("\n</context>", 1)[0].split("\n\n") for _, w in wrapped]
+    passages = [p for block in blocks for p in block]
+    assert all(len(block) == 20 for block in blocks) and len(set(passages)) == len(passages)
