@@ -89,6 +89,22 @@ ARMS: dict[str, Arm] = {
 DIRECT_RATES = (4, 8, 12, 16)
 
 
+def parse_rates(spec: str) -> dict[str, tuple[float, ...]]:
+    """``--rates``: ``arm=r1/r2/...`` pairs, comma-separated (``direct`` is vLLM alone), replacing those arms'
+    ladders; ValueError naming the pair that does not parse."""
+    out: dict[str, tuple[float, ...]] = {}
+    for pair in (p.strip() for p in spec.split(",") if p.strip()):
+        name, _, values = pair.partition("=")
+        try:
+            rates = tuple(float(v) for v in values.split("/") if v.strip())
+        except ValueError:
+            rates = ()
+        if not name or not rates or any(r <= 0 for r in rates):
+            raise ValueError(f"--rates: {pair!r} is not arm=rate/rate/... with rates above 0")
+        out[name.strip()] = rates
+    return out
+
+
 def gateway_config(arm: Arm, vllm_port: int, prefill_ms_per_token: float) -> str:
     extra = f"prefill_ms_per_token = {prefill_ms_per_token}\n" if arm.scorer == "auto" else ""
     return GATEWAY_TOML.format(vllm_port=vllm_port, budget=arm.budget, scorer=arm.scorer, extra=extra)
@@ -123,9 +139,11 @@ async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any
     """Single requests, then the ladder, on every arm; ``ports``: each gateway's, for its /metrics."""
     golden_direct, golden_wrapped = prompts(args.single + 8, 0)
     pool_direct, pool_wrapped = prompts(args.ladder_questions, 400)
+    override = parse_rates(args.rates)
     arms: dict[str, tuple[Any, list[tuple[str, str]], list[tuple[str, str]], tuple[float, ...]]] = {
-        "direct": (direct, golden_direct, pool_direct, DIRECT_RATES)}
-    arms |= {name: (backend, golden_wrapped, pool_wrapped, ARMS[name].rates) for name, backend in gateways.items()}
+        "direct": (direct, golden_direct, pool_direct, override.get("direct", DIRECT_RATES))}
+    arms |= {name: (backend, golden_wrapped, pool_wrapped, override.get(name, ARMS[name].rates))
+             for name, backend in gateways.items()}
     single: dict[str, Any] = {}
     for name, (backend, rows, _, _) in arms.items():
         records, duration = await run_load(backend, rows, LoadSpec(num_requests=args.single, concurrency=1,
@@ -194,7 +212,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--prefill-ms-per-token", type=float, default=0.037,
                         help="trim.prefill_ms_per_token of the auto arm until it learns its own")
     parser.add_argument("--budget-s", type=float, default=540.0)
+    parser.add_argument("--rates", default="", help="arm=r1/r2/... pairs, comma-separated, replacing those arms' "
+                        "ladder rates (requests per second; 'direct' is vLLM alone)")
     args = parser.parse_args(argv)
+    try:
+        override = parse_rates(args.rates)
+    except ValueError as exc:
+        parser.error(str(exc))
     names = [a for a in args.arms.split(",") if a]
     unknown = [a for a in names if a not in ARMS]
     if unknown or not names:
@@ -205,8 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     engine = {"dtype": "bfloat16", "max_model_len": 4096, "gpu_memory_utilization": 0.85, "seed": 0,
               "max_num_batched_tokens": 8192, "load_format": "dummy",
               "compilation_config": {"max_cudagraph_capture_size": 1024}}
-    result: dict[str, Any] = {"benchmark": "gpu_gateway", "engine": engine, "arms": {n: vars(ARMS[n]) for n in names},
-                              "errors": []}
+    arms: dict[str, Any] = {n: vars(ARMS[n]) | ({"rates": list(override[n])} if n in override else {}) for n in names}
+    if "direct" in override:
+        arms["direct"] = {"rates": list(override["direct"])}
+    result: dict[str, Any] = {"benchmark": "gpu_gateway", "engine": engine, "arms": arms, "errors": []}
     vllm_port = free_port()
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # POST /reset_prefix_cache between ladder steps
     server = start_vllm_server(model=args.model, port=vllm_port, extra_args=engine_cli_args(engine),

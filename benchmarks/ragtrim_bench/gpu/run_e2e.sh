@@ -83,7 +83,8 @@ case $step in
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv > "$out/gpus.txt" 2>&1
     lscpu | grep -E "Model name|^CPU\(s\)" >> "$out/gpus.txt"
     python3 -m ragtrim_bench.gpu.gateway_e2e --out "$out" --arms ${ARMS:-gpu-4x,gpu-8x,cpu-4x,cpu-8x,cpu-auto-4x} \
-      --single ${SINGLE:-50} --step-s ${STEP_S:-5} --budget-s ${BUDGET_S:-420} > "$out/latency.log" 2>&1
+      --single ${SINGLE:-50} --step-s ${STEP_S:-5} --budget-s ${BUDGET_S:-420} --rates "${RATES:-}" \
+      > "$out/latency.log" 2>&1
     grep -v -i warn "$out/latency.log" | tail -60 ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac

@@ -24,3 +24,13 @@ def test_arms_measure_the_default_recipe_on_both_devices() -> None:
     assert {(a.scorer, a.gpu, a.budget) for a in ARMS.values()} >= {
         ("balanced", True, 0.25), ("balanced", True, 0.125), ("balanced", False, 0.25), ("balanced", False, 0.125)}
     assert all(list(a.rates) == sorted(a.rates) for a in ARMS.values())
+
+
+def test_rates_replace_an_arms_ladder() -> None:
+    from ragtrim_bench.gpu.gateway_e2e import parse_rates
+
+    assert parse_rates("") == {}
+    assert parse_rates("gpu-4x=16/20/24, direct=6/8") == {"gpu-4x": (16.0, 20.0, 24.0), "direct": (6.0, 8.0)}
+    for bad in ("gpu-4x", "gpu-4x=", "gpu-4x=a/b", "=8", "gpu-4x=8/0"):
+        with pytest.raises(ValueError, match="--rates"):
+            parse_rates(bad)
