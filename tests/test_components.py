@@ -113,7 +113,7 @@ class TestPipelinesRoundTrip:
             "sure_gap": [0.5, 0.9],
             "scorers": [{"type": "bm25", "k1": 1.5, "b": 0.75, "stopwords": True, "analyzer": "script", "stem": True},
                         {"type": "embedding", "cache_size": 16384, "vector_store": "default", "scripts": None,
-                         "query_adapter": None, "model": "all-MiniLM-L6-v2", "batch_size": 64, "device": "cpu", "max_seq_length": 128,
+                         "query_adapter": None, "query_adapter_min_length": 0.0, "model": "all-MiniLM-L6-v2", "batch_size": 64, "device": "cpu", "max_seq_length": 128,
                          "threads": None}],
         }
         again = Pipeline.from_dict(json.loads(json.dumps(config)))

@@ -193,8 +193,7 @@ class CachedEmbedder(Component):
     query_adapter: str | None = None
     """A linear map on the query's vector before its cosines (``ragtrim.scoring.adapter``); passages are untouched."""
     query_adapter_min_length: float = 0.0
-    """The adapter maps only queries longer than this (``ragtrim.text.scripts.query_length``: words, CJK
-    characters count half); 0: every query."""
+    """The adapter maps only queries longer than this (``ragtrim.text.scripts.query_length``); 0: every query."""
     _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict, init=False)
     _lock: threading.Lock = field(default_factory=fork_safe_lock, init=False)
     _pending: _Pending | None = field(default=None, init=False)  # the prefetch in flight

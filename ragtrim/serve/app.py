@@ -5,10 +5,9 @@ routes and request handling. Elsewhere: reading a request ``serve.intake``, admi
 ``serve.admission`` (its state store watched by ``serve.limiter``), the probes ``serve.probes``, the streaming
 relay ``serve.relay``, error responses and headers ``serve.responses``.
 
-No request can stall the event loop: the body is read under a size cap and a deadline, and parsing, counting,
-trimming and encoding run in a worker thread; an upstream answer larger than ``SMALL_ANSWER_BYTES`` is passed on
-as it arrives, never held or parsed whole. Every answer that is not a success is OpenAI-shaped JSON with a
-``code``, and every request (404s included) reaches the metrics and the request log.
+No request can stall the event loop: the body is read under a size cap and a deadline; parsing, counting, trimming,
+encoding and the prefill-cost refit run in a worker thread; an answer over ``SMALL_ANSWER_BYTES`` streams through,
+never held whole. Any non-success answer is OpenAI-shaped JSON with a ``code``; every request reaches the metrics.
 """
 
 from __future__ import annotations
@@ -237,7 +236,7 @@ class Gateway:
         for org, gate in self.org_gates.items():
             if gate is not None:
                 self.metrics.queued.labels(org).set(gate.queued)
-        await run_in_threadpool(self.auto.refresh_metrics)  # a due refit of the prefill cost, off the event loop
+        await run_in_threadpool(self.auto.refresh_metrics)
         return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def models(self, request: Request) -> Response:
