@@ -8,7 +8,8 @@ clause below it. The compressor keeps a unit only with everything it depends on.
 
 Tables: Markdown and pipe tables (lines starting with ``|``; the rows above a ``|---|`` rule are the header) and
 tab-separated rows; without a rule the first row is the header, with the rows right below it whose first cell is
-empty (a second header line such as "|  | RMB'Million |"). A row whose only filled cell is the first
+empty (a second header line such as "|  | RMB'Million |") or whose other cells are column labels with a year among
+them and no other figure ("| (in thousands of $) | 2018 | 2017 | Change |"). A row whose only filled cell is the first
 ("| As at 31 December 2019 |  |  |") is a section row: the data rows below it depend on it, up to the next one.
 The caption is the unit right above the table when it is a short line ending in a colon, or without a final stop.
 """
@@ -32,6 +33,8 @@ MAX_HEADING_WORDS = 10
 MAX_HEADING_CHARS = 100
 MAX_CAPTION_CHARS = 200
 MAX_HEADER_ROWS = 3
+_YEAR_LABEL = re.compile(r"^(?:FY\s?|Fiscal\s)?(?:19|20)\d{2}(?:\s?[/-]\s?(?:19|20)?\d{2})?$", re.IGNORECASE)
+"""A column label that is a year or a fiscal year: "2019", "FY2019", "2018/2019", "2019-20"."""
 
 
 def is_table_row(unit: str) -> bool:
@@ -102,7 +105,7 @@ def _table_dependencies(units: Sequence[str], lo: int, hi: int, direct: list[set
     else:
         header = [lo]
         while (len(header) < MAX_HEADER_ROWS and header[-1] + 1 < hi
-               and (row := cells(units[header[-1] + 1])) and not row[0] and any(row[1:])):
+               and _continues_header(cells(units[header[-1] + 1]))):
             header.append(header[-1] + 1)
     caption = [lo - 1] if lo > 0 and _is_caption(units[lo - 1]) else []
     for h in header:
@@ -115,6 +118,18 @@ def _table_dependencies(units: Sequence[str], lo: int, hi: int, direct: list[set
             direct[k].update(header + caption)
             continue
         direct[k].update(header + caption + ([section] if section is not None else []))
+
+
+def _continues_header(row: list[str]) -> bool:
+    """A row right below a header without a rule that is a header row too: its first cell empty and another filled,
+    or its other cells column labels with at least one year and no other figure."""
+    if not row or not any(row[1:]):
+        return False
+    if not row[0]:
+        return True
+    labels = [c for c in row[1:] if c]
+    return (any(_YEAR_LABEL.match(c) for c in labels)
+            and all(_YEAR_LABEL.match(c) or not any(ch.isdigit() for ch in c) for c in labels))
 
 
 def _heading_dependencies(units: Sequence[str], table: list[bool], direct: list[set[int]]) -> None:

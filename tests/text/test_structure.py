@@ -15,6 +15,16 @@ class TestTables:
                  "| FVPL | 14,766 | 135,936 |", "| As at 2018 |  |  |", "| FVPL | 10,875 | 97,877 |"]
         assert dependencies(units) == [(1,), (0,), (0, 1), (0, 1, 2), (0, 1), (0, 1, 4)]
 
+    def test_a_row_of_year_labels_under_the_first_row_is_a_header_row(self) -> None:
+        units = ["|  |  | December 31, |  |", "| (in thousands of $) | 2018 | 2017 | Change |",
+                 "| Share of net earnings | 7,001 | 17,702 | (10,701) |", "| Impairment | 1 | 2 | 3 |"]
+        assert dependencies(units) == [(1,), (0,), (0, 1), (0, 1)]
+        # a row with another figure, or without a year, is data
+        assert dependencies(["| Plan | Limit | Since |", "| Pro | 200 GB | 2019 |"]) == [(), (0,)]
+        assert dependencies(["| Plan | Basic | Pro |", "| Support | Email | Phone |"]) == [(), (0,)]
+        assert dependencies(["| € million | 2017/2018 | 2018/2019 |", "| Revenue | FY2019 | FY 2018 |",
+                             "| Wages | 2,173 | 2,264 |"]) == [(1,), (0,), (0, 1)]
+
     def test_a_sentence_is_no_caption_and_tabs_are_rows(self) -> None:
         units = ["Revenue rose in every region.", "Region\tRevenue", "North\t12", "South\t9"]
         assert dependencies(units) == [(), (), (1,), (1,)]
