@@ -155,7 +155,7 @@ def read_log(path: Any, n: int, timeout_s: float = 5.0) -> list[dict[str, Any]]:
     lines: list[str] = []
     while time.monotonic() < deadline:
         p = Path(path)
-        lines = p.read_text().splitlines() if p.exists() else []
+        lines = (p.read_text() if p.exists() else "").split("\n")[:-1]  # whole lines: the writer may be mid-line
         if len(lines) >= n:
             break
         time.sleep(0.02)
