@@ -55,6 +55,7 @@ COMPONENTS: dict[str, dict[str, str]] = {
         "onnx_embedding": "ragtrim.scoring.onnx_backend",
         "query_likelihood": "ragtrim.scoring.rerank",
         "rerank": "ragtrim.scoring.rerank",
+        "table_rows": "ragtrim.scoring.tables",
         "torch_embedding": "ragtrim.scoring.torch_backend",
         "window": "ragtrim.scoring.window",
     },

@@ -26,6 +26,10 @@ MiniLM reads English: the mix gives it no vote on a query or passage mostly in o
 cosines: a request of more than ``LONG_QUERY_WORDS`` words, such as a contract review's "Highlight the parts ...
 related to ... Details: ...", is matched badly by the plain vector, and the adapter trained on the dev columns ranks
 the clause it asks for far higher. Shorter questions keep the plain vector. ``balanced-qa`` maps every query.
+
+Both ``balanced`` recipes read a table (a passage of pipe or tab-separated rows) as its header rows followed by the
+rows that hold the question's words (``ragtrim.scoring.tables``): the row a finance question asks about is often
+below the first 128 pieces, and BM25 over the whole table weighs it against every other row.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, EmbeddingScorer
 from ragtrim.scoring.hybrid import HybridScorer
 from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer, is_exported
 from ragtrim.scoring.registry import named_scorer
+from ragtrim.scoring.tables import TableRowsScorer
 from ragtrim.scoring.torch_backend import TorchEmbeddingScorer
 
 Backend = Literal["bm25", "torch-cuda", "onnxruntime-int8-cpu", "torch-cpu"]
@@ -180,12 +185,16 @@ def prefix_minilm(backend: Backend, *, model: str = DEFAULT_EMBEDDING_MODEL, thr
                            query_adapter=query_adapter, query_adapter_min_length=adapter_min_length)
 
 
-def bm25_mix(minilm: Scorer, bm25_weight: float, *, sure_weight: float | None = None) -> Scorer:
+def bm25_mix(minilm: Scorer, bm25_weight: float, *, sure_weight: float | None = None, tables: bool = False) -> Scorer:
     """The shape both recipes share: BM25 picks at most ``FAST_CANDIDATES`` texts, which get BM25 (``bm25_weight``)
     min-max mixed with ``minilm`` (the rest); with ``sure_weight``, BM25's weight rises to it as BM25 becomes sure
-    of one text (``SURE_GAP``)."""
+    of one text (``SURE_GAP``). With ``tables``, both read a table's header and the rows the question names first
+    (``ragtrim.scoring.tables``; BM25 those rows alone)."""
     sure = (sure_weight, 1 - sure_weight) if sure_weight is not None else None
-    mixed = HybridScorer(scorers=(BM25Scorer(), minilm), method="mix", weights=(bm25_weight, 1 - bm25_weight),
+    bm25: Scorer = BM25Scorer()
+    if tables:
+        bm25, minilm = TableRowsScorer(scorer=bm25, rest=False), TableRowsScorer(scorer=minilm)
+    mixed = HybridScorer(scorers=(bm25, minilm), method="mix", weights=(bm25_weight, 1 - bm25_weight),
                          sure_weights=sure, sure_gap=SURE_GAP)
     return CascadeScorer(first="bm25", second=mixed, candidates=FAST_CANDIDATES)
 
@@ -213,7 +222,8 @@ DEFAULT_ADAPTER = "default"
 
 def balanced_scorer(backend: Backend | None = None, *, model: str = DEFAULT_EMBEDDING_MODEL,
                     threads: int | None = None, pieces: int = BALANCED_PREFIX_TOKENS,
-                    query_adapter: str | None = DEFAULT_ADAPTER, adapter_min_length: float | None = None) -> Scorer:
+                    query_adapter: str | None = DEFAULT_ADAPTER, adapter_min_length: float | None = None,
+                    tables: bool = True) -> Scorer:
     """The default recipe: BM25 picks at most ``FAST_CANDIDATES`` texts, which get BM25 mixed with MiniLM over their
     first ``pieces`` word pieces, BM25's weight rising when it is sure (see the module docstring).
 
@@ -221,7 +231,8 @@ def balanced_scorer(backend: Backend | None = None, *, model: str = DEFAULT_EMBE
     all-MiniLM-L6-v2 (default: bundled); ``query_adapter`` maps MiniLM's query vector (``ragtrim.scoring.adapter``):
     ``"default"`` the bundled adapter on long queries for the bundled model (none for another), ``"bundled"`` (for
     the bundled model only) or an adapter file on every query longer than ``adapter_min_length`` words (default 0:
-    every query), None no adapter."""
+    every query), None no adapter. ``tables``: read a table's header and the rows the question names first (see
+    ``bm25_mix``)."""
     chosen = backend if backend is not None else choose().backend
     _check_backend(chosen)
     if chosen == "bm25":
@@ -234,7 +245,7 @@ def balanced_scorer(backend: Backend | None = None, *, model: str = DEFAULT_EMBE
                           f"got model={model!r}; pass an adapter trained for that model, or query_adapter=None")
     minilm = prefix_minilm(chosen, model=model, threads=threads, pieces=pieces, query_adapter=query_adapter,
                            adapter_min_length=adapter_min_length or 0.0)
-    return bm25_mix(minilm, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT)
+    return bm25_mix(minilm, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT, tables=tables)
 
 
 @named_scorer("balanced")

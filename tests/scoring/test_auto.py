@@ -14,6 +14,7 @@ from ragtrim.scoring.bm25 import BM25Scorer
 from ragtrim.scoring.cascade import CascadeScorer
 from ragtrim.scoring.embedding import EmbeddingScorer
 from ragtrim.scoring.hybrid import HybridScorer
+from ragtrim.scoring.tables import TableRowsScorer
 
 
 @pytest.fixture
@@ -93,8 +94,11 @@ class TestBalancedScorer:
         assert mixed.weights == (0.1, 0.9) and mixed.sure_weights == (0.8, pytest.approx(0.2))
         assert tuple(mixed.sure_gap) == fast.SURE_GAP == (0.5, 0.9)
         bm25, minilm = mixed.scorers
-        assert isinstance(bm25, BM25Scorer)
-        assert getattr(minilm, "max_seq_length", None) == fast.BALANCED_PREFIX_TOKENS == 128
+        assert isinstance(bm25, TableRowsScorer) and isinstance(bm25.scorer, BM25Scorer) and not bm25.rest
+        assert isinstance(minilm, TableRowsScorer) and minilm.rest
+        assert getattr(minilm.scorer, "max_seq_length", None) == fast.BALANCED_PREFIX_TOKENS == 128
+        plain = fast.balanced_scorer(backend, tables=False).second
+        assert isinstance(plain, HybridScorer) and isinstance(plain.scorers[0], BM25Scorer)
 
     def test_bm25_backend_is_plain_bm25(self) -> None:
         assert isinstance(fast.balanced_scorer("bm25"), BM25Scorer)

@@ -120,12 +120,8 @@ def resolve_rows(names: Sequence[str]) -> list[Row]:
 DEFAULT_ROWS: tuple[str, ...] = tuple(builtin_rows())
 
 
-def plain_query() -> Row:
-    """The default with MiniLM's plain query vector on every query (no query adapter, even on long queries): the
-    default as it was before it mapped long queries. Name it as ``ragtrim_bench.relevance.rows:plain_query``."""
-    from ragtrim.scoring.auto import balanced_scorer
-
-    scorer = balanced_scorer(query_adapter=None)
+def _default_with(scorer: Any, name: str, about: str) -> Row:
+    """The default pipeline with ``scorer`` in its relevance stage."""
 
     def run(chunks: Chunks, query: str, budget: int) -> str:
         from ragtrim import Pipeline, RelevanceFilter, trim
@@ -135,5 +131,23 @@ def plain_query() -> Row:
                              for s in default_stages(budget=budget)]
         return trim(chunks, query=query, pipeline=Pipeline(stages)).text
 
-    return Row("plain-query", run, "the default without the query adapter: MiniLM's plain vector on every query",
-               clear=scorer_clearer(scorer))
+    return Row(name, run, about, clear=scorer_clearer(scorer))
+
+
+def plain_query() -> Row:
+    """The default with MiniLM's plain query vector on every query (no query adapter, even on long queries): the
+    default as it was before it mapped long queries. Name it as ``ragtrim_bench.relevance.rows:plain_query``."""
+    from ragtrim.scoring.auto import balanced_scorer
+
+    return _default_with(balanced_scorer(query_adapter=None), "plain-query",
+                         "the default without the query adapter: MiniLM's plain vector on every query")
+
+
+def whole_tables() -> Row:
+    """The default reading a table from its first row, as any other passage (no table view): the default as it was
+    before it read a table's header and the rows the question names first. Name it as
+    ``ragtrim_bench.relevance.rows:whole_tables``."""
+    from ragtrim.scoring.auto import balanced_scorer
+
+    return _default_with(balanced_scorer(tables=False), "whole-tables",
+                         "the default without the table view: tables read from their first row")
