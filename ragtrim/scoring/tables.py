@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from ragtrim._util.validate import Boolean, Constraints, Interval
-from ragtrim.components import Component, component, register
-from ragtrim.scoring.base import Scorer, check_score_inputs, prefetch_scores, warm_up_scorers
+from ragtrim.components import component, register
 from ragtrim.scoring.bm25 import tokenize_sentence
-from ragtrim.scoring.registry import get_scorer, scorer_param
+from ragtrim.scoring.registry import get_scorer
+from ragtrim.scoring.views import ViewScorer
 from ragtrim.text.structure import dependencies, is_table_row
 
 MIN_TABLE_ROWS = 3
@@ -53,7 +53,7 @@ def table_view(query_terms: frozenset[str], text: str, *, best_rows: int = 6, re
 
 @register("scorer", "table_rows")
 @component
-class TableRowsScorer(Component):
+class TableRowsScorer(ViewScorer):
     """Score each text with ``scorer`` on its table view (``table_view``): a table's header rows and caption, then
     its ``best_rows`` rows with the most distinct query words, then (``rest=True``) the other rows; any other text
     as it is. For a model that reads a text's first word pieces, keep ``rest=True``; for BM25, ``rest=False`` scores a
@@ -63,12 +63,10 @@ class TableRowsScorer(Component):
     entries."""
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
-        "scorer": [scorer_param()],
         "best_rows": [Interval(int, 1, None)],
         "rest": [Boolean()],
     }
 
-    scorer: Scorer | str = "embedding"
     best_rows: int = 6
     rest: bool = True
 
@@ -76,27 +74,7 @@ class TableRowsScorer(Component):
     def name(self) -> str:
         return f"table_rows({get_scorer(self.scorer).name}{'' if self.rest else ', best only'})"
 
-    def parts(self) -> tuple[Scorer, ...]:
-        return (get_scorer(self.scorer),)
-
-    def scripts_read(self) -> frozenset[str] | None:
-        read = getattr(get_scorer(self.scorer), "scripts_read", None)
-        return read() if callable(read) else None
-
-    def warm_up(self) -> None:
-        warm_up_scorers(self.parts())
-
     def views(self, query: str, texts: Sequence[str]) -> list[str]:
         """What the inner scorer reads of each text."""
         terms = frozenset(tokenize_sentence(query.strip()))
         return [table_view(terms, text, best_rows=self.best_rows, rest=self.rest) for text in texts]
-
-    def prefetch(self, query: str, texts: Sequence[str]) -> None:
-        if isinstance(query, str) and texts:
-            prefetch_scores(self.parts(), query, self.views(query, texts))
-
-    def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        check_score_inputs(query, texts)
-        if not texts:
-            return []
-        return list(get_scorer(self.scorer).score(query, self.views(query, texts)))

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from ragtrim._util.validate import Constraints, Interval
-from ragtrim.components import Component, component, register
-from ragtrim.scoring.base import Scorer, check_score_inputs, prefetch_scores, warm_up_scorers
+from ragtrim.components import component, register
 from ragtrim.scoring.bm25 import tokenize_sentence
-from ragtrim.scoring.registry import get_scorer, scorer_param
+from ragtrim.scoring.registry import get_scorer
+from ragtrim.scoring.views import ViewScorer
 from ragtrim.text.sentences import sentence_spans
 
 
@@ -50,7 +50,7 @@ def window_start(query_terms: frozenset[str], text: str, fill_chars: int) -> int
 
 @register("scorer", "window")
 @component
-class WindowScorer(Component):
+class WindowScorer(ViewScorer):
     """Score each text with ``scorer`` (a model that reads a text's first ``max_seq_length`` word pieces) on its
     window: the text's first sentence (cut to ``lead_chars`` characters at a word; what the passage is about, often
     its title), then the text from the start of the sentence that holds the most distinct query words (BM25's
@@ -62,28 +62,16 @@ class WindowScorer(Component):
     two entries."""
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
-        "scorer": [scorer_param()],
         "fill_chars": [Interval(int, 1, None)],
         "lead_chars": [Interval(int, 0, None)],
     }
 
-    scorer: Scorer | str = "embedding"
     fill_chars: int = 320
     lead_chars: int = 160
 
     @property
     def name(self) -> str:
         return f"window({get_scorer(self.scorer).name})"
-
-    def parts(self) -> tuple[Scorer, ...]:
-        return (get_scorer(self.scorer),)
-
-    def scripts_read(self) -> frozenset[str] | None:
-        read = getattr(get_scorer(self.scorer), "scripts_read", None)
-        return read() if callable(read) else None
-
-    def warm_up(self) -> None:
-        warm_up_scorers(self.parts())
 
     def windows(self, query: str, texts: Sequence[str]) -> list[str]:
         """What the inner scorer reads of each text."""
@@ -100,15 +88,8 @@ class WindowScorer(Component):
                 out.append(f"{lead} {text[start:]}" if lead else text[start:])
         return out
 
-    def prefetch(self, query: str, texts: Sequence[str]) -> None:
-        if isinstance(query, str) and texts:
-            prefetch_scores(self.parts(), query, self.windows(query, texts))
-
-    def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        check_score_inputs(query, texts)
-        if not texts:
-            return []
-        return list(get_scorer(self.scorer).score(query, self.windows(query, texts)))
+    def views(self, query: str, texts: Sequence[str]) -> list[str]:
+        return self.windows(query, texts)
 
 
 def _lead(text: str, max_chars: int) -> str:

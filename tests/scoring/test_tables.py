@@ -1,33 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
 from ragtrim.errors import ConfigError
 from ragtrim.scoring.bm25 import BM25Scorer, tokenize_sentence
 from ragtrim.scoring.tables import TableRowsScorer, table_view
-
-
-class Recording:
-    """A model scorer that scores a text by its length and remembers what it read."""
-
-    name = "recording"
-
-    def __init__(self) -> None:
-        self.read: list[list[str]] = []
-        self.prefetched: list[list[str]] = []
-
-    def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        self.read.append(list(texts))
-        return [float(len(t)) for t in texts]
-
-    def prefetch(self, query: str, texts: Sequence[str]) -> None:
-        self.prefetched.append(list(texts))
-
-    def scripts_read(self) -> frozenset[str]:
-        return frozenset({"latin"})
-
+from tests.scoring.test_window import Recording
 
 LINES = [
     "|  | Year Ended February 28, |  |  |",
