@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from ragtrim._util.lru import bounded_cache, weigh_text_and_items
 from ragtrim._util.validate import Boolean, Constraints, Interval
 from ragtrim.components import component, register
 from ragtrim.scoring.bm25 import tokenize_sentence
@@ -35,20 +36,35 @@ def table_view(query_terms: frozenset[str], text: str, *, best_rows: int = 6, re
     A text that is not a table, or a table none of whose rows holds a query word, is returned unchanged."""
     if not query_terms or text.count("|") + text.count("\t") < MIN_TABLE_ROWS:
         return text
+    lead = _lead_lines(text, query_terms, best_rows)
+    if not lead:
+        return text
+    lines = text.split("\n")
+    shown = set(lead)
+    out = [*lead, *(i for i in range(len(lines)) if i not in shown)] if rest else lead
+    return "\n".join(lines[i] for i in out)
+
+
+@bounded_cache(max_entries=4096, weigh=weigh_text_and_items(16))
+def _lead_lines(text: str, query_terms: frozenset[str], best_rows: int) -> tuple[int, ...]:
+    """The line numbers a table's view starts with (``table_view``), or () for a text that is not a table or has no
+    matching row. Cached: the prefetch and the scoring call, and each scorer of a mix, read the same view's lead."""
     lines = text.split("\n")
     if sum(1 for line in lines if is_table_row(line)) < MIN_TABLE_ROWS:
-        return text
+        return ()
     found = [len(query_terms.intersection(tokenize_sentence(line.strip()))) if line.strip() else 0
              for line in lines]
     ranked = [i for i in sorted(range(len(lines)), key=lambda i: (-found[i], i)) if found[i] > 0][:best_rows]
     if not ranked:
-        return text
+        return ()
     deps = dependencies(lines)
     head = sorted({d for i in ranked for d in deps[i]} - set(ranked))
-    first = head + [i for i in ranked if i not in head]
-    shown = set(first)
-    out = first + ([i for i in range(len(lines)) if i not in shown] if rest else [])
-    return "\n".join(lines[i] for i in out)
+    return (*head, *(i for i in ranked if i not in head))
+
+
+def clear_table_cache() -> None:
+    """Forget the memoized table views (``ragtrim.caches.clear_caches`` calls this)."""
+    _lead_lines.cache_clear()
 
 
 @register("scorer", "table_rows")

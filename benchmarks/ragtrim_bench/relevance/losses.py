@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from ragtrim.errors import ConfigError
+from ragtrim.stages.compress import SentenceCompressor
 from ragtrim_bench.common.results import command_line, result_path, write_result
 from ragtrim_bench.relevance.columns import COLUMNS, Request, build_column
-from ragtrim_bench.relevance.matrix import answer_kept, budget_for, context_tokens
+from ragtrim_bench.relevance.matrix import answer_kept, budget_for, context_tokens, trim_input
 
 CAUSES = ("ranked out", "compressed out", "budget dropped", "answer cut", "other")
 
@@ -51,7 +52,7 @@ def classify(result: Any, gold_id: str) -> tuple[str, str]:
             continue
         if removal.reason in ("below_top_k", "low_relevance"):
             return "ranked out", removal.detail
-        if removal.action == "dropped" and removal.stage == "compress":
+        if removal.action == "dropped" and removal.stage == SentenceCompressor.name:
             return "compressed out", removal.detail
         if removal.action == "dropped":
             return "budget dropped", f"{removal.stage}: {removal.detail}"
@@ -85,7 +86,7 @@ def run(columns: Sequence[str], split: str, limit: int, scorer_name: str, ratios
         for request in reqs:
             rank = gold_rank(scorer, request)
             ranks[column].append(rank)
-            chunks = [{"text": t, "id": f"p{i}"} for i, t in enumerate(request.passages)]
+            chunks = trim_input(request, with_scores=False)
             tokens = context_tokens(request, counter)
             for ratio in ratios:
                 result = trim(chunks, query=request.question, budget=budget_for(tokens, ratio),
