@@ -98,7 +98,22 @@ class Chunk:
         return dataclasses.replace(self, text=text, token_count=token_count)
 
     def with_score(self, score: float | None) -> Chunk:
+        if type(score) is float and not math.isnan(score):  # a plain float (what scorers return): nothing to check
+            return self._copy(score=score)
         return dataclasses.replace(self, score=score)
+
+    def with_token_count(self, token_count: int) -> Chunk:
+        """A copy counted: ``token_count`` an int >= 0."""
+        if type(token_count) is int and token_count >= 0:
+            return self._copy(token_count=token_count)
+        return dataclasses.replace(self, token_count=token_count)
+
+    def _copy(self, **changes: Any) -> Chunk:
+        """A copy with ``changes`` that the caller has checked (the fields of a valid chunk need no second look)."""
+        new = object.__new__(Chunk)
+        for name in _CHUNK_FIELDS:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +124,9 @@ class Chunk:
             "pinned": self.pinned,
             "metadata": dict(self.metadata),
         }
+
+
+_CHUNK_FIELDS = tuple(f.name for f in dataclasses.fields(Chunk))
 
 
 @dataclass(frozen=True, slots=True)

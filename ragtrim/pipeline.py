@@ -259,7 +259,7 @@ def _verified_counts(
             ready = counted.get(c.text) if counted else None
             n = ready if ready is not None else counter.count(c.text)
         known[c.id] = (c.text, n)
-        out.append(c if c.token_count == n else dataclasses.replace(c, token_count=n))
+        out.append(c if c.token_count == n else c.with_token_count(n))
     return tuple(out)
 
 

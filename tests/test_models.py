@@ -29,6 +29,22 @@ class TestChunk:
         assert (d.text, d.token_count, d.id) == ("a", None, "1")
         assert c.token_count == 2
 
+    def test_copies_with_a_score_or_a_count_equal_a_checked_copy(self) -> None:
+        import numpy as np
+
+        c = Chunk(text="a b", id="1", metadata={"source": "x"}, pinned=True)
+        for score in (0.5, -2.0, math.inf, 3, np.float32(0.25), None):
+            assert c.with_score(score) == dataclasses.replace(c, score=score)
+            assert type(c.with_score(score).score) is type(dataclasses.replace(c, score=score).score)
+        assert c.with_token_count(7) == dataclasses.replace(c, token_count=7)
+        assert c.with_token_count(7).metadata is c.metadata and c.with_token_count(7).pinned
+        with pytest.raises(InputError, match="NaN"):
+            c.with_score(float("nan"))
+        with pytest.raises(InputError, match="token_count must be >= 0"):
+            c.with_token_count(-1)
+        with pytest.raises(InputError, match="token_count must be >= 0"):
+            c.with_token_count(True)
+
     @pytest.mark.parametrize(
         ("kwargs", "message"),
         [

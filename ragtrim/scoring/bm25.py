@@ -71,7 +71,7 @@ stops that need no space after them and the closers that follow a stop. None is 
 case-ignorable (so lower-casing's final-sigma rule cannot look across them)."""
 
 
-def prime_tokens(text: str, spans: Sequence[tuple[int, int]], *, stopwords: bool = True) -> None:
+def prime_tokens(text: str, spans: Sequence[tuple[int, int]], *, stopwords: bool = True, stem: bool = False) -> None:
     """Tokenize the sentences of ``text`` (``spans``: ``ragtrim.text.sentences.sentence_spans(text)``, which cover it
     without gaps) into the BM25 cache, and cache the whole text's tokens as their concatenation: the compression
     stage tokenizes every sentence anyway, and the relevance stage's BM25 over whole passages then costs one join
@@ -82,8 +82,13 @@ def prime_tokens(text: str, spans: Sequence[tuple[int, int]], *, stopwords: bool
     contains, so no token and no CJK bigram run spans a cut; NFKC of the text is NFKC of its sentences joined
     (``_nfkc_per_sentence``); lower-casing is per character, and its one context rule (final sigma) stops at
     whitespace and at those characters. A sentence of ASCII text takes the ASCII path and the whole text maybe the
-    script analyzer: both give the same tokens on ASCII text (a test compares them)."""
-    parts = [_tokens(text[a:b].strip(), stopwords) for a, b in spans]
+    script analyzer: both give the same tokens on ASCII text (a test compares them).
+
+    ``stem``: the stemmed tokens too (``_stemmed``, one word at a time), the whole text's as the join of its
+    sentences' wherever the plain join is exact."""
+    pieces = [text[a:b].strip() for a, b in spans]
+    parts = [_tokens(p, stopwords) for p in pieces]
+    stems = [_stemmed(p, stopwords) for p in pieces] if stem else None
     key = (text, stopwords)
     if not spans or _tokens.cache.get(key) is not None:
         return
@@ -95,6 +100,8 @@ def prime_tokens(text: str, spans: Sequence[tuple[int, int]], *, stopwords: bool
     if not _nfkc_per_sentence(text, spans):
         return
     _tokens.cache.put(key, tuple(chain.from_iterable(parts)))
+    if stems is not None and _stemmed.cache.get(key) is None:
+        _stemmed.cache.put(key, tuple(chain.from_iterable(stems)))
 
 
 def _nfkc_per_sentence(text: str, spans: Sequence[tuple[int, int]]) -> bool:

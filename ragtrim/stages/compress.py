@@ -179,7 +179,7 @@ class SentenceCompressor(Stage):
         scorer = get_scorer(self.scorer)
         if isinstance(scorer, BM25Scorer) and scorer.analyzer == "script":
             for c in plain:
-                prime_tokens(c.text, sentence_spans(c.text), stopwords=scorer.stopwords)
+                prime_tokens(c.text, sentence_spans(c.text), stopwords=scorer.stopwords, stem=scorer.stem)
         for s in self._split(plain, counter):
             # Counting every sentence costs more than counting the few ``run`` needs, unless this thread would
             # otherwise wait for the model.

@@ -39,7 +39,7 @@ _YEAR_LABEL = re.compile(r"^(?:FY\s?|Fiscal\s)?(?:19|20)\d{2}(?:\s?[/-]\s?(?:19|
 
 def is_table_row(unit: str) -> bool:
     """A Markdown or pipe table row (starts with ``|``) or a tab-separated row."""
-    return bool(_PIPE_ROW.match(unit) or _TAB_ROW.match(unit))
+    return ("|" in unit or "\t" in unit) and bool(_PIPE_ROW.match(unit) or _TAB_ROW.match(unit))
 
 
 def cells(row: str) -> list[str]:

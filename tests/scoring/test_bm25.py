@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ragtrim.errors import ConfigError, InputError
 from ragtrim.scoring.bm25 import BM25Scorer, bm25_okapi, prime_tokens, query_text, tokenize
+from ragtrim.text.stem import light_stem
 
 
 class TestTokenize:
@@ -146,8 +147,24 @@ class TestPrimeTokens:
         from ragtrim.text.sentences import sentence_spans
 
         bm25.clear_tokenizer_cache()
-        prime_tokens(text, sentence_spans(text), stopwords=stopwords)
+        prime_tokens(text, sentence_spans(text), stopwords=stopwords, stem=True)
         assert tokenize(text, stopwords=stopwords) == list(bm25._tokens._fn(text, stopwords))
+        assert tokenize(text, stopwords=stopwords, stem=True) == [light_stem(t) for t in
+                                                                 bm25._tokens._fn(text, stopwords)]
+
+    def test_primes_stems_as_the_join_of_the_sentences_stems(self) -> None:
+        from ragtrim.scoring import bm25
+        from ragtrim.text.sentences import sentence_spans
+
+        bm25.clear_tokenizer_cache()
+        text = "The clauses governed the parties. Transfers are prohibited."
+        prime_tokens(text, sentence_spans(text), stem=True)
+        assert bm25._stemmed.cache.get((text, True)) == ("claus", "govern", "party", "transfer", "prohibit")
+        bm25.clear_tokenizer_cache()
+        prime_tokens(text, sentence_spans(text))  # stems only when asked
+        assert bm25._stemmed.cache.get((text, True)) is None
+        prime_tokens("alpha beta", [(0, 3), (3, 10)], stem=True)  # no exact join of tokens: no join of stems either
+        assert bm25._stemmed.cache.get(("alpha beta", True)) is None
 
     def test_primes_a_plain_passage_and_declines_cuts_inside_words(self) -> None:
         from ragtrim.scoring import bm25
