@@ -118,7 +118,8 @@ class SentenceCompressor(Stage):
         sentences_per_chunk: without a target, the number of best sentences each chunk keeps.
         context_sentences, context_weight: how far and how strongly a sentence's priority spills to neighbours.
         chunk_weight: weight of the chunk's own relevance in each sentence's priority, in [0, 1].
-        answer_hint_weight: bonus for sentences with a date ("when" questions) or a number ("how many").
+        answer_hint_weight: bonus for sentences with a date ("when" questions) or a number ("how many"), read
+            with the units the sentence depends on (a table row's header rows hold its years).
         separator: joins non-adjacent kept sentences (a blank separator becomes a line break before a kept unit
             that starts a line, such as a table row or a list item).
         truncate: with a target, when the best sentence alone is longer than the room left, cut it to the run of
@@ -217,7 +218,7 @@ class SentenceCompressor(Stage):
             own = (1 - self.chunk_weight) * own + self.chunk_weight * per_chunk[[s.chunk for s in sentences]]
         # The answer hint counts as far as the sentence, or its neighbour, matches the query: a year in a sentence
         # that shares nothing with the question must not tie with the sentence that answers it.
-        own = self._plus_hint(query, own, [s.text for s in sentences], self._with_context(match, sentences))
+        own = self._plus_hint(query, own, self._hint_texts(sentences, texts), self._with_context(match, sentences))
         return self._with_context(own, sentences)
 
     def _with_context(self, own: np.ndarray, sentences: list[_Sentence]) -> np.ndarray:
@@ -364,6 +365,12 @@ class SentenceCompressor(Stage):
         """Parts of one sentence rated as sentences are (min-max scaled ``scorer`` score plus the answer hint)."""
         own = min_max(np.asarray(get_scorer(self.scorer).score(query, pieces), dtype=np.float64))
         return [float(x) for x in self._plus_hint(query, own, pieces, own)]
+
+    @staticmethod
+    def _hint_texts(sentences: list[_Sentence], with_dependencies: list[str]) -> list[str]:
+        """What the answer hint reads of each sentence: the sentence with the units it depends on, as it was
+        scored (the years of "| Total | 115.0 | 120.7 |" are in its header row)."""
+        return with_dependencies
 
     def _plus_hint(self, query: str, own: np.ndarray, texts: list[str], match: np.ndarray) -> np.ndarray:
         """``own`` plus ``answer_hint_weight`` times ``match`` (in [0, 1]: how well the text, or its neighbour,

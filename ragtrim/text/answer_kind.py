@@ -24,13 +24,16 @@ _TIME = re.compile(
 """A clock time or a weekday: "When does the ferry leave?" asks for one as often as "when was it built" asks for a
 year."""
 _DIGIT = re.compile(r"\d")
-_WHEN = re.compile(r"^\s*(when\b|what (year|date|day|time|century)|which year|how long ago)", re.IGNORECASE)
+_WHEN = re.compile(r"^\s*(?:(?:in|during|for|by) )?(when\b|what (year|date|day|time|century)|which year|how long ago)",
+                   re.IGNORECASE)
+"""A question for a date, at its start, maybe after a preposition ("In which year was ... larger?")."""
 _HOW_MANY = re.compile(r"\b(how (many|much|long|old|far|tall|big|high|deep|fast)|what (number|percentage|age))\b",
                        re.IGNORECASE)
 
 
 def answer_kind(query: str) -> Literal["date", "number"] | None:
-    """The kind of value a factoid question asks for: ``"date"`` ("when ..."), ``"number"`` ("how many ..."), or None."""
+    """The kind of value a factoid question asks for: ``"date"`` ("when ...", "in which year ..."), ``"number"``
+    ("how many ..."), or None."""
     if _WHEN.search(query):
         return "date"
     if _HOW_MANY.search(query):

@@ -210,6 +210,23 @@ class TestWhenQuestions:
         assert r.text == "The Borealis is the old ferry of the island line. It sails at 09:40."
 
 
+def test_a_question_for_a_year_may_start_with_a_preposition() -> None:
+    for q in ("In which year was the total larger?", "during what year did it open", "For which year is it shown?"):
+        assert answer_kind(q) == "date", q
+    assert answer_kind("In the annual report, which segment grew?") is None
+
+
+def test_the_hint_reads_a_table_row_with_its_header() -> None:
+    """"In which year ..." asks for a year; a row's years are in its header, and the row holding the answer gets the
+    hint through it, ahead of a sentence that names the same words but no year."""
+    table = "| | 2019 | 2018 |\n| Total deferred tax assets | 115.0 | 120.7 |"
+    prose = "Total deferred tax assets are assessed each period, and deferred tax assets are kept under review."
+    chunks = [{"id": "t", "text": table}, {"id": "p", "text": prose}]
+    kept = run([SentenceCompressor(max_tokens=20, context_weight=0.0, chunk_weight=0.0, answer_hint_weight=1.0)],
+               chunks, query="In which year was the total deferred tax assets larger?").text
+    assert "115.0" in kept and "assessed" not in kept
+
+
 def test_answer_kind_is_parsed_once_per_query() -> None:
     assert (answer_kind("When did it open?"), answer_kind("how many moons"), answer_kind("who wrote it")) == (
         "date", "number", None)

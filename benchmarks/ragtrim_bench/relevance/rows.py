@@ -151,3 +151,40 @@ def whole_tables() -> Row:
 
     return _default_with(balanced_scorer(tables=False), "whole-tables",
                          "the default without the table view: tables read from their first row")
+
+
+def own_text_hint() -> Row:
+    """The default with the compressor's answer hint as it was: read on a unit's own text (a table row without its
+    header's years), and "which year" recognised only at the question's very start (not "In which year ...").
+    Name it as ``ragtrim_bench.relevance.rows:own_text_hint``."""
+    import re
+
+    import numpy as np
+
+    from ragtrim import Pipeline, trim
+    from ragtrim.api import default_stages
+    from ragtrim.stages.compress import SentenceCompressor
+    from ragtrim.text.answer_kind import _HOW_MANY, answer_kind, holds_kind
+
+    old_when = re.compile(r"^\s*(when\b|what (year|date|day|time|century)|which year|how long ago)", re.IGNORECASE)
+
+    class OwnTextHint(SentenceCompressor):
+        @staticmethod
+        def _hint_texts(sentences: list[Any], with_dependencies: list[str]) -> list[str]:
+            return [s.text for s in sentences]
+
+        def _plus_hint(self, query: str, own: np.ndarray, texts: list[str], match: np.ndarray) -> np.ndarray:
+            if answer_kind(query) != "date" or old_when.search(query):
+                return super()._plus_hint(query, own, texts, match)
+            if self.answer_hint_weight <= 0 or not _HOW_MANY.search(query):  # the old rule's kind: a number or none
+                return own
+            out: np.ndarray = own + self.answer_hint_weight * match * np.array([holds_kind("number", t) for t in texts])
+            return out
+
+    def run(chunks: Chunks, query: str, budget: int) -> str:
+        stages = [OwnTextHint(**s.get_params()) if isinstance(s, SentenceCompressor) else s
+                  for s in default_stages(budget=budget)]
+        return trim(chunks, query=query, pipeline=Pipeline(stages)).text
+
+    return Row("own-text-hint", run, "the default with the answer hint read on a unit's own text, \"which year\" only "
+               "at the question's start")

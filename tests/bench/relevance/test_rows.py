@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragtrim import get_counter
+from ragtrim_bench.relevance.columns import build_column
+from ragtrim_bench.relevance.matrix import answer_kept, budget_for, context_tokens, trim_input
+from ragtrim_bench.relevance.rows import own_text_hint, resolve_rows
+
+# A TAT-QA dev request whose answer (a year) is only in the header of the row that answers it.
+YEAR_IN_HEADER = "b2d71998bec64fb234c7b0f93a8ed6d3"
+
+
+@pytest.mark.model
+def test_own_text_hint_is_the_default_with_the_hint_as_it_was(shared_data: Path) -> None:
+    """"In which year was the total deferred tax assets larger?": the default's hint reads the answering row with
+    its header's years and keeps the answer at 4x; the row as it was reads the row alone and loses it."""
+    request = next(r for r in build_column("tatqa", "dev", limit=400, seed=0) if r.id == YEAR_IN_HEADER)
+    budget = budget_for(context_tokens(request, get_counter(None)), 4)
+    chunks = trim_input(request, with_scores=False)
+    (default,) = resolve_rows(["default"])
+    assert answer_kept(request.answers, default.trim(chunks, request.question, budget))
+    assert not answer_kept(request.answers, own_text_hint().trim(chunks, request.question, budget))
+    assert [r.name for r in resolve_rows(["ragtrim_bench.relevance.rows:own_text_hint"])] == ["own-text-hint"]
