@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,7 @@ def _worker_args(config: CostAbConfig) -> list[str]:
 
 def run_worker(root: Path, config: CostAbConfig) -> dict[str, Any]:
     """One worker process whose ``ragtrim`` is the package under ``root``; its measurements."""
-    bench_root = Path(__file__).resolve().parents[2]
+    bench_root = _package_root("ragtrim_bench")
     # The caller's path stays (where dependencies may lie) except folders holding another ragtrim; the vector store
     # is off: a stored vector would make a "cold" trim warm.
     kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
@@ -112,6 +113,11 @@ def run_worker(root: Path, config: CostAbConfig) -> dict[str, Any]:
     if not Path(body["ragtrim"]).resolve().is_relative_to(root.resolve()):
         raise RuntimeError(f"the worker for {root} imported ragtrim from {body['ragtrim']}")
     return body
+
+
+def _package_root(package: str) -> Path:
+    """The folder that holds ``package`` as this process imports it."""
+    return Path(str(resources.files(package))).resolve().parent
 
 
 # -- the run: rounds of both sides -------------------------------------------------------------------------------------
@@ -159,9 +165,7 @@ def compare(by_side: Mapping[str, Sequence[Mapping[str, Any]]], scorers: Sequenc
 def run(config: CostAbConfig, progress: bool = True, ref_root: Path | None = None) -> dict[str, Any]:
     """``ref_root``: a folder that holds the revision's ``ragtrim`` package already (on a machine without the git
     history); ``config.ref`` then only names it."""
-    import ragtrim
-
-    checkout = Path(ragtrim.__file__).resolve().parents[1]
+    checkout = _package_root("ragtrim")
     by_side: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragtrim-cost-ab-") as tmp:
