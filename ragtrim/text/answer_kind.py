@@ -31,12 +31,16 @@ _HOW_MANY = re.compile(r"\b(how (many|much|long|old|far|tall|big|high|deep|fast)
                        re.IGNORECASE)
 
 
+_WHAT_IN_YEAR = re.compile(r"^\s*what (?:was|were|is|are) the\b.*\b(?:19|20)\d{2}\b", re.IGNORECASE)
+"""A question for a figure of a year: "What was the total revenue in 2017?" (finance reports ask this way)."""
+
+
 def answer_kind(query: str) -> Literal["date", "number"] | None:
     """The kind of value a factoid question asks for: ``"date"`` ("when ...", "in which year ..."), ``"number"``
-    ("how many ..."), or None."""
+    ("how many ...", "what was the ... in 2017?"), or None."""
     if _WHEN.search(query):
         return "date"
-    if _HOW_MANY.search(query):
+    if _HOW_MANY.search(query) or _WHAT_IN_YEAR.search(query):
         return "number"
     return None
 

@@ -227,6 +227,13 @@ def test_the_hint_reads_a_table_row_with_its_header() -> None:
     assert "115.0" in kept and "assessed" not in kept
 
 
+def test_a_question_for_a_figure_of_a_year_asks_for_a_number() -> None:
+    assert answer_kind("What was the total revenue in 2017?") == "number"
+    assert answer_kind("what is the net income for fiscal 2019") == "number"
+    assert answer_kind("What was the total revenue?") is None  # no year: not only figures answer it
+    assert answer_kind("In which year was revenue larger than in 2017?") == "date"
+
+
 def test_answer_kind_is_parsed_once_per_query() -> None:
     assert (answer_kind("When did it open?"), answer_kind("how many moons"), answer_kind("who wrote it")) == (
         "date", "number", None)

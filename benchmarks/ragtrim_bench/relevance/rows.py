@@ -154,9 +154,9 @@ def whole_tables() -> Row:
 
 
 def own_text_hint() -> Row:
-    """The default with the compressor's answer hint as it was: read on a unit's own text (a table row without its
-    header's years), and "which year" recognised only at the question's very start (not "In which year ...").
-    Name it as ``ragtrim_bench.relevance.rows:own_text_hint``."""
+    """The default with the compressor's answer hint read on a unit's own text (a table row without its header's
+    years) and "which year" recognised only at the question's very start (not "In which year ..."); the rest of
+    the hint as the default's. Name it as ``ragtrim_bench.relevance.rows:own_text_hint``."""
     import re
 
     import numpy as np
@@ -188,3 +188,27 @@ def own_text_hint() -> Row:
 
     return Row("own-text-hint", run, "the default with the answer hint read on a unit's own text, \"which year\" only "
                "at the question's start")
+
+
+def no_year_figure_hint() -> Row:
+    """The default without the number hint on "What was the ... in <year>?" questions (no kind for them, as before
+    it). Name it as ``ragtrim_bench.relevance.rows:no_year_figure_hint``."""
+    import numpy as np
+
+    from ragtrim import Pipeline, trim
+    from ragtrim.api import default_stages
+    from ragtrim.stages.compress import SentenceCompressor
+    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR, answer_kind
+
+    class NoYearFigureHint(SentenceCompressor):
+        def _plus_hint(self, query: str, own: np.ndarray, texts: list[str], match: np.ndarray) -> np.ndarray:
+            if answer_kind(query) == "number" and _WHAT_IN_YEAR.search(query) and not _HOW_MANY.search(query):
+                return own
+            return super()._plus_hint(query, own, texts, match)
+
+    def run(chunks: Chunks, query: str, budget: int) -> str:
+        stages = [NoYearFigureHint(**s.get_params()) if isinstance(s, SentenceCompressor) else s
+                  for s in default_stages(budget=budget)]
+        return trim(chunks, query=query, pipeline=Pipeline(stages)).text
+
+    return Row("no-year-figure-hint", run, "the default without the number hint on \"What was the ... in <year>?\"")
