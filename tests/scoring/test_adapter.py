@@ -174,7 +174,7 @@ class TestEmbedderWithAdapter:
 class TestWithMiniLM:
     def test_balanced_qa_trims_and_names_its_adapter(self) -> None:
         from ragtrim import trim
-        from ragtrim.scoring.auto import choose
+        from ragtrim.scoring.auto import balanced_scorer, choose
 
         if choose().scorer != "balanced":
             pytest.skip(f"scorer='auto' is {choose().scorer!r} here ({choose().reason})")
@@ -187,8 +187,11 @@ class TestWithMiniLM:
         again = trim(chunks, query=query, budget=20, scorer="balanced-qa")
         assert first.text == again.text
         assert "New York" in first.text
-        adapted, plain = get_scorer("balanced-qa").score(query, chunks), get_scorer("balanced").score(query, chunks)
-        assert adapted != plain  # the map moves the scores
+        # the map moves the scores (against MiniLM's plain query vector: the default maps a query this long too)
+        adapted = get_scorer("balanced-qa").score(query, chunks)
+        plain = balanced_scorer(query_adapter=None).score(query, chunks)
+        assert adapted != plain
+        assert get_scorer("balanced").score(query, chunks) == adapted  # a query of more than 20 words
         assert max(range(3), key=lambda i: adapted[i]) == 0
 
 
