@@ -26,7 +26,7 @@ from ragtrim.scoring.bm25 import BM25Scorer, prime_tokens
 from ragtrim.scoring.hybrid import min_max
 from ragtrim.scoring.registry import get_scorer, scorer_param
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
-from ragtrim.text.answer_kind import answer_hint, answer_kind, holds_kind
+from ragtrim.text.answer_kind import AnswerKind, answer_hint, answer_kind, holds_kind
 from ragtrim.text.clauses import clause_spans
 from ragtrim.text.sentences import normalize_text, sentence_spans
 from ragtrim.text.structure import closed_under, dependencies, is_table_row, neighbour_max
@@ -372,12 +372,17 @@ class SentenceCompressor(Stage):
         scored (the years of "| Total | 115.0 | 120.7 |" are in its header row)."""
         return with_dependencies
 
+    @staticmethod
+    def _answer_kind(query: str) -> AnswerKind | None:
+        """The kind of value the question asks for (``ragtrim.text.answer_kind``)."""
+        return answer_kind(query)
+
     def _plus_hint(self, query: str, own: np.ndarray, texts: list[str], match: np.ndarray) -> np.ndarray:
         """``own`` plus ``answer_hint_weight`` times ``match`` (in [0, 1]: how well the text, or its neighbour,
         matches the query) for each text that holds the kind of value the question asks for."""
         if self.answer_hint_weight <= 0:
             return own
-        kind = answer_kind(query)  # the query is parsed once, not once per text
+        kind = self._answer_kind(query)  # the query is parsed once, not once per text
         if kind is None:
             return own
         out: np.ndarray = own + self.answer_hint_weight * match * np.array([holds_kind(kind, t) for t in texts])

@@ -35,7 +35,11 @@ _WHAT_IN_YEAR = re.compile(r"^\s*what (?:was|were|is|are) the\b.*\b(?:19|20)\d{2
 """A question for a figure of a year: "What was the total revenue in 2017?" (finance reports ask this way)."""
 
 
-def answer_kind(query: str) -> Literal["date", "number"] | None:
+AnswerKind = Literal["date", "number"]
+"""What a factoid question asks for: a date or a number."""
+
+
+def answer_kind(query: str) -> AnswerKind | None:
     """The kind of value a factoid question asks for: ``"date"`` ("when ...", "in which year ..."), ``"number"``
     ("how many ...", "what was the ... in 2017?"), or None."""
     if _WHEN.search(query):
@@ -45,7 +49,7 @@ def answer_kind(query: str) -> Literal["date", "number"] | None:
     return None
 
 
-def holds_kind(kind: Literal["date", "number"] | None, sentence: str) -> float:
+def holds_kind(kind: AnswerKind | None, sentence: str) -> float:
     """1.0 when ``sentence`` holds a value of ``kind`` (a year, a month, a clock time or a weekday for dates, a digit
     for numbers), else 0.0."""
     if kind == "date":

@@ -32,7 +32,7 @@ from typing import Any
 from ragtrim.errors import ConfigError
 from ragtrim_bench.common.results import command_line, result_path, write_result
 from ragtrim_bench.common.stats import mean, percentile
-from ragtrim_bench.relevance.columns import COLUMNS, Split, build_column
+from ragtrim_bench.relevance.columns import COLUMNS, Split
 
 SIDES = ("checkout", "ref")
 WORKER_TIMEOUT_S = 1800
@@ -66,20 +66,10 @@ def measure_all(config: CostAbConfig) -> dict[str, Any]:
     """Every request cold for every scorer (turns alternating per request), after one warm-up per scorer and column:
     ``{"ragtrim": its file, "requests": [ids], "wall_ms"/"cpu_ms": {scorer: [per request]}}``."""
     import ragtrim
-    from ragtrim import get_counter
-    from ragtrim.api import default_pipeline
-    from ragtrim_bench.pipeline.stage_cost import measure_one
-    from ragtrim_bench.relevance.matrix import budget_for, context_tokens
+    from ragtrim_bench.pipeline.stage_cost import budgeted_requests, measure_one, warm_up
 
-    counter = get_counter(None)
-    requests = [(r, budget_for(context_tokens(r, counter), config.ratio))
-                for c in config.columns for r in build_column(c, config.split, limit=config.limit, seed=config.seed)]
-    for scorer in config.scorers:
-        for column in config.columns:
-            request, budget = next((r, b) for r, b in requests if r.column == column)
-            pipe = default_pipeline(budget=budget, scorer=scorer)  # type: ignore[arg-type]
-            pipe.warm_up()
-            pipe.run([{"text": t, "id": f"p{i}"} for i, t in enumerate(request.passages)], query=request.question)
+    requests = budgeted_requests(config.columns, config.split, config.limit, config.seed, config.ratio)
+    warm_up(config.scorers, requests)
     wall: dict[str, list[float]] = {s: [] for s in config.scorers}
     cpu: dict[str, list[float]] = {s: [] for s in config.scorers}
     for k, (request, budget) in enumerate(requests):

@@ -191,21 +191,33 @@ def summary(rows: Sequence[Measured]) -> dict[str, Any]:
             "phases": phase_table(rows)}
 
 
-def run(config: StageCostConfig, progress: bool = True) -> dict[str, Any]:
+def budgeted_requests(columns: Sequence[str], split: Split, limit: int, seed: int,
+                      ratio: int) -> list[tuple[Request, int]]:
+    """Each column's requests with the budget the quality matrix gives them at ``ratio``."""
     from ragtrim import get_counter
-    from ragtrim.api import default_pipeline
     from ragtrim_bench.relevance.matrix import budget_for, context_tokens
 
-    load_at_start = os.getloadavg()
     counter = get_counter(None)
-    requests = [(r, budget_for(context_tokens(r, counter), config.ratio))
-                for c in config.columns for r in build_column(c, config.split, limit=config.limit, seed=config.seed)]
-    for scorer in config.scorers:  # load and warm every model once, on every column's first request
-        for column in config.columns:
-            first = next((r, b) for r, b in requests if r.column == column)
-            pipe = default_pipeline(budget=first[1], scorer=scorer)  # type: ignore[arg-type]
+    return [(r, budget_for(context_tokens(r, counter), ratio))
+            for c in columns for r in build_column(c, split, limit=limit, seed=seed)]
+
+
+def warm_up(scorers: Sequence[str], requests: Sequence[tuple[Request, int]]) -> None:
+    """Load and warm every scorer's models once, on each column's first request (outside any timing)."""
+    from ragtrim.api import default_pipeline
+
+    for scorer in scorers:
+        for column in dict.fromkeys(r.column for r, _ in requests):
+            request, budget = next((r, b) for r, b in requests if r.column == column)
+            pipe = default_pipeline(budget=budget, scorer=scorer)  # type: ignore[arg-type]
             pipe.warm_up()
-            pipe.run([{"text": t, "id": f"p{i}"} for i, t in enumerate(first[0].passages)], query=first[0].question)
+            pipe.run([{"text": t, "id": f"p{i}"} for i, t in enumerate(request.passages)], query=request.question)
+
+
+def run(config: StageCostConfig, progress: bool = True) -> dict[str, Any]:
+    load_at_start = os.getloadavg()
+    requests = budgeted_requests(config.columns, config.split, config.limit, config.seed, config.ratio)
+    warm_up(config.scorers, requests)
     measured: list[Measured] = []
     started = time.perf_counter()
     for k, (request, budget) in enumerate(requests):

@@ -153,18 +153,29 @@ def whole_tables() -> Row:
                          "the default without the table view: tables read from their first row")
 
 
+def _default_with_compressor(compressor: type[Any], name: str, about: str) -> Row:
+    """The default pipeline with its compression stage made by ``compressor`` (a ``SentenceCompressor`` subclass)
+    from the same parameters."""
+    from ragtrim import Pipeline, trim
+    from ragtrim.api import default_stages
+    from ragtrim.stages.compress import SentenceCompressor
+
+    def run(chunks: Chunks, query: str, budget: int) -> str:
+        stages = [compressor(**s.get_params()) if isinstance(s, SentenceCompressor) else s
+                  for s in default_stages(budget=budget)]
+        return trim(chunks, query=query, pipeline=Pipeline(stages)).text
+
+    return Row(name, run, about)
+
+
 def own_text_hint() -> Row:
     """The default with the compressor's answer hint read on a unit's own text (a table row without its header's
     years) and "which year" recognised only at the question's very start (not "In which year ..."); the rest of
     the hint as the default's. Name it as ``ragtrim_bench.relevance.rows:own_text_hint``."""
     import re
 
-    import numpy as np
-
-    from ragtrim import Pipeline, trim
-    from ragtrim.api import default_stages
     from ragtrim.stages.compress import SentenceCompressor
-    from ragtrim.text.answer_kind import _HOW_MANY, answer_kind, holds_kind
+    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR, AnswerKind, answer_kind
 
     old_when = re.compile(r"^\s*(when\b|what (year|date|day|time|century)|which year|how long ago)", re.IGNORECASE)
 
@@ -173,42 +184,30 @@ def own_text_hint() -> Row:
         def _hint_texts(sentences: list[Any], with_dependencies: list[str]) -> list[str]:
             return [s.text for s in sentences]
 
-        def _plus_hint(self, query: str, own: np.ndarray, texts: list[str], match: np.ndarray) -> np.ndarray:
-            if answer_kind(query) != "date" or old_when.search(query):
-                return super()._plus_hint(query, own, texts, match)
-            if self.answer_hint_weight <= 0 or not _HOW_MANY.search(query):  # the old rule's kind: a number or none
-                return own
-            out: np.ndarray = own + self.answer_hint_weight * match * np.array([holds_kind("number", t) for t in texts])
-            return out
+        @staticmethod
+        def _answer_kind(query: str) -> AnswerKind | None:
+            kind = answer_kind(query)
+            if kind == "date" and not old_when.search(query):  # "In which year ...": the old rule's next question
+                return "number" if _HOW_MANY.search(query) or _WHAT_IN_YEAR.search(query) else None
+            return kind
 
-    def run(chunks: Chunks, query: str, budget: int) -> str:
-        stages = [OwnTextHint(**s.get_params()) if isinstance(s, SentenceCompressor) else s
-                  for s in default_stages(budget=budget)]
-        return trim(chunks, query=query, pipeline=Pipeline(stages)).text
-
-    return Row("own-text-hint", run, "the default with the answer hint read on a unit's own text, \"which year\" only "
-               "at the question's start")
+    return _default_with_compressor(OwnTextHint, "own-text-hint", "the default with the answer hint read on a "
+                                    "unit's own text, \"which year\" only at the question's start")
 
 
 def no_year_figure_hint() -> Row:
     """The default without the number hint on "What was the ... in <year>?" questions (no kind for them, as before
     it). Name it as ``ragtrim_bench.relevance.rows:no_year_figure_hint``."""
-    import numpy as np
-
-    from ragtrim import Pipeline, trim
-    from ragtrim.api import default_stages
     from ragtrim.stages.compress import SentenceCompressor
-    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR, answer_kind
+    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR, AnswerKind, answer_kind
 
     class NoYearFigureHint(SentenceCompressor):
-        def _plus_hint(self, query: str, own: np.ndarray, texts: list[str], match: np.ndarray) -> np.ndarray:
-            if answer_kind(query) == "number" and _WHAT_IN_YEAR.search(query) and not _HOW_MANY.search(query):
-                return own
-            return super()._plus_hint(query, own, texts, match)
+        @staticmethod
+        def _answer_kind(query: str) -> AnswerKind | None:
+            kind = answer_kind(query)
+            if kind == "number" and _WHAT_IN_YEAR.search(query) and not _HOW_MANY.search(query):
+                return None
+            return kind
 
-    def run(chunks: Chunks, query: str, budget: int) -> str:
-        stages = [NoYearFigureHint(**s.get_params()) if isinstance(s, SentenceCompressor) else s
-                  for s in default_stages(budget=budget)]
-        return trim(chunks, query=query, pipeline=Pipeline(stages)).text
-
-    return Row("no-year-figure-hint", run, "the default without the number hint on \"What was the ... in <year>?\"")
+    return _default_with_compressor(NoYearFigureHint, "no-year-figure-hint",
+                                    "the default without the number hint on \"What was the ... in <year>?\"")
