@@ -169,8 +169,8 @@ class TestConfigsWrittenBeforeTheRegistry:
     scheme; such configs must still load."""
 
     ADDED_SINCE: ClassVar[dict[str, dict[str, Any]]] = {"dedup": {"shingle_chars": 6, "keep_differing_values": True},
-                                                         "compress": {"truncate": True}}
-    """Parameters added after v0.1 (issues 23 and 24): an old config gets them at their defaults."""
+                                                         "compress": {"truncate": True, "lookup_weight": 0.5}}
+    """Parameters added after v0.1: an old config gets them at their defaults."""
 
     @pytest.mark.parametrize("key", ["default_budget_500_with_history", "hybrid_gap_whitespace"])
     def test_load_unchanged(self, saved: dict[str, Any], key: str) -> None:

@@ -26,10 +26,10 @@ from ragtrim.scoring.bm25 import BM25Scorer, prime_tokens
 from ragtrim.scoring.hybrid import min_max
 from ragtrim.scoring.registry import get_scorer, scorer_param
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
-from ragtrim.text.answer_kind import AnswerKind, answer_hint, answer_kind, holds_kind
+from ragtrim.text.answer_kind import AnswerKind, answer_hint, answer_kind, holds_kind, lookup_matches
 from ragtrim.text.clauses import clause_spans
 from ragtrim.text.sentences import normalize_text, sentence_spans
-from ragtrim.text.structure import closed_under, dependencies, is_table_row, neighbour_max
+from ragtrim.text.structure import closed_under, dependencies, is_table_row, neighbour_max, starts_line
 from ragtrim.text.tokens import TokenCounter, count_at_least
 
 __all__ = ["SentenceCompressor", "answer_hint", "answer_kind", "clause_spans", "clear_sentence_cache", "holds_kind"]
@@ -66,16 +66,6 @@ def _chunk_ranges(sentences: list[_Sentence]) -> dict[int, tuple[int, int]]:
 
 _WINDOW_LOOP_MAX = 8
 """Up to this ``context_sentences`` the neighbours are visited one by one; above it, by sliding maxima."""
-
-
-def _starts_line(text: str, pos: int) -> bool:
-    """True when the whitespace before ``pos`` holds a line break (a sentence span starts after its whitespace)."""
-    i = pos - 1
-    while i >= 0 and text[i].isspace():
-        if text[i] == "\n":
-            return True
-        i -= 1
-    return False
 
 
 @bounded_cache(max_entries=16384, weigh=weigh_text_and_items(120))
@@ -120,6 +110,8 @@ class SentenceCompressor(Stage):
         chunk_weight: weight of the chunk's own relevance in each sentence's priority, in [0, 1].
         answer_hint_weight: bonus for sentences with a date ("when" questions) or a number ("how many"), read
             with the units the sentence depends on (a table row's header rows hold its years).
+        lookup_weight: bonus for the table row a question naming a year looks up, times how well the row's label
+            matches the question (``ragtrim.text.answer_kind.lookup_matches``; one row per table).
         separator: joins non-adjacent kept sentences (a blank separator becomes a line break before a kept unit
             that starts a line, such as a table row or a list item).
         truncate: with a target, when the best sentence alone is longer than the room left, cut it to the run of
@@ -144,6 +136,7 @@ class SentenceCompressor(Stage):
         "context_weight": [Interval(float, 0.0, 1.0)],
         "chunk_weight": [Interval(float, 0.0, 1.0)],
         "answer_hint_weight": [Interval(float, 0.0, None)],
+        "lookup_weight": [Interval(float, 0.0, None)],
         "separator": [Text("a str", allow_empty=True)],
         "truncate": [Boolean()],
     }
@@ -156,6 +149,7 @@ class SentenceCompressor(Stage):
     context_weight: float = 0.5
     chunk_weight: float = 0.7
     answer_hint_weight: float = 0.3
+    lookup_weight: float = 0.5
     separator: str = " "
     truncate: bool = True
 
@@ -219,7 +213,11 @@ class SentenceCompressor(Stage):
         # The answer hint counts as far as the sentence, or its neighbour, matches the query: a year in a sentence
         # that shares nothing with the question must not tie with the sentence that answers it.
         own = self._plus_hint(query, own, self._hint_texts(sentences, texts), self._with_context(match, sentences))
-        return self._with_context(own, sentences)
+        prio = self._with_context(own, sentences)
+        if self.lookup_weight > 0:  # the looked-up row's own bonus: it does not spill to its neighbours
+            prio += self.lookup_weight * np.asarray(lookup_matches(query, [s.text for s in sentences], texts,
+                                                                   [s.chunk for s in sentences]))
+        return prio
 
     def _with_context(self, own: np.ndarray, sentences: list[_Sentence]) -> np.ndarray:
         """Each value raised to ``context_weight`` times the best of its neighbours (within ``context_sentences``,
@@ -442,7 +440,7 @@ class SentenceCompressor(Stage):
         line_sep = "\n" if not self.separator.strip() else self.separator
         parts = [text[runs[0][0]:runs[0][1]].strip()]
         for (_, _, open_end), (a, b, _) in itertools.pairwise(runs):
-            parts.append(line_sep if open_end or _starts_line(text, a) else self.separator)
+            parts.append(line_sep if open_end or starts_line(text, a) else self.separator)
             parts.append(text[a:b].strip())
         return "".join(parts)
 

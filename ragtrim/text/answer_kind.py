@@ -3,12 +3,20 @@
 "When ..." asks for a date (a year, a month, a clock time, a weekday), "how many ..." for a number. Cheap regular
 expressions, no model: a prior that breaks near-ties between sentences that match the question, never a match of
 its own (``ragtrim.stages.compress`` scales it by the sentence's query match).
+
+``lookup_matches`` reads a question that names a year as a table lookup ("What was the revenue in 2019?": the cell
+in the row "Revenue" under the column "2019"), for the compressor's lookup bonus.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Literal
+
+from ragtrim.text.stem import light_stem
+from ragtrim.text.stopwords import STOPWORDS
+from ragtrim.text.structure import cells, is_table_row
 
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
 _MONTH = re.compile(
@@ -63,3 +71,45 @@ def answer_hint(query: str, sentence: str) -> float:
     """1.0 when the sentence holds the kind of value the question asks for (a date for "when", a number for
     "how many"), else 0.0. A cheap answer-type prior for factoid questions; 0.0 for other questions."""
     return holds_kind(answer_kind(query), sentence)
+
+
+_LOOKUP_YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
+_LETTERS = re.compile(r"[^\W\d_]+")
+
+
+def _content_words(text: str) -> set[str]:
+    return {light_stem(w) for w in _LETTERS.findall(text.lower()) if w not in STOPWORDS}
+
+
+def _row_label(row: str) -> str:
+    """A table row's label: its first cell with a letter in it ("| Net income | 52,982 |" -> "Net income")."""
+    return next((c for c in cells(row) if any(ch.isalpha() for ch in c)), "")
+
+
+def lookup_matches(query: str, units: Sequence[str], with_dependencies: Sequence[str],
+                   tables: Sequence[int]) -> list[float]:
+    """How well each unit answers ``query`` as a table lookup, in [0, 1]; all 0.0 unless the question names a year.
+
+    A table row counts when its text with the units it depends on (its header rows) holds one of the question's
+    years; its value is the F1 overlap of its label's words and the question's (stopwords, numbers and years left
+    out, words lightly stemmed). Only the best such row of each table (``tables[i]``: which table, or chunk, unit
+    ``i`` belongs to; the first on a tie) keeps its value, so a question lifts one row per table, not every row
+    that shares a word with it.
+    """
+    out = [0.0] * len(units)
+    years = set(_LOOKUP_YEAR.findall(query))
+    words = _content_words(_LOOKUP_YEAR.sub(" ", query)) if years else set()
+    if not words:
+        return out
+    best: dict[int, int] = {}
+    for i, unit in enumerate(units):
+        if not is_table_row(unit) or not years.intersection(_LOOKUP_YEAR.findall(with_dependencies[i])):
+            continue
+        label = _content_words(_row_label(unit))
+        if not label:
+            continue
+        out[i] = 2 * len(label & words) / (len(label) + len(words))
+        if out[i] > 0 and (tables[i] not in best or out[i] > out[best[tables[i]]]):
+            best[tables[i]] = i
+    kept = set(best.values())
+    return [v if i in kept else 0.0 for i, v in enumerate(out)]

@@ -42,6 +42,16 @@ def is_table_row(unit: str) -> bool:
     return ("|" in unit or "\t" in unit) and bool(_PIPE_ROW.match(unit) or _TAB_ROW.match(unit))
 
 
+def starts_line(text: str, pos: int) -> bool:
+    """True when the whitespace before ``pos`` holds a line break (a sentence span starts after its whitespace)."""
+    i = pos - 1
+    while i >= 0 and text[i].isspace():
+        if text[i] == "\n":
+            return True
+        i -= 1
+    return False
+
+
 def cells(row: str) -> list[str]:
     """The stripped cells of a table row: between pipes, or between tabs."""
     text = row.strip()

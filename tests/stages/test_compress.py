@@ -16,6 +16,7 @@ from ragtrim.stages.base import stage_from_dict
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.compress import SentenceCompressor, answer_hint, answer_kind, clause_spans, holds_kind
 from ragtrim.testing import FixedScorer
+from ragtrim.text.answer_kind import lookup_matches
 from ragtrim.text.sentences import sentence_spans
 from ragtrim.text.tokens import WhitespaceCounter
 
@@ -36,6 +37,7 @@ class TestSentenceCompressor:
         assert s.get_params() == {
             "scorer": "bm25", "max_tokens": None, "target_ratio": None, "sentences_per_chunk": 2,
             "context_sentences": 1, "context_weight": 0.5, "chunk_weight": 0.7, "answer_hint_weight": 0.3,
+            "lookup_weight": 0.5,
             "separator": " ", "truncate": True,
         }
         assert isinstance(stage_from_dict({"type": "compress", "max_tokens": 50}), SentenceCompressor)
@@ -232,6 +234,35 @@ def test_a_question_for_a_figure_of_a_year_asks_for_a_number() -> None:
     assert answer_kind("what is the net income for fiscal 2019") == "number"
     assert answer_kind("What was the total revenue?") is None  # no year: not only figures answer it
     assert answer_kind("In which year was revenue larger than in 2017?") == "date"
+
+
+class TestTableLookup:
+    """A question that names a year reads as a table lookup: the row it names, under the column of that year."""
+
+    QUERY = "What was the net income in 2019?"
+
+    def test_one_row_per_table_holds_the_year_and_the_label(self) -> None:
+        units = ["| | 2019 | 2018 |", "| Net income | 52,982 | 19,342 |", "| Net income per share | 1.10 | 0.40 |",
+                 "| | 2018 | 2017 |", "| Net income | 5 | 4 |", "Net income in 2019 rose."]
+        deps = [units[0], f"{units[0]} {units[1]}", f"{units[0]} {units[2]}", units[3], f"{units[3]} {units[4]}",
+                units[5]]
+        tables = [0, 0, 0, 1, 1, 2]
+        assert lookup_matches(self.QUERY, units, deps, tables) == [0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+        # the better label wins its table; without the better one, the next row keeps its partial match
+        # F1 of {net, income, per, share} and {net, income}
+        assert lookup_matches(self.QUERY, units[2:3], deps[2:3], [0]) == [pytest.approx(2 / 3)]
+        assert lookup_matches("What was the net income?", units, deps, tables) == [0.0] * 6  # no year: no lookup
+
+    def test_the_looked_up_row_is_kept_over_prose_that_repeats_the_question(self) -> None:
+        chunks = [{"id": "p", "text": "Net income in 2019 rose, and net income guidance for 2019 was raised."},
+                  {"id": "t", "text": "| | 2019 | 2018 |\n| Net income | 52,982 | 19,342 |\n| Other income | 1 | 2 |"}]
+
+        def kept(weight: float) -> str:
+            return run([SentenceCompressor(max_tokens=14, lookup_weight=weight, chunk_weight=0.0,
+                                           context_weight=0.0)], chunks, query=self.QUERY).text
+
+        assert kept(0.5) == "| | 2019 | 2018 |\n| Net income | 52,982 | 19,342 |"
+        assert kept(0.0).startswith("Net income in 2019 rose")
 
 
 def test_answer_kind_is_parsed_once_per_query() -> None:

@@ -16,8 +16,8 @@ The default keeps every chunk past the relevance stage (it ranks, the budget cut
 ``compressed out``: the gold's rank tells a ranking loss (rank far down) from a packing one (among the top 3).
 
 Development requests only by default: this is the tool for finding what to fix, and held-out records stay out of it.
-The result JSON (``benchmarks/results/relevance/losses.json`` by default) has every lost request with its cause,
-the gold's rank and the removal record's detail, and a count by column, ratio and cause.
+The result JSON (``benchmarks/results/relevance/losses.json`` by default) has every lost request with its question,
+its cause, the gold's rank and the removal record's detail, and a count by column, ratio and cause.
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ def run(columns: Sequence[str], split: str, limit: int, scorer_name: str, ratios
                 if answer_kept(request.answers, result.text):
                     continue
                 cause, detail = classify(result, f"p{request.gold_index}")
-                lost.append({"column": column, "ratio": ratio, "request_id": request.id, "cause": cause,
-                             "gold_rank": rank, "detail": detail})
+                lost.append({"column": column, "ratio": ratio, "request_id": request.id, "question": request.question,
+                             "cause": cause, "gold_rank": rank, "detail": detail})
             if bar is not None:
                 bar.update()
     if bar is not None:

@@ -153,15 +153,15 @@ def whole_tables() -> Row:
                          "the default without the table view: tables read from their first row")
 
 
-def _default_with_compressor(compressor: type[Any], name: str, about: str) -> Row:
+def _default_with_compressor(compressor: type[Any], name: str, about: str, **params: Any) -> Row:
     """The default pipeline with its compression stage made by ``compressor`` (a ``SentenceCompressor`` subclass)
-    from the same parameters."""
+    from the same parameters, ``params`` replacing some of them."""
     from ragtrim import Pipeline, trim
     from ragtrim.api import default_stages
     from ragtrim.stages.compress import SentenceCompressor
 
     def run(chunks: Chunks, query: str, budget: int) -> str:
-        stages = [compressor(**s.get_params()) if isinstance(s, SentenceCompressor) else s
+        stages = [compressor(**(s.get_params() | params)) if isinstance(s, SentenceCompressor) else s
                   for s in default_stages(budget=budget)]
         return trim(chunks, query=query, pipeline=Pipeline(stages)).text
 
@@ -211,3 +211,12 @@ def no_year_figure_hint() -> Row:
 
     return _default_with_compressor(NoYearFigureHint, "no-year-figure-hint",
                                     "the default without the number hint on \"What was the ... in <year>?\"")
+
+
+def no_lookup() -> Row:
+    """The default without the compressor's lookup bonus (``lookup_weight=0``: a question naming a year lifts no
+    table row), as it was before the bonus. Name it as ``ragtrim_bench.relevance.rows:no_lookup``."""
+    from ragtrim.stages.compress import SentenceCompressor
+
+    return _default_with_compressor(SentenceCompressor, "no-lookup", "the default without the table lookup bonus "
+                                    "(lookup_weight=0)", lookup_weight=0.0)
