@@ -4,8 +4,9 @@
 expressions, no model: a prior that breaks near-ties between sentences that match the question, never a match of
 its own (``ragtrim.stages.compress`` scales it by the sentence's query match).
 
-``lookup_matches`` reads a question that names a year as a table lookup ("What was the revenue in 2019?": the cell
-in the row "Revenue" under the column "2019"), for the compressor's lookup bonus.
+``lookup_matches`` reads a question that names a year, or asks which year, as a table lookup ("What was the revenue
+in 2019?": the cell in the row "Revenue" under the column "2019"; "In which year was revenue larger?": the row
+"Revenue" of a table whose columns are years), for the compressor's lookup bonus.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def answer_hint(query: str, sentence: str) -> float:
 
 
 _LOOKUP_YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
+_WHICH_YEAR = re.compile(r"\b(?:which|what) year\b", re.IGNORECASE)
 _LETTERS = re.compile(r"[^\W\d_]+")
 
 
@@ -88,22 +90,27 @@ def _row_label(row: str) -> str:
 
 def lookup_matches(query: str, units: Sequence[str], with_dependencies: Sequence[str],
                    tables: Sequence[int]) -> list[float]:
-    """How well each unit answers ``query`` as a table lookup, in [0, 1]; all 0.0 unless the question names a year.
+    """How well each unit answers ``query`` as a table lookup, in [0, 1]; all 0.0 unless the question names a year
+    or asks "which year" ("what year").
 
     A table row counts when its text with the units it depends on (its header rows) holds one of the question's
-    years; its value is the F1 overlap of its label's words and the question's (stopwords, numbers and years left
-    out, words lightly stemmed). Only the best such row of each table (``tables[i]``: which table, or chunk, unit
+    years (any year, for a question that asks which year); its value is the F1 overlap of its label's words and the
+    question's (stopwords, numbers and years left out, words lightly stemmed). Only the best such row of each table (``tables[i]``: which table, or chunk, unit
     ``i`` belongs to; the first on a tie) keeps its value, so a question lifts one row per table, not every row
     that shares a word with it.
     """
     out = [0.0] * len(units)
     years = set(_LOOKUP_YEAR.findall(query))
-    words = _content_words(_LOOKUP_YEAR.sub(" ", query)) if years else set()
+    any_year = not years and bool(_WHICH_YEAR.search(query))
+    words = _content_words(_LOOKUP_YEAR.sub(" ", query)) if years or any_year else set()
     if not words:
         return out
     best: dict[int, int] = {}
     for i, unit in enumerate(units):
-        if not is_table_row(unit) or not years.intersection(_LOOKUP_YEAR.findall(with_dependencies[i])):
+        if not is_table_row(unit):
+            continue
+        found = _LOOKUP_YEAR.findall(with_dependencies[i])
+        if not (found if any_year else years.intersection(found)):
             continue
         label = _content_words(_row_label(unit))
         if not label:

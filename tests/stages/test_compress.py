@@ -252,6 +252,9 @@ class TestTableLookup:
         # F1 of {net, income, per, share} and {net, income}
         assert lookup_matches(self.QUERY, units[2:3], deps[2:3], [0]) == [pytest.approx(2 / 3)]
         assert lookup_matches("What was the net income?", units, deps, tables) == [0.0] * 6  # no year: no lookup
+        # "which year" looks the row up in every table whose header holds years ("year" and "larger" count as words)
+        assert lookup_matches("In which year was net income larger?", units, deps, tables) == [
+            0.0, pytest.approx(2 / 3), 0.0, 0.0, pytest.approx(2 / 3), 0.0]  # {net, income} of 4 words
 
     def test_the_looked_up_row_is_kept_over_prose_that_repeats_the_question(self) -> None:
         chunks = [{"id": "p", "text": "Net income in 2019 rose, and net income guidance for 2019 was raised."},
