@@ -171,7 +171,8 @@ def _default_with_compressor(compressor: type[Any], name: str, about: str, **par
 def own_text_hint() -> Row:
     """The default with the compressor's answer hint read on a unit's own text (a table row without its header's
     years) and "which year" recognised only at the question's very start (not "In which year ..."); the rest of
-    the hint as the default's. Name it as ``ragtrim_bench.relevance.rows:own_text_hint``."""
+    the hint as the default's, and no table lookup (``lookup_weight=0``: it came later). Name it as
+    ``ragtrim_bench.relevance.rows:own_text_hint``."""
     import re
 
     from ragtrim.stages.compress import SentenceCompressor
@@ -192,12 +193,14 @@ def own_text_hint() -> Row:
             return kind
 
     return _default_with_compressor(OwnTextHint, "own-text-hint", "the default with the answer hint read on a "
-                                    "unit's own text, \"which year\" only at the question's start")
+                                    "unit's own text, \"which year\" only at the question's start",
+                                    lookup_weight=0.0)
 
 
 def no_year_figure_hint() -> Row:
     """The default without the number hint on "What was the ... in <year>?" questions (no kind for them, as before
-    it). Name it as ``ragtrim_bench.relevance.rows:no_year_figure_hint``."""
+    it) and without the table lookup, which came later (``lookup_weight=0``). Name it as
+    ``ragtrim_bench.relevance.rows:no_year_figure_hint``."""
     from ragtrim.stages.compress import SentenceCompressor
     from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR, AnswerKind, answer_kind
 
@@ -210,7 +213,8 @@ def no_year_figure_hint() -> Row:
             return kind
 
     return _default_with_compressor(NoYearFigureHint, "no-year-figure-hint",
-                                    "the default without the number hint on \"What was the ... in <year>?\"")
+                                    "the default without the number hint on \"What was the ... in <year>?\"",
+                                    lookup_weight=0.0)
 
 
 def no_lookup() -> Row:
