@@ -108,8 +108,9 @@ class SentenceCompressor(Stage):
         sentences_per_chunk: without a target, the number of best sentences each chunk keeps.
         context_sentences, context_weight: how far and how strongly a sentence's priority spills to neighbours.
         chunk_weight: weight of the chunk's own relevance in each sentence's priority, in [0, 1].
-        answer_hint_weight: bonus for sentences with a date ("when" questions) or a number ("how many"), read
-            with the units the sentence depends on (a table row's header rows hold its years).
+        answer_hint_weight: bonus for sentences with a date ("when" questions), a number ("how many") or a
+            reason's words ("why"), read with the units the sentence depends on (a table row's header rows hold
+            its years).
         lookup_weight: bonus for the table row a question naming a year looks up, times how well the row's label
             matches the question (``ragtrim.text.answer_kind.lookup_matches``; one row per table).
         separator: joins non-adjacent kept sentences (a blank separator becomes a line break before a kept unit

@@ -1,6 +1,7 @@
-"""The kind of value a factoid question asks for, and whether a sentence holds one: the compressor's answer hint.
+"""The kind of answer a question asks for, and whether a sentence holds one: the compressor's answer hint.
 
-"When ..." asks for a date (a year, a month, a clock time, a weekday), "how many ..." for a number. Cheap regular
+"When ..." asks for a date (a year, a month, a clock time, a weekday), "how many ..." for a number, "why ..." for a
+reason (a sentence that gives one says "due to", "driven by", "because"). Cheap regular
 expressions, no model: a prior that breaks near-ties between sentences that match the question, never a match of
 its own (``ragtrim.stages.compress`` scales it by the sentence's query match).
 
@@ -44,13 +45,24 @@ _WHAT_IN_YEAR = re.compile(r"^\s*what (?:was|were|is|are) the\b.*\b(?:19|20)\d{2
 """A question for a figure of a year: "What was the total revenue in 2017?" (finance reports ask this way)."""
 
 
-AnswerKind = Literal["date", "number"]
-"""What a factoid question asks for: a date or a number."""
+_WHY = re.compile(r"^\s*(?:why\b|what (?:caused|causes|drove|drives|led to|leads to|contributed to|resulted in|"
+                  r"is the reason|was the reason|were the reasons|are the reasons|explains)\b)", re.IGNORECASE)
+"""A question for a reason: "Why did revenue rise?", "What caused the increase in ...?"."""
+_REASON = re.compile(r"\b(?:due to|because|driven by|attributable to|attributed to|as a result of|resulted from|"
+                     r"owing to|caused by|primarily from|primarily by|mainly from|mainly by|reflects|reflected|"
+                     r"reflecting|offset by|thanks to)\b", re.IGNORECASE)
+"""The words a reason is given with ("The increase was primarily due to ...")."""
+
+
+AnswerKind = Literal["date", "number", "reason"]
+"""What a question asks for: a date, a number or a reason."""
 
 
 def answer_kind(query: str) -> AnswerKind | None:
-    """The kind of value a factoid question asks for: ``"date"`` ("when ...", "in which year ..."), ``"number"``
-    ("how many ...", "what was the ... in 2017?"), or None."""
+    """The kind of answer a question asks for: ``"reason"`` ("why ...", "what caused ..."), ``"date"`` ("when ...",
+    "in which year ..."), ``"number"`` ("how many ...", "what was the ... in 2017?"), or None."""
+    if _WHY.search(query):
+        return "reason"
     if _WHEN.search(query):
         return "date"
     if _HOW_MANY.search(query) or _WHAT_IN_YEAR.search(query):
@@ -60,7 +72,9 @@ def answer_kind(query: str) -> AnswerKind | None:
 
 def holds_kind(kind: AnswerKind | None, sentence: str) -> float:
     """1.0 when ``sentence`` holds a value of ``kind`` (a year, a month, a clock time or a weekday for dates, a digit
-    for numbers), else 0.0."""
+    for numbers, the words a reason is given with, "due to", "driven by", for reasons), else 0.0."""
+    if kind == "reason":
+        return 1.0 if _REASON.search(sentence) else 0.0
     if kind == "date":
         return 1.0 if (_YEAR.search(sentence) or _MONTH.search(sentence) or _TIME.search(sentence)) else 0.0
     if kind == "number":
@@ -69,8 +83,8 @@ def holds_kind(kind: AnswerKind | None, sentence: str) -> float:
 
 
 def answer_hint(query: str, sentence: str) -> float:
-    """1.0 when the sentence holds the kind of value the question asks for (a date for "when", a number for
-    "how many"), else 0.0. A cheap answer-type prior for factoid questions; 0.0 for other questions."""
+    """1.0 when the sentence holds the kind of answer the question asks for (a date for "when", a number for
+    "how many", a reason's words for "why"), else 0.0. A cheap answer-type prior; 0.0 for other questions."""
     return holds_kind(answer_kind(query), sentence)
 
 

@@ -268,6 +268,22 @@ class TestTableLookup:
         assert kept(0.0).startswith("Net income in 2019 rose")
 
 
+def test_a_why_question_asks_for_a_reason() -> None:
+    """"What caused the increase ...?" is answered by the sentence that gives the reason, next to the one that names
+    the increase."""
+    for q in ("Why did subscription revenue increase?", "What caused the increase in research and development expense?",
+              "what drove the income tax benefit"):
+        assert answer_kind(q) == "reason", q
+    assert answer_kind("Why was it built in 1889?") == "reason"  # the reason, not the year
+    assert holds_kind("reason", "The increase was primarily due to higher payroll.") == 1.0
+    assert holds_kind("reason", "Research and development expense increased by $19.1 million.") == 0.0
+    text = ("Research and development expense increased by $19.1 million in 2018 compared to 2017. The increase was "
+            "primarily due to employee-related costs. Research and development expense is expensed as incurred.")
+    kept = run([SentenceCompressor(max_tokens=26, answer_hint_weight=1.0)], [text],
+               query="What caused the increase in research and development expense?").text
+    assert "due to employee-related costs" in kept
+
+
 def test_answer_kind_is_parsed_once_per_query() -> None:
     assert (answer_kind("When did it open?"), answer_kind("how many moons"), answer_kind("who wrote it")) == (
         "date", "number", None)

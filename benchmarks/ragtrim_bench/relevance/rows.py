@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragtrim.errors import ConfigError
+from ragtrim.text.answer_kind import AnswerKind
 
 Chunks = Sequence[Mapping[str, Any]]
 RowTrim = Callable[[Chunks, str, int], str]
@@ -176,7 +177,7 @@ def own_text_hint() -> Row:
     import re
 
     from ragtrim.stages.compress import SentenceCompressor
-    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR, AnswerKind, answer_kind
+    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR
 
     old_when = re.compile(r"^\s*(when\b|what (year|date|day|time|century)|which year|how long ago)", re.IGNORECASE)
 
@@ -187,7 +188,7 @@ def own_text_hint() -> Row:
 
         @staticmethod
         def _answer_kind(query: str) -> AnswerKind | None:
-            kind = answer_kind(query)
+            kind = _without_reason(query)
             if kind == "date" and not old_when.search(query):  # "In which year ...": the old rule's next question
                 return "number" if _HOW_MANY.search(query) or _WHAT_IN_YEAR.search(query) else None
             return kind
@@ -202,12 +203,12 @@ def no_year_figure_hint() -> Row:
     it) and without the table lookup, which came later (``lookup_weight=0``). Name it as
     ``ragtrim_bench.relevance.rows:no_year_figure_hint``."""
     from ragtrim.stages.compress import SentenceCompressor
-    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR, AnswerKind, answer_kind
+    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR
 
     class NoYearFigureHint(SentenceCompressor):
         @staticmethod
         def _answer_kind(query: str) -> AnswerKind | None:
-            kind = answer_kind(query)
+            kind = _without_reason(query)
             if kind == "number" and _WHAT_IN_YEAR.search(query) and not _HOW_MANY.search(query):
                 return None
             return kind
@@ -224,3 +225,29 @@ def no_lookup() -> Row:
 
     return _default_with_compressor(SentenceCompressor, "no-lookup", "the default without the table lookup bonus "
                                     "(lookup_weight=0)", lookup_weight=0.0)
+
+
+def _without_reason(query: str) -> AnswerKind | None:
+    """``answer_kind`` as it was before the reason kind: a "why" question gets the kind its other words give."""
+    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR, _WHEN, answer_kind
+
+    kind = answer_kind(query)
+    if kind != "reason":
+        return kind
+    if _WHEN.search(query):
+        return "date"
+    return "number" if _HOW_MANY.search(query) or _WHAT_IN_YEAR.search(query) else None
+
+
+def no_reason_hint() -> Row:
+    """The default without the reason kind of the answer hint ("why ...", "what caused ..." get the kind their other
+    words give, as before it). Name it as ``ragtrim_bench.relevance.rows:no_reason_hint``."""
+    from ragtrim.stages.compress import SentenceCompressor
+
+    class NoReasonHint(SentenceCompressor):
+        @staticmethod
+        def _answer_kind(query: str) -> AnswerKind | None:
+            return _without_reason(query)
+
+    return _default_with_compressor(NoReasonHint, "no-reason-hint", "the default without the reason kind of the "
+                                    "answer hint")
