@@ -17,7 +17,8 @@ The default keeps every chunk past the relevance stage (it ranks, the budget cut
 
 Development requests only by default: this is the tool for finding what to fix, and held-out records stay out of it.
 The result JSON (``benchmarks/results/relevance/losses.json`` by default) has every lost request with its question,
-its cause, the gold's rank and the removal record's detail, and a count by column, ratio and cause.
+its cause, the gold's rank, the removal record's detail and the share of the question's content words the gold holds
+(``question_words_in_gold``: 0 for a question that names nothing of its gold, which no lexical ranker can place), and a count by column, ratio and cause.
 """
 
 from __future__ import annotations
@@ -43,6 +44,16 @@ def gold_rank(scorer: Any, request: Request) -> int:
     scores = [float(s) for s in scorer.score(request.question, list(request.passages))]
     gold = scores[request.gold_index]
     return 1 + sum(1 for i, s in enumerate(scores) if s > gold or (s == gold and i < request.gold_index))
+
+
+def question_words_in_gold(question: str, gold: str) -> float:
+    """The share of the question's content words (BM25's tokens, stopwords out, stemmed) that the gold chunk holds:
+    0.0 for a question that names nothing of its gold ("What does the table show?" against "Loans payable are
+    summarized as follows:"), which no lexical ranker can place first and any other chunk can answer as well."""
+    from ragtrim.scoring.bm25 import tokenize
+
+    words = set(tokenize(question, stem=True))
+    return len(words & set(tokenize(gold, stem=True))) / len(words) if words else 0.0
 
 
 def classify(result: Any, gold_id: str) -> tuple[str, str]:
@@ -95,7 +106,9 @@ def run(columns: Sequence[str], split: str, limit: int, scorer_name: str, ratios
                     continue
                 cause, detail = classify(result, f"p{request.gold_index}")
                 lost.append({"column": column, "ratio": ratio, "request_id": request.id, "question": request.question,
-                             "cause": cause, "gold_rank": rank, "detail": detail})
+                             "cause": cause, "gold_rank": rank, "detail": detail,
+                             "question_words_in_gold": round(question_words_in_gold(
+                                 request.question, str(request.passages[request.gold_index])), 3)})
             if bar is not None:
                 bar.update()
     if bar is not None:
@@ -105,9 +118,12 @@ def run(columns: Sequence[str], split: str, limit: int, scorer_name: str, ratios
         counts[column] = {}
         for ratio in ratios:
             c = Counter(x["cause"] for x in lost if x["column"] == column and x["ratio"] == ratio)
-            top3 = sum(1 for x in lost if x["column"] == column and x["ratio"] == ratio and x["gold_rank"] <= 3)
+            here = [x for x in lost if x["column"] == column and x["ratio"] == ratio]
             counts[column][f"{ratio}x"] = ({cause: c.get(cause, 0) for cause in CAUSES}
-                                           | {"gold_in_top_3": top3, "requests": totals[column]})
+                                           | {"gold_in_top_3": sum(1 for x in here if x["gold_rank"] <= 3),
+                                              "no_question_word_in_gold": sum(
+                                                  1 for x in here if x["question_words_in_gold"] == 0),
+                                              "requests": totals[column]})
     rank_summary = {c: {"median": statistics.median(r), "top1": sum(x == 1 for x in r) / len(r),
                         "top3": sum(x <= 3 for x in r) / len(r), "top5": sum(x <= 5 for x in r) / len(r)}
                     for c, r in ranks.items() if r}
@@ -138,7 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for ratio, c in by_ratio.items():
             shown = ", ".join(f"{k} {c[k]}" for k in CAUSES if c[k])
             print(f"{column:10s} {ratio:>4s}: lost {sum(c[k] for k in CAUSES)} of {c['requests']} "
-                  f"({shown or 'none'}; the gold among the top 3 chunks in {c['gold_in_top_3']})")
+                  f"({shown or 'none'}; the gold among the top 3 chunks in {c['gold_in_top_3']}; "
+                  f"no question word in the gold in {c['no_question_word_in_gold']})")
         print(f"{column:10s} gold rank: {result['gold_rank'].get(column)}")
     print(f"wrote {out}")
     return 0

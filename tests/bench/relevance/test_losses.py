@@ -3,7 +3,7 @@ from __future__ import annotations
 from ragtrim import trim
 from ragtrim.scoring.bm25 import BM25Scorer
 from ragtrim_bench.relevance.columns import Request
-from ragtrim_bench.relevance.losses import classify, gold_rank
+from ragtrim_bench.relevance.losses import classify, gold_rank, question_words_in_gold
 
 GOLD = "The Eiffel Tower is 330 metres tall. It stands in Paris."
 OTHERS = ["The tower of Pisa leans.", "Tall buildings stand in many cities.", "Paris is the capital of France."]
@@ -39,3 +39,11 @@ def test_a_kept_whole_gold_is_other() -> None:
     chunks = [{"text": t, "id": f"p{i}"} for i, t in enumerate([*OTHERS, GOLD])]
     result = trim(chunks, query="How tall is the Eiffel Tower?", scorer="bm25")
     assert classify(result, "p3") == ("other", "")
+
+
+def test_question_words_in_gold() -> None:
+    # "tall", "eiffel", "tower": all three in the gold (stems: "towers" meets "tower")
+    assert question_words_in_gold("How tall are the Eiffel towers?", GOLD) == 1.0
+    assert question_words_in_gold("What does the table show?", "Loans payable are summarized as follows:") == 0.0
+    assert question_words_in_gold("How tall is Big Ben?", GOLD) == 1 / 3
+    assert question_words_in_gold("What is it?", GOLD) == 0.0  # no content word at all
