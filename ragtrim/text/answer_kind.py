@@ -109,9 +109,9 @@ def lookup_matches(query: str, units: Sequence[str], with_dependencies: Sequence
 
     A table row counts when its text with the units it depends on (its header rows) holds one of the question's
     years (any year, for a question that asks which year); its value is the F1 overlap of its label's words and the
-    question's (stopwords, numbers and years left out, words lightly stemmed). Only the best such row of each table (``tables[i]``: which table, or chunk, unit
-    ``i`` belongs to; the first on a tie) keeps its value, so a question lifts one row per table, not every row
-    that shares a word with it.
+    question's (stopwords, numbers and years left out, words lightly stemmed). Only the best such row of each table
+    (``tables[i]``: which table, or chunk, unit ``i`` belongs to; the first on a tie) keeps its value, so a question
+    lifts one row per table, not every row that shares a word with it.
     """
     out = [0.0] * len(units)
     years = set(_LOOKUP_YEAR.findall(query))
