@@ -26,7 +26,7 @@ from ragtrim.scoring.bm25 import BM25Scorer, prime_tokens
 from ragtrim.scoring.hybrid import min_max
 from ragtrim.scoring.registry import get_scorer, scorer_param
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage
-from ragtrim.text.answer_kind import AnswerKind, answer_hint, answer_kind, holds_kind, lookup_matches
+from ragtrim.text.answer_kind import AnswerKind, answer_hint, answer_kind, holds_kind, lookup_question
 from ragtrim.text.clauses import clause_spans
 from ragtrim.text.sentences import normalize_text, sentence_spans
 from ragtrim.text.structure import closed_under, dependencies, is_table_row, neighbour_max, starts_line
@@ -216,8 +216,9 @@ class SentenceCompressor(Stage):
         # that shares nothing with the question must not tie with the sentence that answers it.
         own = self._plus_hint(query, own, self._hint_texts(sentences, texts), self._with_context(match, sentences))
         prio = self._with_context(own, sentences)
-        if self.lookup_weight > 0:  # the looked-up row's own bonus: it does not spill to its neighbours
-            prio += self.lookup_weight * np.asarray(lookup_matches(query, [s.text for s in sentences], texts,
+        lookup = lookup_question(query) if self.lookup_weight > 0 else None
+        if lookup is not None:  # the looked-up row's own bonus: it does not spill to its neighbours
+            prio += self.lookup_weight * np.asarray(lookup.matches([s.text for s in sentences], texts,
                                                                    [s.chunk for s in sentences]))
         return prio
 

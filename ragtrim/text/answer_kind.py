@@ -13,7 +13,8 @@ in 2019?": the cell in the row "Revenue" under the column "2019"; "In which year
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from ragtrim.text.stem import light_stem
@@ -58,14 +59,19 @@ AnswerKind = Literal["date", "number", "reason"]
 """What a question asks for: a date, a number or a reason."""
 
 
-def answer_kind(query: str) -> AnswerKind | None:
+ANSWER_KINDS: tuple[AnswerKind, ...] = ("reason", "date", "number")
+"""Every kind, in the order ``answer_kind`` tries them."""
+
+
+def answer_kind(query: str, kinds: Collection[AnswerKind] = ANSWER_KINDS) -> AnswerKind | None:
     """The kind of answer a question asks for: ``"reason"`` ("why ...", "what caused ..."), ``"date"`` ("when ...",
-    "in which year ..."), ``"number"`` ("how many ...", "what was the ... in 2017?"), or None."""
-    if _WHY.search(query):
+    "in which year ..."), ``"number"`` ("how many ...", "what was the ... in 2017?"), or None. Only ``kinds`` are
+    tried (in ``ANSWER_KINDS`` order): a question for a kind left out gets the kind its other words give."""
+    if "reason" in kinds and _WHY.search(query):
         return "reason"
-    if _WHEN.search(query):
+    if "date" in kinds and _WHEN.search(query):
         return "date"
-    if _HOW_MANY.search(query) or _WHAT_IN_YEAR.search(query):
+    if "number" in kinds and (_HOW_MANY.search(query) or _WHAT_IN_YEAR.search(query)):
         return "number"
     return None
 
@@ -102,6 +108,44 @@ def _row_label(row: str) -> str:
     return next((c for c in cells(row) if any(ch.isalpha() for ch in c)), "")
 
 
+@dataclass(frozen=True)
+class LookupQuestion:
+    """A question read as a table lookup (``lookup_question``): the years it names (none: it asks which year, and
+    any year will do) and its content words."""
+
+    years: frozenset[str]
+    words: frozenset[str]
+
+    def matches(self, units: Sequence[str], with_dependencies: Sequence[str], tables: Sequence[int]) -> list[float]:
+        """How well each unit answers the lookup, in [0, 1] (see ``lookup_matches``)."""
+        out = [0.0] * len(units)
+        best: dict[int, int] = {}
+        for i, unit in enumerate(units):
+            if not is_table_row(unit):
+                continue
+            found = _LOOKUP_YEAR.findall(with_dependencies[i])
+            if not (self.years.intersection(found) if self.years else found):
+                continue
+            label = _content_words(_row_label(unit))
+            if not label:
+                continue
+            out[i] = 2 * len(label & self.words) / (len(label) + len(self.words))
+            if out[i] > 0 and (tables[i] not in best or out[i] > out[best[tables[i]]]):
+                best[tables[i]] = i
+        kept = set(best.values())
+        return [v if i in kept else 0.0 for i, v in enumerate(out)]
+
+
+def lookup_question(query: str) -> LookupQuestion | None:
+    """``query`` as a table lookup, parsed once: None unless it names a year or asks "which year" ("what year"),
+    and has a content word besides."""
+    years = frozenset(_LOOKUP_YEAR.findall(query))
+    if not years and not _WHICH_YEAR.search(query):
+        return None
+    words = frozenset(_content_words(_LOOKUP_YEAR.sub(" ", query)))
+    return LookupQuestion(years, words) if words else None
+
+
 def lookup_matches(query: str, units: Sequence[str], with_dependencies: Sequence[str],
                    tables: Sequence[int]) -> list[float]:
     """How well each unit answers ``query`` as a table lookup, in [0, 1]; all 0.0 unless the question names a year
@@ -113,24 +157,5 @@ def lookup_matches(query: str, units: Sequence[str], with_dependencies: Sequence
     (``tables[i]``: which table, or chunk, unit ``i`` belongs to; the first on a tie) keeps its value, so a question
     lifts one row per table, not every row that shares a word with it.
     """
-    out = [0.0] * len(units)
-    years = set(_LOOKUP_YEAR.findall(query))
-    any_year = not years and bool(_WHICH_YEAR.search(query))
-    words = _content_words(_LOOKUP_YEAR.sub(" ", query)) if years or any_year else set()
-    if not words:
-        return out
-    best: dict[int, int] = {}
-    for i, unit in enumerate(units):
-        if not is_table_row(unit):
-            continue
-        found = _LOOKUP_YEAR.findall(with_dependencies[i])
-        if not (found if any_year else years.intersection(found)):
-            continue
-        label = _content_words(_row_label(unit))
-        if not label:
-            continue
-        out[i] = 2 * len(label & words) / (len(label) + len(words))
-        if out[i] > 0 and (tables[i] not in best or out[i] > out[best[tables[i]]]):
-            best[tables[i]] = i
-    kept = set(best.values())
-    return [v if i in kept else 0.0 for i, v in enumerate(out)]
+    lookup = lookup_question(query)
+    return lookup.matches(units, with_dependencies, tables) if lookup is not None else [0.0] * len(units)

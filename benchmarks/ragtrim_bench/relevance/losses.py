@@ -18,7 +18,8 @@ The default keeps every chunk past the relevance stage (it ranks, the budget cut
 Development requests only by default: this is the tool for finding what to fix, and held-out records stay out of it.
 The result JSON (``benchmarks/results/relevance/losses.json`` by default) has every lost request with its question,
 its cause, the gold's rank, the removal record's detail and the share of the question's content words the gold holds
-(``question_words_in_gold``: 0 for a question that names nothing of its gold, which no lexical ranker can place), and a count by column, ratio and cause.
+(``question_words_in_gold``: 0 for a question that names nothing of its gold, which no lexical ranker can place),
+and a count by column, ratio and cause.
 """
 
 from __future__ import annotations
@@ -117,8 +118,8 @@ def run(columns: Sequence[str], split: str, limit: int, scorer_name: str, ratios
     for column in columns:
         counts[column] = {}
         for ratio in ratios:
-            c = Counter(x["cause"] for x in lost if x["column"] == column and x["ratio"] == ratio)
             here = [x for x in lost if x["column"] == column and x["ratio"] == ratio]
+            c = Counter(x["cause"] for x in here)
             counts[column][f"{ratio}x"] = ({cause: c.get(cause, 0) for cause in CAUSES}
                                            | {"gold_in_top_3": sum(1 for x in here if x["gold_rank"] <= 3),
                                               "no_question_word_in_gold": sum(

@@ -172,12 +172,12 @@ def _default_with_compressor(compressor: type[Any], name: str, about: str, **par
 def own_text_hint() -> Row:
     """The default with the compressor's answer hint read on a unit's own text (a table row without its header's
     years) and "which year" recognised only at the question's very start (not "In which year ..."); the rest of
-    the hint as the default's, and no table lookup (``lookup_weight=0``: it came later). Name it as
-    ``ragtrim_bench.relevance.rows:own_text_hint``."""
+    the hint as the default's, without the table lookup (``lookup_weight=0``) and the reason kind, which came
+    later. Name it as ``ragtrim_bench.relevance.rows:own_text_hint``."""
     import re
 
     from ragtrim.stages.compress import SentenceCompressor
-    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR
+    from ragtrim.text.answer_kind import answer_kind
 
     old_when = re.compile(r"^\s*(when\b|what (year|date|day|time|century)|which year|how long ago)", re.IGNORECASE)
 
@@ -188,9 +188,9 @@ def own_text_hint() -> Row:
 
         @staticmethod
         def _answer_kind(query: str) -> AnswerKind | None:
-            kind = _without_reason(query)
+            kind = answer_kind(query, kinds=_BEFORE_REASON)
             if kind == "date" and not old_when.search(query):  # "In which year ...": the old rule's next question
-                return "number" if _HOW_MANY.search(query) or _WHAT_IN_YEAR.search(query) else None
+                return answer_kind(query, kinds=_NUMBER)
             return kind
 
     return _default_with_compressor(OwnTextHint, "own-text-hint", "the default with the answer hint read on a "
@@ -203,12 +203,12 @@ def no_year_figure_hint() -> Row:
     it) and without the table lookup, which came later (``lookup_weight=0``). Name it as
     ``ragtrim_bench.relevance.rows:no_year_figure_hint``."""
     from ragtrim.stages.compress import SentenceCompressor
-    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR
+    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR, answer_kind
 
     class NoYearFigureHint(SentenceCompressor):
         @staticmethod
         def _answer_kind(query: str) -> AnswerKind | None:
-            kind = _without_reason(query)
+            kind = answer_kind(query, kinds=_BEFORE_REASON)
             if kind == "number" and _WHAT_IN_YEAR.search(query) and not _HOW_MANY.search(query):
                 return None
             return kind
@@ -220,34 +220,29 @@ def no_year_figure_hint() -> Row:
 
 def no_lookup() -> Row:
     """The default without the compressor's lookup bonus (``lookup_weight=0``: a question naming a year lifts no
-    table row), as it was before the bonus. Name it as ``ragtrim_bench.relevance.rows:no_lookup``."""
+    table row); the reason kind of the hint, which came after the bonus, stays. Name it as
+    ``ragtrim_bench.relevance.rows:no_lookup``."""
     from ragtrim.stages.compress import SentenceCompressor
 
     return _default_with_compressor(SentenceCompressor, "no-lookup", "the default without the table lookup bonus "
                                     "(lookup_weight=0)", lookup_weight=0.0)
 
 
-def _without_reason(query: str) -> AnswerKind | None:
-    """``answer_kind`` as it was before the reason kind: a "why" question gets the kind its other words give."""
-    from ragtrim.text.answer_kind import _HOW_MANY, _WHAT_IN_YEAR, _WHEN, answer_kind
-
-    kind = answer_kind(query)
-    if kind != "reason":
-        return kind
-    if _WHEN.search(query):
-        return "date"
-    return "number" if _HOW_MANY.search(query) or _WHAT_IN_YEAR.search(query) else None
+_BEFORE_REASON: tuple[AnswerKind, ...] = ("date", "number")
+"""The answer hint's kinds before the reason kind: a "why" question gets the kind its other words give."""
+_NUMBER: tuple[AnswerKind, ...] = ("number",)
 
 
 def no_reason_hint() -> Row:
     """The default without the reason kind of the answer hint ("why ...", "what caused ..." get the kind their other
     words give, as before it). Name it as ``ragtrim_bench.relevance.rows:no_reason_hint``."""
     from ragtrim.stages.compress import SentenceCompressor
+    from ragtrim.text.answer_kind import answer_kind
 
     class NoReasonHint(SentenceCompressor):
         @staticmethod
         def _answer_kind(query: str) -> AnswerKind | None:
-            return _without_reason(query)
+            return answer_kind(query, kinds=_BEFORE_REASON)
 
     return _default_with_compressor(NoReasonHint, "no-reason-hint", "the default without the reason kind of the "
                                     "answer hint")
