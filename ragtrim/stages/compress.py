@@ -112,8 +112,8 @@ class SentenceCompressor(Stage):
             reason's words ("why"), read with the units the sentence depends on (a table row's header rows hold
             its years).
         lookup_weight: bonus for the table row a question that names a year (or asks which year) looks up, times
-            how well the row's label matches the question (``ragtrim.text.answer_kind.lookup_matches``; one row
-            per table).
+            how well the row's label matches the question (``ragtrim.text.answer_kind.lookup_matches``: one row
+            per table, and only rows close to the request's best match).
         separator: joins non-adjacent kept sentences (a blank separator becomes a line break before a kept unit
             that starts a line, such as a table row or a list item).
         truncate: with a target, when the best sentence alone is longer than the room left, cut it to the run of

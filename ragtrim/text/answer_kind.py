@@ -95,8 +95,21 @@ def answer_hint(query: str, sentence: str) -> float:
 
 
 _LOOKUP_YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
+_FISCAL_YEAR = re.compile(r"\bFY ?'?(\d{2}|(?:19|20)\d{2})\b", re.IGNORECASE)
+"""A fiscal year as reports write it: "FY19", "FY 2019", "FY'19" (a year of two digits is 20xx below 50, else
+19xx)."""
+LOOKUP_MARGIN = 0.1
+"""How far below the request's best lookup match a table's best row may be and keep its bonus."""
 _WHICH_YEAR = re.compile(r"\b(?:which|what) year\b", re.IGNORECASE)
 _LETTERS = re.compile(r"[^\W\d_]+")
+
+
+def _years(text: str, *, fiscal: bool = True) -> frozenset[str]:
+    """The years ``text`` names, four digits each: "2019", and with ``fiscal`` "FY19" or "FY 2019" as "2019"."""
+    years = frozenset(_LOOKUP_YEAR.findall(text))
+    if not fiscal:
+        return years
+    return years.union(y if len(y) == 4 else ("20" if int(y) < 50 else "19") + y for y in _FISCAL_YEAR.findall(text))
 
 
 def _content_words(text: str) -> set[str]:
@@ -111,10 +124,13 @@ def _row_label(row: str) -> str:
 @dataclass(frozen=True)
 class LookupQuestion:
     """A question read as a table lookup (``lookup_question``): the years it names (none: it asks which year, and
-    any year will do) and its content words."""
+    any year will do) and its content words; whether a header's fiscal years count, and the margin below the best
+    match within which a table's best row keeps its value (``lookup_matches``)."""
 
     years: frozenset[str]
     words: frozenset[str]
+    fiscal_years: bool = True
+    margin: float = LOOKUP_MARGIN
 
     def matches(self, units: Sequence[str], with_dependencies: Sequence[str], tables: Sequence[int]) -> list[float]:
         """How well each unit answers the lookup, in [0, 1] (see ``lookup_matches``)."""
@@ -123,8 +139,8 @@ class LookupQuestion:
         for i, unit in enumerate(units):
             if not is_table_row(unit):
                 continue
-            found = _LOOKUP_YEAR.findall(with_dependencies[i])
-            if not (self.years.intersection(found) if self.years else found):
+            found = _years(with_dependencies[i], fiscal=self.fiscal_years)
+            if not (self.years & found if self.years else found):
                 continue
             label = _content_words(_row_label(unit))
             if not label:
@@ -132,18 +148,20 @@ class LookupQuestion:
             out[i] = 2 * len(label & self.words) / (len(label) + len(self.words))
             if out[i] > 0 and (tables[i] not in best or out[i] > out[best[tables[i]]]):
                 best[tables[i]] = i
-        kept = set(best.values())
+        top = max(out, default=0.0)
+        kept = {i for i in best.values() if out[i] >= top - self.margin}
         return [v if i in kept else 0.0 for i, v in enumerate(out)]
 
 
-def lookup_question(query: str) -> LookupQuestion | None:
+def lookup_question(query: str, *, fiscal_years: bool = True, margin: float = LOOKUP_MARGIN) -> LookupQuestion | None:
     """``query`` as a table lookup, parsed once: None unless it names a year or asks "which year" ("what year"),
-    and has a content word besides."""
-    years = frozenset(_LOOKUP_YEAR.findall(query))
+    and has a content word besides. ``fiscal_years=False`` reads "FY19" as no year; ``margin=1.0`` keeps every
+    table's best row, however far below the best match of all."""
+    years = _years(query, fiscal=fiscal_years)
     if not years and not _WHICH_YEAR.search(query):
         return None
-    words = frozenset(_content_words(_LOOKUP_YEAR.sub(" ", query)))
-    return LookupQuestion(years, words) if words else None
+    words = frozenset(_content_words(_LOOKUP_YEAR.sub(" ", _FISCAL_YEAR.sub(" ", query) if fiscal_years else query)))
+    return LookupQuestion(years, words, fiscal_years, margin) if words else None
 
 
 def lookup_matches(query: str, units: Sequence[str], with_dependencies: Sequence[str],
@@ -153,9 +171,12 @@ def lookup_matches(query: str, units: Sequence[str], with_dependencies: Sequence
 
     A table row counts when its text with the units it depends on (its header rows) holds one of the question's
     years (any year, for a question that asks which year); its value is the F1 overlap of its label's words and the
-    question's (stopwords, numbers and years left out, words lightly stemmed). Only the best such row of each table
-    (``tables[i]``: which table, or chunk, unit ``i`` belongs to; the first on a tie) keeps its value, so a question
-    lifts one row per table, not every row that shares a word with it.
+    question's (stopwords, numbers and years left out, words lightly stemmed). A fiscal year counts as its year
+    ("FY19" as 2019). Only the best such row of each table (``tables[i]``: which table, or chunk, unit ``i`` belongs
+    to; the first on a tie) keeps its value, so a question lifts one row per table, not every row that shares a word
+    with it; and only where it is within ``LOOKUP_MARGIN`` of the best row of all, so that a table whose best row
+    shares one word of "research and development expense" is not lifted beside the one whose row is named by all
+    three.
     """
     lookup = lookup_question(query)
     return lookup.matches(units, with_dependencies, tables) if lookup is not None else [0.0] * len(units)

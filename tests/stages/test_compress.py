@@ -16,7 +16,7 @@ from ragtrim.stages.base import stage_from_dict
 from ragtrim.stages.budget import TokenBudget
 from ragtrim.stages.compress import SentenceCompressor, answer_hint, answer_kind, clause_spans, holds_kind
 from ragtrim.testing import FixedScorer
-from ragtrim.text.answer_kind import lookup_matches
+from ragtrim.text.answer_kind import lookup_matches, lookup_question
 from ragtrim.text.sentences import sentence_spans
 from ragtrim.text.tokens import WhitespaceCounter
 
@@ -255,6 +255,27 @@ class TestTableLookup:
         # "which year" looks the row up in every table whose header holds years ("year" and "larger" count as words)
         assert lookup_matches("In which year was net income larger?", units, deps, tables) == [
             0.0, pytest.approx(2 / 3), 0.0, 0.0, pytest.approx(2 / 3), 0.0]  # {net, income} of 4 words
+
+    def test_a_fiscal_year_is_its_year(self) -> None:
+        units = ["| | FY19 | FY18 |", "| Total revenue | 355.1 | 330.1 |"]
+        deps, tables = [units[0], " ".join(units)], [0, 0]
+        for query in ("What was the total revenue in FY19?", "What was the total revenue in 2019?",
+                      "What was the total revenue in FY 2019?"):
+            assert lookup_matches(query, units, deps, tables) == [0.0, 1.0], query
+        assert lookup_matches("What was the total revenue in 2017?", units, deps, tables) == [0.0, 0.0]
+        assert lookup_question("What was the total revenue in FY19?", fiscal_years=False) is None  # no year then
+
+    def test_only_rows_close_to_the_best_match_keep_their_value(self) -> None:
+        units = ["| | 2019 | 2018 |", "| Research and development | 6,577 | 6,332 |",
+                 "| | 2019 | 2018 |", "| Undeducted scientific research expenses | 137 | 123 |"]
+        deps = [units[0], f"{units[0]} {units[1]}", units[2], f"{units[2]} {units[3]}"]
+        query = "What was the research and development expense in 2019?"
+        # F1 of {research, development} and {research, development, expense}: 0.8; of {undeducted, scientific,
+        # research, expense} and the question's three words: 4/7, more than LOOKUP_MARGIN below
+        assert lookup_matches(query, units, deps, [0, 0, 1, 1]) == [0.0, pytest.approx(0.8), 0.0, 0.0]
+        lookup = lookup_question(query, margin=1.0)
+        assert lookup is not None and lookup.matches(units, deps, [0, 0, 1, 1]) == [
+            0.0, pytest.approx(0.8), 0.0, pytest.approx(4 / 7)]
 
     def test_the_looked_up_row_is_kept_over_prose_that_repeats_the_question(self) -> None:
         chunks = [{"id": "p", "text": "Net income in 2019 rose, and net income guidance for 2019 was raised."},

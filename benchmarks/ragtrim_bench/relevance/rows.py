@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ragtrim.errors import ConfigError
 from ragtrim.text.answer_kind import AnswerKind
 
@@ -226,6 +228,29 @@ def no_lookup() -> Row:
 
     return _default_with_compressor(SentenceCompressor, "no-lookup", "the default without the table lookup bonus "
                                     "(lookup_weight=0)", lookup_weight=0.0)
+
+
+def lookup_per_table() -> Row:
+    """The default with the compressor's lookup bonus as it first was: every table's best row keeps its value,
+    however far below the request's best match (``margin=1.0``), and "FY19" names no year. Name it as
+    ``ragtrim_bench.relevance.rows:lookup_per_table``."""
+    from ragtrim.stages.compress import SentenceCompressor
+    from ragtrim.text.answer_kind import lookup_question
+
+    class LookupPerTable(SentenceCompressor):
+        def priorities(self, query: str, chunks: Any, sentences: Any, deps: Any = None) -> Any:
+            deps = deps if deps is not None else self._dependencies(chunks, sentences)
+            prio = SentenceCompressor(**(self.get_params() | {"lookup_weight": 0.0})).priorities(
+                query, chunks, sentences, deps)
+            lookup = lookup_question(query, fiscal_years=False, margin=1.0)
+            if lookup is None:
+                return prio
+            texts = [" ".join([*(sentences[d].text for d in deps[i]), s.text]) for i, s in enumerate(sentences)]
+            return prio + self.lookup_weight * np.asarray(
+                lookup.matches([s.text for s in sentences], texts, [s.chunk for s in sentences]))
+
+    return _default_with_compressor(LookupPerTable, "lookup-per-table", "the default with the lookup bonus on "
+                                    "every table's best row and no fiscal years")
 
 
 _BEFORE_REASON: tuple[AnswerKind, ...] = ("date", "number")

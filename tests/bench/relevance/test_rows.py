@@ -11,7 +11,14 @@ import pytest
 from ragtrim import get_counter
 from ragtrim_bench.relevance.columns import build_column
 from ragtrim_bench.relevance.matrix import answer_kept, budget_for, context_tokens, trim_input
-from ragtrim_bench.relevance.rows import Row, no_lookup, no_reason_hint, own_text_hint, resolve_rows
+from ragtrim_bench.relevance.rows import (
+    Row,
+    lookup_per_table,
+    no_lookup,
+    no_reason_hint,
+    own_text_hint,
+    resolve_rows,
+)
 
 # A TAT-QA dev request whose answer (a year) is only in the header of the row that answers it.
 YEAR_IN_HEADER = "b2d71998bec64fb234c7b0f93a8ed6d3"
@@ -19,6 +26,8 @@ YEAR_IN_HEADER = "b2d71998bec64fb234c7b0f93a8ed6d3"
 LOOKUP = "414b4ef29d5fb8114a86f0d8a33ddace"
 # A TAT-QA dev request, "What caused the increase in research and development expense?": the cause is the next sentence.
 REASON = "8db7f46bf649c3befa9d8020ccad6874"
+# A TAT-QA dev request, "What was the total revenue in FY19?": its table's header says "30 June 2019".
+FISCAL = "84eb91242486f294cff97bd29c6cde0c"
 
 
 @pytest.mark.model
@@ -32,6 +41,11 @@ REASON = "8db7f46bf649c3befa9d8020ccad6874"
     # The default's hint lifts the sentence that gives the reason ("primarily due to ..."); without the reason
     # kind the sentence that repeats the question is kept instead.
     (no_reason_hint, "no_reason_hint", REASON, 8),
+    # At 8x the lookup lifts the best row of many tables, and rows that share one word of "research and development
+    # expense" take the budget; the default lifts only rows close to the best match of the request.
+    (lookup_per_table, "lookup_per_table", LOOKUP, 8),
+    # "FY19" is the year 2019: the default's lookup finds the "Total revenue" row under "30 June 2019".
+    (lookup_per_table, "lookup_per_table", FISCAL, 4),
 ])
 def test_the_row_is_the_default_without_its_change(shared_data: Path, make: Callable[[], Row], name: str,
                                                     request_id: str, ratio: int) -> None:
