@@ -4,11 +4,16 @@ Each is the ``balanced`` shape (BM25 picks the candidates; BM25 mixed with MiniL
 sure) with another MiniLM reader on ONNX Runtime: the batch-invariant int8 model (``activation_scales="row"``) over
 the first 128 or 64 word pieces, or over a 64-piece window from each passage's best sentence (``WindowScorer``), with
 or without the passage's title line in front. ``threads``: 2 (both cores of the machine the matrix runs on).
+
+Below them, two ways to a cheaper model pass without training, measured against the default's answers: MiniLM with
+some of its layers left out (``layers4``, ``layers3_spread``, ...; ``layers6`` is their control) and fewer texts
+handed to the model (``candidates12``, ``candidates15``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ragtrim_bench.relevance.rows import Row, scorer_clearer
@@ -70,3 +75,94 @@ def lb80() -> Row:
 def lb96() -> Row:
     return _window("lb96", "96 pieces: the first sentence (240 characters at most), then the best sentence on", 96,
                    lead_chars=240, fill_chars=480)
+
+
+# -- a cheaper model pass by fewer layers or fewer texts ---------------------------------------------------------------
+# On a 2-core host without int8 matrix units (AMD EPYC) the int8 model pass over 21 texts of 128 pieces takes about
+# 140 ms, and a text's pass is compute-bound there: only a smaller model or fewer model calls make it cheaper. The rows
+# below measure both without training: MiniLM with some of its six layers left out (the bundled weights, no new
+# training), and BM25 handing fewer texts to the model.
+
+
+def layer_model(layers: tuple[int, ...]) -> str:
+    """A folder in the cache holding the bundled MiniLM with only ``layers`` (indices of its six, in order), made
+    once from the bundled weights; ``OnnxEmbeddingScorer`` exports it to int8 ONNX on first use (the ``torch``
+    extra)."""
+    import json
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    from ragtrim._util.paths import cache_dir
+    from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, resolve_model
+
+    src = Path(resolve_model(DEFAULT_EMBEDDING_MODEL))
+    out = cache_dir() / "tuning" / f"minilm-layers-{'-'.join(map(str, layers))}"
+    if (out / "model.safetensors").is_file():
+        return str(out)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    kept = {}
+    for key, value in load_file(str(src / "model.safetensors")).items():
+        parts = key.split(".")
+        if "layer" in parts:
+            i = parts.index("layer")
+            if int(parts[i + 1]) not in layers:
+                continue
+            parts[i + 1] = str(layers.index(int(parts[i + 1])))
+        kept[".".join(parts)] = value
+    save_file(kept, str(tmp / "model.safetensors"))
+    config = json.loads((tmp / "config.json").read_text())
+    (tmp / "config.json").write_text(json.dumps(config | {"num_hidden_layers": len(layers)}))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return str(out)
+
+
+def _layers_row(name: str, layers: tuple[int, ...]) -> Row:
+    from ragtrim.scoring.auto import balanced_scorer
+
+    about = f"balanced with MiniLM's layers {', '.join(map(str, layers))} only (no query adapter: it fits six layers)"
+    return _row(name, about, lambda: balanced_scorer("onnxruntime-int8-cpu", model=layer_model(layers),
+                                                     threads=THREADS, query_adapter=None))
+
+
+def layers6() -> Row:
+    """The control for the rows below: all six layers, exported the same way, no query adapter."""
+    return _layers_row("layers6", (0, 1, 2, 3, 4, 5))
+
+
+def layers4() -> Row:
+    return _layers_row("layers4", (0, 1, 2, 3))
+
+
+def layers4_last() -> Row:
+    return _layers_row("layers4-last", (0, 1, 2, 5))
+
+
+def layers3() -> Row:
+    return _layers_row("layers3", (0, 1, 2))
+
+
+def layers3_spread() -> Row:
+    return _layers_row("layers3-spread", (0, 2, 4))
+
+
+def _candidates_row(name: str, candidates: int) -> Row:
+    from ragtrim.scoring.auto import balanced_scorer
+    from ragtrim.scoring.cascade import CascadeScorer
+
+    def make() -> Any:
+        default: Any = balanced_scorer("onnxruntime-int8-cpu", threads=THREADS)
+        return CascadeScorer(**(default.get_params() | {"candidates": candidates}))
+
+    return _row(name, f"balanced, MiniLM on BM25's best {candidates} texts only (the rest below them, by BM25)", make)
+
+
+def candidates12() -> Row:
+    return _candidates_row("candidates12", 12)
+
+
+def candidates15() -> Row:
+    return _candidates_row("candidates15", 15)
