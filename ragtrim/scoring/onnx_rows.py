@@ -139,9 +139,9 @@ def _pooling_tail(g: _Graph, hidden: str, mask: str, output: str) -> None:
 
 
 def _attention_bias(g: _Graph, nodes: Sequence[Any], mask: str) -> tuple[dict[str, str], set[int]]:
-    """Where the export adds ``Where(mask, 0, -inf)`` before each softmax and replaces NaN after it: one additive
-    bias per text instead, and no NaN check. Returns renamed tensors and the nodes to drop (none when the pattern is
-    not found: the graph is then left as exported)."""
+    """Where the export adds ``Where(mask, 0, -inf)`` before each softmax (and, in an export that still has them,
+    replaces NaN after it): one additive bias per text instead, and no NaN check. Returns renamed tensors and the
+    nodes to drop (none when the pattern is not found: the graph is then left as exported)."""
     produced = {o: n for n in nodes for o in n.output}
     consumers: dict[str, list[Any]] = {}
     for n in nodes:
@@ -159,8 +159,9 @@ def _attention_bias(g: _Graph, nodes: Sequence[Any], mask: str) -> tuple[dict[st
         users = consumers.get(n.output[0], [])
         isnan = next((u for u in users if u.op_type == "IsNaN"), None)
         fix = next((u for u in users if u.op_type == "Where"), None)
-        if add is None or where is None or isnan is None or fix is None or len(users) != 2 \
-                or not _is_mask_where(g, where, produced):
+        guarded = isnan is not None and fix is not None and len(users) == 2
+        unguarded = isnan is None and fix is None  # the exporter removed the guard (``drop_nan_guards``)
+        if add is None or where is None or not (guarded or unguarded) or not _is_mask_where(g, where, produced):
             return {}, set()
         if bias is None:
             tp = g.onnx.TensorProto
@@ -170,8 +171,10 @@ def _attention_bias(g: _Graph, nodes: Sequence[Any], mask: str) -> tuple[dict[st
             bias = g.node("Mul", [g.node("Sub", [g.const(np.array(1.0, np.float32), "one"), shaped], "masked"),
                                   g.const(big, "minus_big")], "attention_bias")
         renamed[where.output[0]] = bias
-        renamed[fix.output[0]] = n.output[0]
-        drop.update({id(where), id(isnan), id(fix)})
+        drop.add(id(where))
+        if fix is not None and isnan is not None:
+            renamed[fix.output[0]] = n.output[0]
+            drop.update({id(isnan), id(fix)})
     return renamed, drop
 
 

@@ -87,6 +87,33 @@ class TestShippedExport:
         assert not (tmp_path / "never-made").exists()
 
 
+def test_drop_nan_guards_removes_only_the_guards(tmp_path: Path) -> None:
+    """``Where(IsNaN(p), 0, p)`` after a softmax goes, and nothing else: the graph gives the same values, and a
+    ``Where`` on another condition stays."""
+    onnx = pytest.importorskip("onnx", reason="the export's graph edit needs onnx (the torch extra)")
+    ort = pytest.importorskip("onnxruntime", reason="runs the graph before and after")
+    from onnx import TensorProto, helper
+
+    from ragtrim.scoring.onnx_export import drop_nan_guards
+
+    zero = helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])
+    nodes = [helper.make_node("Softmax", ["x"], ["p"], axis=-1), helper.make_node("IsNaN", ["p"], ["nan"]),
+             helper.make_node("Where", ["nan", "zero", "p"], ["guarded"]),
+             helper.make_node("Greater", ["x", "zero"], ["pos"]),  # another Where: kept
+             helper.make_node("Where", ["pos", "guarded", "zero"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [zero])
+    path = tmp_path / "g.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = np.asarray([[1.0, -2.0, 3.0], [0.5, 0.5, -0.5]], dtype=np.float32)
+    before = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert drop_nan_guards(path) == 1
+    assert [n.op_type for n in onnx.load(str(path)).graph.node] == ["Softmax", "Greater", "Where"]
+    after = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.array_equal(before, after)
+    assert drop_nan_guards(path) == 0  # nothing left to remove
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh export into a temporary cache (about 15 s on 2 cores)."""
@@ -103,6 +130,10 @@ class TestExportAndScore:
         assert exported == export_dir()
         assert (exported / "model.onnx").is_file() and (exported / "model.int8.onnx").is_file()
         assert not list(exported.glob("tmp*")), "temporary files left behind"
+        import onnx
+
+        for name in ("model.onnx", "model.int8.onnx"):  # the attention's NaN guards are gone from both
+            assert not [n for n in onnx.load(str(exported / name)).graph.node if n.op_type == "IsNaN"], name
 
     def test_row_model_is_built_on_first_use_from_the_fp32_export(self, exported: Path) -> None:
         from ragtrim.scoring.onnx_backend import row_model
