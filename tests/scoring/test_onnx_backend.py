@@ -87,6 +87,7 @@ class TestShippedExport:
         assert not (tmp_path / "never-made").exists()
 
 
+@pytest.mark.model  # onnx comes with the torch extra
 def test_drop_nan_guards_removes_only_the_guards(tmp_path: Path) -> None:
     """``Where(IsNaN(p), 0, p)`` after a softmax goes, and nothing else: the graph gives the same values, and a
     ``Where`` on another condition stays."""

@@ -14,6 +14,7 @@ from ragtrim_bench.tuning.cpu_recipes import layer_model
 safetensors_numpy = pytest.importorskip("safetensors.numpy", reason="the layer rows need safetensors")
 
 
+@pytest.mark.model  # the bundled MiniLM's weights come with the torch extra
 def test_layer_model_keeps_the_layers_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         src = Path(resolve_model(DEFAULT_EMBEDDING_MODEL))
