@@ -17,6 +17,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ragtrim.errors import ConfigError
 from ragtrim.text.stem import light_stem
 from ragtrim.text.stopwords import STOPWORDS
 from ragtrim.text.structure import cells, is_table_row
@@ -131,6 +132,10 @@ class LookupQuestion:
     words: frozenset[str]
     fiscal_years: bool = True
     margin: float = LOOKUP_MARGIN
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.margin <= 1.0:
+            raise ConfigError(f"margin is an F1 difference, in [0, 1]; got {self.margin!r}")
 
     def matches(self, units: Sequence[str], with_dependencies: Sequence[str], tables: Sequence[int]) -> list[float]:
         """How well each unit answers the lookup, in [0, 1] (see ``lookup_matches``)."""

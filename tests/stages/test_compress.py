@@ -276,6 +276,8 @@ class TestTableLookup:
         lookup = lookup_question(query, margin=1.0)
         assert lookup is not None and lookup.matches(units, deps, [0, 0, 1, 1]) == [
             0.0, pytest.approx(0.8), 0.0, pytest.approx(4 / 7)]
+        with pytest.raises(ConfigError, match="margin"):
+            lookup_question(query, margin=1.5)
 
     def test_the_looked_up_row_is_kept_over_prose_that_repeats_the_question(self) -> None:
         chunks = [{"id": "p", "text": "Net income in 2019 rose, and net income guidance for 2019 was raised."},
