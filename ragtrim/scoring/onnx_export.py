@@ -155,6 +155,8 @@ def drop_nan_guards(path: Path) -> int:
     masked and no softmax gives a NaN: the guard changes no value, and it cost about a fifteenth of an int8 model
     call on the CPU (two passes over every attention matrix). Needs the ``onnx`` package (the ``torch`` extra)."""
     onnx = _import("onnx", "torch", "exporting a MiniLM model to ONNX (once)")
+    from ragtrim.scoring.onnx_rows import live_nodes
+
     model = onnx.load(str(path))
     graph = model.graph
     made_by = {out: node for node in graph.node for out in node.output}
@@ -172,14 +174,9 @@ def drop_nan_guards(path: Path) -> int:
     for node in keep:
         for i, name in enumerate(node.input):
             node.input[i] = use_instead.get(name, name)
-    needed = {o.name for o in graph.output}
-    alive: list[Any] = []
-    for node in reversed(keep):  # the guards' IsNaN nodes and constants are now read by no one
-        if any(out in needed for out in node.output):
-            alive.append(node)
-            needed.update(node.input)
+    alive = live_nodes(keep, [o.name for o in graph.output])  # the guards' IsNaN nodes and constants go
     del graph.node[:]
-    graph.node.extend(reversed(alive))
+    graph.node.extend(alive)
     onnx.save(model, str(path))
     return len(use_instead)
 

@@ -139,14 +139,10 @@ def _pooling_tail(g: _Graph, hidden: str, mask: str, output: str) -> None:
 
 
 def _attention_bias(g: _Graph, nodes: Sequence[Any], mask: str) -> tuple[dict[str, str], set[int]]:
-    """Where the export adds ``Where(mask, 0, -inf)`` before each softmax (and, in an export that still has them,
-    replaces NaN after it): one additive bias per text instead, and no NaN check. Returns renamed tensors and the
-    nodes to drop (none when the pattern is not found: the graph is then left as exported)."""
+    """Where the export adds ``Where(mask, 0, -inf)`` before each softmax: one additive bias per text instead (the
+    export has no NaN guard after the softmax: ``ragtrim.scoring.onnx_export.drop_nan_guards``). Returns renamed
+    tensors and the nodes to drop (none when the pattern is not found: the graph is then left as exported)."""
     produced = {o: n for n in nodes for o in n.output}
-    consumers: dict[str, list[Any]] = {}
-    for n in nodes:
-        for i in n.input:
-            consumers.setdefault(i, []).append(n)
     renamed: dict[str, str] = {}
     drop: set[int] = set()
     bias: str | None = None
@@ -156,12 +152,7 @@ def _attention_bias(g: _Graph, nodes: Sequence[Any], mask: str) -> tuple[dict[st
         add = produced.get(n.input[0])
         where = next((produced.get(i) for i in add.input if produced.get(i) is not None
                       and produced[i].op_type == "Where"), None) if add is not None and add.op_type == "Add" else None
-        users = consumers.get(n.output[0], [])
-        isnan = next((u for u in users if u.op_type == "IsNaN"), None)
-        fix = next((u for u in users if u.op_type == "Where"), None)
-        guarded = isnan is not None and fix is not None and len(users) == 2
-        unguarded = isnan is None and fix is None  # the exporter removed the guard (``drop_nan_guards``)
-        if add is None or where is None or not (guarded or unguarded) or not _is_mask_where(g, where, produced):
+        if add is None or where is None or not _is_mask_where(g, where, produced):
             return {}, set()
         if bias is None:
             tp = g.onnx.TensorProto
@@ -172,9 +163,6 @@ def _attention_bias(g: _Graph, nodes: Sequence[Any], mask: str) -> tuple[dict[st
                                   g.const(big, "minus_big")], "attention_bias")
         renamed[where.output[0]] = bias
         drop.add(id(where))
-        if fix is not None and isnan is not None:
-            renamed[fix.output[0]] = n.output[0]
-            drop.update({id(isnan), id(fix)})
     return renamed, drop
 
 
@@ -221,8 +209,8 @@ def _skip_layer_norms(g: _Graph) -> None:
     g.nodes = out
 
 
-def _live(nodes: Sequence[Any], outputs: Sequence[str]) -> list[Any]:
-    """``nodes`` without those whose outputs nothing uses (the mask construction the bias replaced)."""
+def live_nodes(nodes: Sequence[Any], outputs: Sequence[str]) -> list[Any]:
+    """``nodes`` (in graph order) without those whose outputs nothing on the way to ``outputs`` uses."""
     needed = set(outputs)
     live: list[Any] = []
     for n in reversed(nodes):
@@ -264,7 +252,7 @@ def rewrite(model: Any, onnx: Any) -> Any:
             g.nodes.append(n)
     _pooling_tail(g, hidden, "attention_mask", "embedding")
     _skip_layer_norms(g)
-    live = _live(g.nodes, outputs)
+    live = live_nodes(g.nodes, outputs)  # the mask construction the bias replaced goes
     used = {i for n in live for i in n.input}
     del graph.node[:]
     graph.node.extend(live)

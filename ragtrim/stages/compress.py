@@ -216,7 +216,7 @@ class SentenceCompressor(Stage):
         # that shares nothing with the question must not tie with the sentence that answers it.
         own = self._plus_hint(query, own, self._hint_texts(sentences, texts), self._with_context(match, sentences))
         prio = self._with_context(own, sentences)
-        lookup = lookup_question(query) if self.lookup_weight > 0 else None
+        lookup = self._lookup_question(query) if self.lookup_weight > 0 else None
         if lookup is not None:  # the looked-up row's own bonus: it does not spill to its neighbours
             prio += self.lookup_weight * np.asarray(lookup.matches([s.text for s in sentences], texts,
                                                                    [s.chunk for s in sentences]))
@@ -377,6 +377,9 @@ class SentenceCompressor(Stage):
     def _answer_kind(query: str) -> AnswerKind | None:
         """The kind of value the question asks for (``ragtrim.text.answer_kind``)."""
         return answer_kind(query)
+
+    _lookup_question = staticmethod(lookup_question)
+    """How the question is read as a table lookup (``ragtrim.text.answer_kind.lookup_question``)."""
 
     def _plus_hint(self, query: str, own: np.ndarray, texts: list[str], match: np.ndarray) -> np.ndarray:
         """``own`` plus ``answer_hint_weight`` times ``match`` (in [0, 1]: how well the text, or its neighbour,

@@ -14,8 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ragtrim.errors import ConfigError
 from ragtrim.text.answer_kind import AnswerKind
 
@@ -235,19 +233,12 @@ def lookup_per_table() -> Row:
     however far below the request's best match (``margin=1.0``), and "FY19" names no year. Name it as
     ``ragtrim_bench.relevance.rows:lookup_per_table``."""
     from ragtrim.stages.compress import SentenceCompressor
-    from ragtrim.text.answer_kind import lookup_question
+    from ragtrim.text.answer_kind import LookupQuestion, lookup_question
 
     class LookupPerTable(SentenceCompressor):
-        def priorities(self, query: str, chunks: Any, sentences: Any, deps: Any = None) -> Any:
-            deps = deps if deps is not None else self._dependencies(chunks, sentences)
-            prio = SentenceCompressor(**(self.get_params() | {"lookup_weight": 0.0})).priorities(
-                query, chunks, sentences, deps)
-            lookup = lookup_question(query, fiscal_years=False, margin=1.0)
-            if lookup is None:
-                return prio
-            texts = [" ".join([*(sentences[d].text for d in deps[i]), s.text]) for i, s in enumerate(sentences)]
-            return prio + self.lookup_weight * np.asarray(
-                lookup.matches([s.text for s in sentences], texts, [s.chunk for s in sentences]))
+        @staticmethod
+        def _lookup_question(query: str, *, fiscal_years: bool = False, margin: float = 1.0) -> LookupQuestion | None:
+            return lookup_question(query, fiscal_years=fiscal_years, margin=margin)
 
     return _default_with_compressor(LookupPerTable, "lookup-per-table", "the default with the lookup bonus on "
                                     "every table's best row and no fiscal years")
