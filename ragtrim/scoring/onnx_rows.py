@@ -11,9 +11,9 @@ What changes against ONNX Runtime's dynamic quantization (``model.int8.onnx``), 
 * Mean pooling is a matrix product of the mask row and the hidden states, and the L2 norm a dot product, each per
   text: ONNX Runtime's ``ReduceSum`` over the token axis summed in a different order when the call held more rows
   (the one operation of the fp32 graph whose result depended on the batch).
-* The attention mask is added as one bias per text instead of a ``Where`` over every (head, token, token) and a NaN
-  check after the softmax (about a tenth of the model's time; a row always keeps its first piece, so no softmax row
-  is empty).
+* The attention mask is added as one bias per text instead of a ``Where`` over every (head, token, token). The NaN
+  check after each softmax is already gone from the export (``ragtrim.scoring.onnx_export.drop_nan_guards``: a row
+  always keeps its first piece, so no softmax row is empty).
 
 Texts of different lengths still need their own calls (padding changes the attention softmax's summation length);
 ``padded_batches(..., grouping="exact_length")`` groups equal lengths. Closer to fp32 than the dynamic export: cosine
