@@ -152,8 +152,8 @@ def drop_nan_guards(path: Path) -> int:
 
     The exported attention follows each softmax with ``Where(IsNaN(p), 0, p)``, for a query row whose every key is
     masked. The mask here only ever masks padding keys, and every text keeps its [CLS] piece, so no row is fully
-    masked and no softmax gives a NaN: the guard changes no value, and it cost about a fifteenth of an int8 model
-    call on the CPU (two passes over every attention matrix). Needs the ``onnx`` package (the ``torch`` extra)."""
+    masked and no softmax gives a NaN: the guard changes no value, and costs two passes over every attention matrix
+    on the CPU. Needs the ``onnx`` package (the ``torch`` extra)."""
     onnx = _import("onnx", "torch", "exporting a MiniLM model to ONNX (once)")
     from ragtrim.scoring.onnx_rows import live_nodes
 
