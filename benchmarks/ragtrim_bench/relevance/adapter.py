@@ -1,13 +1,15 @@
 """Rebuild the `balanced-qa` scorer's query adapter (``ragtrim/data/minilm_query_adapter.npz``) from dev columns.
 
   ragtrim-bench relevance adapter train [--l2 0.001,0.003,0.01,0.03] [--folds 5] [--output PATH] [--result PATH]
+                                        [--model FOLDER]
 
 Embeds every dev request of the quality matrix's Latin-script columns with the default recipe's MiniLM (int8 ONNX,
 ``BALANCED_PREFIX_TOKENS`` word pieces; the CJK columns are left out: MiniLM gets no vote on them, so the adapter
 never acts there), picks the pull toward the identity (``--l2``) by cross-validation over documents inside dev
 (``adapter_fit.cross_validated_ranks``: the best mean top-3 rate of the gold chunk over the columns, under the
 default's fused score; a tie goes to the larger pull), fits the adapter on all of dev with it and writes the file
-and a result JSON with every column's cross-validated ranks. Held-out requests are never read.
+and a result JSON with every column's cross-validated ranks. Held-out requests are never read. ``--model`` fits an
+adapter for another local MiniLM (a distilled one, ``ragtrim_bench.tuning.distill``) instead of the bundled one.
 """
 
 from __future__ import annotations
@@ -69,14 +71,17 @@ def _documents() -> dict[str, str]:
     return docs
 
 
-def collect(limits: dict[str, int]) -> Features:
+def collect(limits: dict[str, int], model: str | None = None) -> Features:
     """The dev requests of ``limits``' columns as vectors. A request of fewer than ``N_PASSAGES`` chunks (KV: 19) is
-    padded with a copy of a distractor, which changes no softmax target and no gold rank by more than one."""
+    padded with a copy of a distractor, which changes no softmax target and no gold rank by more than one.
+    ``model``: a local MiniLM folder (default: the bundled one)."""
     from ragtrim.scoring.auto import BALANCED_PREFIX_TOKENS
     from ragtrim.scoring.bm25 import BM25Scorer
+    from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL
     from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
 
-    embedder = OnnxEmbeddingScorer(max_seq_length=BALANCED_PREFIX_TOKENS, vector_store="off", threads=1)
+    embedder = OnnxEmbeddingScorer(model=model or DEFAULT_EMBEDDING_MODEL, max_seq_length=BALANCED_PREFIX_TOKENS,
+                                   vector_store="off", threads=1)
     bm25 = BM25Scorer()
     docs = _documents()
     qs, ps, bs, gold, columns, groups = [], [], [], [], [], []
@@ -121,16 +126,16 @@ def write_adapter(path: Path, delta: np.ndarray, about: str) -> None:
                         compress_type=zipfile.ZIP_DEFLATED)
 
 
-def write_source(path: Path, adapter: Path, about: str) -> None:
+def write_source(path: Path, adapter: Path, about: str, model: str | None = None) -> None:
     """The note beside the adapter: what made it, its digest, and the licences of the data it was fitted on."""
     note = {"adapter": adapter.name, "sha256": hashlib.sha256(adapter.read_bytes()).hexdigest(), "about": about,
-            "model": "all-MiniLM-L6-v2 (ragtrim/data/all-MiniLM-L6-v2; Apache-2.0)",
+            "model": model or "all-MiniLM-L6-v2 (ragtrim/data/all-MiniLM-L6-v2; Apache-2.0)",
             "training_data": TRAINING_DATA}
     path.write_text(json.dumps(note, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def train(l2_grid: Sequence[float], folds: int, output: Path, command: str) -> dict[str, Any]:
-    features = collect(TRAINING_LIMITS)
+def train(l2_grid: Sequence[float], folds: int, output: Path, command: str, model: str | None = None) -> dict[str, Any]:
+    features = collect(TRAINING_LIMITS, model)
     identity = rank_summary(gold_ranks(fused(None, features), features.gold), features.columns)
     cv = {l2: rank_summary(cross_validated_ranks(features, FitConfig(l2=l2), folds), features.columns)
           for l2 in l2_grid}
@@ -140,11 +145,12 @@ def train(l2_grid: Sequence[float], folds: int, output: Path, command: str) -> d
     best = choose_l2(cv)
     config = FitConfig(l2=best)
     delta, losses = fit(features, config)
-    about = (f"ragtrim query adapter for all-MiniLM-L6-v2 (int8 ONNX, 128 word pieces): {command}; l2={best}, "
+    label = Path(model).name if model else "all-MiniLM-L6-v2"
+    about = (f"ragtrim query adapter for {label} (int8 ONNX, 128 word pieces): {command}; l2={best}, "
              f"temperature={config.temperature}, steps={config.steps}; trained on the dev split of "
              f"{', '.join(f'{c} ({features.columns.count(c)})' for c in TRAINING_LIMITS)}")
     write_adapter(output, delta, about)
-    write_source(output.with_suffix(".source.json"), output, about)
+    write_source(output.with_suffix(".source.json"), output, about, model)
     return {"benchmark": "query_adapter", "command": command, "git_commit": _commit(),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "split": "dev",
             "limits": TRAINING_LIMITS, "folds": folds, "fit": {"temperature": config.temperature,
@@ -172,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--output", default=None, help="the adapter file (default: the packaged one)")
     parser.add_argument("--result", default=None)
+    parser.add_argument("--model", default=None, help="a local MiniLM folder to fit for (default: the bundled one)")
     args = parser.parse_args(argv)
     command = command_line("ragtrim_bench.relevance.adapter", sys.argv[1:] if argv is None else argv)
     try:
@@ -179,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not grid or any(x < 0 for x in grid) or args.folds < 2:
             raise ConfigError(f"--l2 must be numbers >= 0 and --folds >= 2, got {args.l2!r} and {args.folds}")
         output = Path(args.output) if args.output else DEFAULT_OUTPUT
-        result = train(grid, args.folds, output, command)
+        result = train(grid, args.folds, output, command, args.model)
     except (ConfigError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -7,7 +7,8 @@ or without the passage's title line in front. ``threads``: 2 (both cores of the 
 
 Below them, two ways to a cheaper model pass without training, measured against the default's answers: MiniLM with
 some of its layers left out (``layers4``, ``layers3_spread``, ...; ``layers6`` is their control) and fewer texts
-handed to the model (``candidates12``, ``candidates15``).
+handed to the model (``candidates12``, ``candidates15``); and MiniLMs of three and four layers distilled from the shipped
+one (``distilled3``, ``distilled4``, ``distilled3_tuned``; ``ragtrim_bench.tuning.distill``).
 """
 
 from __future__ import annotations
@@ -88,35 +89,16 @@ def layer_model(layers: tuple[int, ...]) -> str:
     """A folder in the cache holding the bundled MiniLM with only ``layers`` (indices of its six, in order), made
     once from the bundled weights; ``OnnxEmbeddingScorer`` exports it to int8 ONNX on first use (the ``torch``
     extra)."""
-    import json
-    import shutil
-
-    from safetensors.numpy import load_file, save_file
+    from safetensors.numpy import load_file
 
     from ragtrim._util.paths import cache_dir
     from ragtrim.scoring.embedding import DEFAULT_EMBEDDING_MODEL, resolve_model
+    from ragtrim_bench.tuning.distill import model_folder, student_weights
 
-    src = Path(resolve_model(DEFAULT_EMBEDDING_MODEL))
     out = cache_dir() / "tuning" / f"minilm-layers-{'-'.join(map(str, layers))}"
-    if (out / "model.safetensors").is_file():
-        return str(out)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp)
-    kept = {}
-    for key, value in load_file(str(src / "model.safetensors")).items():
-        parts = key.split(".")
-        if "layer" in parts:
-            i = parts.index("layer")
-            if int(parts[i + 1]) not in layers:
-                continue
-            parts[i + 1] = str(layers.index(int(parts[i + 1])))
-        kept[".".join(parts)] = value
-    save_file(kept, str(tmp / "model.safetensors"))
-    config = json.loads((tmp / "config.json").read_text())
-    (tmp / "config.json").write_text(json.dumps(config | {"num_hidden_layers": len(layers)}))
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    if not (out / "model.safetensors").is_file():
+        src = Path(resolve_model(DEFAULT_EMBEDDING_MODEL))
+        model_folder(student_weights(load_file(str(src / "model.safetensors")), layers), out)
     return str(out)
 
 
@@ -166,3 +148,47 @@ def candidates12() -> Row:
 
 def candidates15() -> Row:
     return _candidates_row("candidates15", 15)
+
+
+# -- a smaller MiniLM distilled from the shipped one --------------------------------------------------------------------
+# ``ragtrim_bench.tuning.distill`` trains MiniLMs of three and four layers to give the shipped int8 model's vectors (on
+# the dev requests' texts) and fits each its own query adapter; the rows read them from the cache folder.
+
+
+def distilled_model(name: str) -> str:
+    """The assembled student ``name`` (``distilled-l3``, ...) in the cache folder, with its ``adapter.npz``;
+    ConfigError naming the commands that make it when it is not there."""
+    from ragtrim._util.paths import cache_dir
+    from ragtrim.errors import ConfigError
+
+    out = cache_dir() / "tuning" / name
+    if not (out / "model.safetensors").is_file() or not (out / "adapter.npz").is_file():
+        raise ConfigError(f"no distilled model at {out}: build it with `ragtrim-bench tuning distill corpus`, "
+                          f"`... distill train` (a GPU), `... distill assemble --out {out}` and `ragtrim-bench "
+                          f"relevance adapter train --model {out} --output {out / 'adapter.npz'}`")
+    return str(out)
+
+
+def _distilled_row(name: str) -> Row:
+    from ragtrim.scoring.adapter import LONG_QUERY_WORDS
+    from ragtrim.scoring.auto import balanced_scorer
+
+    def make() -> Any:
+        model = distilled_model(name)
+        return balanced_scorer("onnxruntime-int8-cpu", model=model, threads=THREADS,
+                               query_adapter=str(Path(model) / "adapter.npz"), adapter_min_length=LONG_QUERY_WORDS)
+
+    return _row(name, f"balanced with the distilled MiniLM {name} (int8) and its own query adapter on long queries",
+                make)
+
+
+def distilled3() -> Row:
+    return _distilled_row("distilled-l3")
+
+
+def distilled4() -> Row:
+    return _distilled_row("distilled-l4")
+
+
+def distilled3_tuned() -> Row:
+    return _distilled_row("distilled-l3-list")
