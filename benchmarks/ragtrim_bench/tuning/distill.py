@@ -12,7 +12,8 @@ texts are tokenized with the shipped tokenizer and written as word-piece ids, wi
 passages as one group.
 
 ``train`` needs only the corpus and the shipped int8 model (``ragtrim/data/all-MiniLM-L6-v2/model.int8.onnx``), so
-it runs on a machine with torch, onnx and onnxruntime and nothing else of ragtrim's. The teacher is the shipped model
+it runs on a machine with torch, onnx and onnxruntime and none of ragtrim's dependencies (the checkout on
+``PYTHONPATH``). The teacher is the shipped model
 itself, one text per call as ragtrim runs it (its vectors are the ones the default ranks by); the student starts
 from the teacher's layers named by ``--layers`` (their int8 weights, dequantized) and its embeddings, which stay
 frozen, or from an earlier student's layers (``--init``). It learns the teacher's vector of every text (the first 128
@@ -42,6 +43,9 @@ from typing import Any
 
 import numpy as np
 
+from ragtrim.scoring.adapter import BUNDLED_FILE
+from ragtrim.scoring.onnx_export import shipped_dir
+
 COLUMNS = ("nq-title", "nq-notitle", "squad-article", "kv", "tatqa", "cuad")
 PIECES = 128
 """Word pieces the default's MiniLM reads of a text, [CLS] and [SEP] included."""
@@ -51,9 +55,8 @@ LAYER_PARTS = ("attention.self.query", "attention.self.key", "attention.self.val
                "intermediate.dense", "output.dense")
 """The six weight matrices of a layer, in the order the exporter numbers them (``onnx::MatMul_<n>``)."""
 CLS, SEP = 101, 102
-DATA = Path(__file__).resolve().parents[3] / "ragtrim" / "data"
-SHIPPED = DATA / "all-MiniLM-L6-v2" / "model.int8.onnx"
-ADAPTER = DATA / "minilm_query_adapter.npz"
+SHIPPED = shipped_dir() / "model.int8.onnx"
+ADAPTER = BUNDLED_FILE
 """The bundled query adapter: the default maps long queries with it (``ragtrim.scoring.adapter``)."""
 EVAL_TEXTS = 2000
 """Texts (a seeded sample of the corpus) whose lead's cosine to the teacher ``train.json`` reports."""
