@@ -55,6 +55,7 @@ LAYER_PARTS = ("attention.self.query", "attention.self.key", "attention.self.val
                "intermediate.dense", "output.dense")
 """The six weight matrices of a layer, in the order the exporter numbers them (``onnx::MatMul_<n>``)."""
 CLS, SEP = 101, 102
+"""The bundled tokenizer's [CLS] and [SEP] ids."""
 SHIPPED = shipped_dir() / "model.int8.onnx"
 ADAPTER = BUNDLED_FILE
 """The bundled query adapter: the default maps long queries with it (``ragtrim.scoring.adapter``)."""
@@ -67,8 +68,8 @@ TEMPERATURE = 0.05
 # -- corpus (here) ------------------------------------------------------------------------------------------------------
 def corpus_groups(dev: Sequence[Any], heldout: Sequence[Any]) -> tuple[list[str], list[list[int]], list[str]]:
     """The texts of ``dev`` requests (``Request``s) less the gold passage of every ``heldout`` one, numbered in order
-    of first use (a request's passages before its question), and each dev request as ``[question, passage, ...]`` text numbers; returns the texts, the groups and
-    each group's question."""
+    of first use (a request's passages before its question), and each dev request as ``[question, passage, ...]``
+    text numbers; returns the texts, the groups and each group's question."""
     heldout_gold = {r.passages[r.gold_index] for r in heldout}
     texts: dict[str, int] = {}
     groups = []
@@ -159,7 +160,7 @@ def _views(ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator) -> tu
         views.append(np.concatenate([[CLS], ids[s: s + min(n, inner)], [SEP]]))
         source.append(t)
         if n > inner + 16:
-            o = int(rng.integers(16, n - inner + 1)) if n > inner + 16 else 0
+            o = int(rng.integers(16, n - inner + 1))
             views.append(np.concatenate([[CLS], ids[s + o: s + o + inner], [SEP]]))
             source.append(-1 - t)
     return views, np.array(source)
@@ -239,7 +240,7 @@ def train(corpus: Path, layers: Sequence[int], out: Path, *, steps: int, batch_g
     adapter = torch.eye(384, device=device) + torch.from_numpy(delta).to(device)
 
     def adapted(q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The query vectors as the default ranks by them: long queries through the bundled adapter."""
+        """The query vectors as the default ranks by them: long queries (``mask``) through the adapter."""
         return torch.where(mask[:, None], torch.nn.functional.normalize(q @ adapter.T, dim=-1), q)
 
     def encode(batch: Sequence[int]) -> torch.Tensor:
@@ -257,19 +258,12 @@ def train(corpus: Path, layers: Sequence[int], out: Path, *, steps: int, batch_g
         pooled = (h.float() * m).sum(1) / m.sum(1)
         return torch.nn.functional.normalize(pooled, dim=-1)
 
-    curve = []
-    for step in range(steps):
-        picked = rng.choice(len(groups), batch_groups, replace=False)
-        chosen, is_long = groups[picked], torch.from_numpy(long[picked]).to(device)
-        queries = [lead[int(g[0])] for g in chosen]
-        passages = sorted({lead[int(t)] for g in chosen for t in g[1:] if t >= 0})
-        column = {v: i for i, v in enumerate(passages)}
-        drawn: Any = rng.choice(extra, min(len(extra), windows), replace=False) if windows and len(extra) else []
-        batch = queries + passages + [int(w) for w in drawn]
-        student = encode(batch)
-        teacher = target_all[batch]
+    def losses(student: torch.Tensor, teacher: torch.Tensor, chosen: np.ndarray, is_long: torch.Tensor, q: int,
+               column: dict[int, int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """1 - cosine to the teacher's vectors; the squared error of the ``q`` questions' cosines with the batch's
+        passages (``column``: a passage view's place among them); each request's KL over its own passages."""
         vector_loss = (1 - (student * teacher).sum(-1)).mean()
-        q, p = len(queries), len(passages)
+        p = len(column)
         sq, tq = adapted(student[:q], is_long), adapted(teacher[:q], is_long)
         s_sims, t_sims = sq @ student[q: q + p].T, tq @ teacher[q: q + p].T
         pair_loss = ((s_sims - t_sims) ** 2).mean()
@@ -279,7 +273,19 @@ def train(corpus: Path, layers: Sequence[int], out: Path, *, steps: int, batch_g
             target = torch.softmax(t_sims[i, own] / TEMPERATURE, -1)
             list_loss = list_loss + torch.nn.functional.kl_div(
                 torch.log_softmax(s_sims[i, own] / TEMPERATURE, -1), target, reduction="sum")
-        list_loss = list_loss / len(chosen)
+        return vector_loss, pair_loss, list_loss / len(chosen)
+
+    curve = []
+    for step in range(steps):
+        picked = rng.choice(len(groups), batch_groups, replace=False)
+        chosen, is_long = groups[picked], torch.from_numpy(long[picked]).to(device)
+        queries = [lead[int(g[0])] for g in chosen]
+        passages = sorted({lead[int(t)] for g in chosen for t in g[1:] if t >= 0})
+        column = {v: i for i, v in enumerate(passages)}
+        drawn: Any = rng.choice(extra, min(len(extra), windows), replace=False) if windows and len(extra) else []
+        batch = queries + passages + [int(w) for w in drawn]
+        vector_loss, pair_loss, list_loss = losses(encode(batch), target_all[batch], chosen, is_long,
+                                                   len(queries), column)
         loss: Any = vector_loss + pair_weight * pair_loss + list_weight * list_loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -293,20 +299,22 @@ def train(corpus: Path, layers: Sequence[int], out: Path, *, steps: int, batch_g
 
     model.eval()
     with torch.no_grad():
-        leads = [lead[int(i)] for i in np.sort(np.random.default_rng(seed).choice(len(lead), min(len(lead), EVAL_TEXTS),
-                                                                            replace=False))]
+        sample = np.random.default_rng(seed).choice(len(lead), min(len(lead), EVAL_TEXTS), replace=False)
+        leads = [lead[int(i)] for i in np.sort(sample)]
         cos = torch.cat([(encode(leads[i: i + 512]) * target_all[leads[i: i + 512]]).sum(-1)
                          for i in range(0, len(leads), 512)])
     out.mkdir(parents=True, exist_ok=True)
     layer_weights = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in model.state_dict().items()
                      if k.startswith("encoder.")}
     save_file(layer_weights, str(out / "layers.safetensors"))
-    result = {"benchmark": "distill_train", "command": command, "layers": list(layers), "steps": steps, "batch_groups": batch_groups, "lr": lr,
-              "pair_weight": pair_weight, "list_weight": list_weight,
-              "windows": windows, "adapter": adapter_path.name if adapter_path else None, "init": init.name if init else None, "temperature": TEMPERATURE, "seed": seed, "texts": len(lead), "views": len(views),
-              "teacher_s": round(t_teacher, 1), "train_s": round(time.perf_counter() - t0 - t_teacher, 1),
-              "lead_cosine_to_teacher": {"texts": len(leads), "mean": round(float(cos.mean()), 5), "p01": round(float(cos.quantile(0.01)), 5),
-                                         "min": round(float(cos.min()), 5)},
+    result = {"benchmark": "distill_train", "command": command, "layers": list(layers), "steps": steps,
+              "batch_groups": batch_groups, "lr": lr, "pair_weight": pair_weight, "list_weight": list_weight,
+              "windows": windows, "adapter": adapter_path.name if adapter_path else None,
+              "init": init.name if init else None, "temperature": TEMPERATURE, "seed": seed, "texts": len(lead),
+              "views": len(views), "teacher_s": round(t_teacher, 1),
+              "train_s": round(time.perf_counter() - t0 - t_teacher, 1),
+              "lead_cosine_to_teacher": {"texts": len(leads), "mean": round(float(cos.mean()), 5),
+                                         "p01": round(float(cos.quantile(0.01)), 5), "min": round(float(cos.min()), 5)},
               "curve": curve}
     (out / "train.json").write_text(json.dumps(result, indent=1))
     return result
