@@ -20,7 +20,7 @@ frozen, or from an earlier student's layers (``--init``). It learns the teacher'
 pieces, as the default reads them, and another 128-piece window of long passages), the cosines of the batch's
 questions with its passages (``--pair-weight``), and, with ``--list-weight``, each request's ranking of its own
 passages (a softmax over their cosines); long questions are mapped by ``--adapter`` in both, as the default maps
-them. The defaults are the first stage; ``--init DIR --steps 150 --batch-groups 8 --windows 0 --lr 5e-5 --seed 1
+them; ``--column-weights cuad=3`` draws a column's requests more often. The defaults are the first stage; ``--init DIR --steps 150 --batch-groups 8 --windows 0 --lr 5e-5 --seed 1
 --list-weight 1 --adapter ragtrim/data/minilm_query_adapter.npz`` is the second. It writes the student's layers
 (``layers.safetensors``, float16) and a ``train.json`` with the loss curve.
 
@@ -100,8 +100,9 @@ def build_corpus(out: Path) -> dict[str, Any]:
     for row, g in zip(grid, groups):
         row[: len(g)] = g
     long = np.array([adapts(q, LONG_QUERY_WORDS) for q in questions])
+    columns = np.array([i for i, c in enumerate(COLUMNS) for _ in dev[c]], dtype=np.int8)
     out.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out / "corpus.npz", ids=ids, lengths=lengths, groups=grid, long=long)
+    np.savez_compressed(out / "corpus.npz", ids=ids, lengths=lengths, groups=grid, long=long, columns=columns)
     (out / "config.json").write_text((model_dir / "config.json").read_text())
     about = {"columns": {c: len(r) for c, r in dev.items()}, "texts": len(texts), "groups": len(groups),
              "pieces": int(lengths.sum()), "long_queries": int(long.sum()),
@@ -166,6 +167,20 @@ def _views(ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator) -> tu
     return views, np.array(source)
 
 
+def _group_odds(data: Any, weights: dict[str, float]) -> np.ndarray | None:
+    """Each request's chance of being drawn into a batch when some columns weigh more (``weights``: column name to
+    weight, the rest 1); None (every request alike) when none is given."""
+    if not weights:
+        return None
+    unknown = set(weights) - set(COLUMNS)
+    if unknown or any(w <= 0 for w in weights.values()):
+        raise ValueError(f"column weights must name columns of {COLUMNS} with weights > 0, got {weights}")
+    per_column = np.array([weights.get(c, 1.0) for c in COLUMNS])
+    odds: np.ndarray = per_column[data["columns"]]
+    chances: np.ndarray = odds / odds.sum()
+    return chances
+
+
 def teacher_vectors(views: Sequence[np.ndarray], onnx_path: Path, workers: int) -> np.ndarray:
     """The shipped model's vector of every view, one view per call (as ragtrim runs it), ``workers`` sessions of one
     thread at once."""
@@ -194,7 +209,7 @@ def teacher_vectors(views: Sequence[np.ndarray], onnx_path: Path, workers: int) 
 def train(corpus: Path, layers: Sequence[int], out: Path, *, steps: int, batch_groups: int, lr: float,
           pair_weight: float, list_weight: float, seed: int, workers: int, adapter_path: Path | None = ADAPTER,
           init: Path | None = None, teacher_cache: Path | None = None, windows: int = 64,
-          command: str | None = None) -> dict[str, Any]:
+          command: str | None = None, column_weights: dict[str, float] | None = None) -> dict[str, Any]:
     import torch
     import transformers
     from safetensors.torch import save_file
@@ -205,6 +220,7 @@ def train(corpus: Path, layers: Sequence[int], out: Path, *, steps: int, batch_g
     data = np.load(corpus / "corpus.npz")
     ids, lengths, groups, long = data["ids"].astype(np.int64), data["lengths"], data["groups"], data["long"]
     views, source = _views(ids, lengths, rng)
+    odds = _group_odds(data, column_weights or {})
     if teacher_cache is not None and teacher_cache.is_file():
         targets = np.load(teacher_cache)
     else:
@@ -277,7 +293,7 @@ def train(corpus: Path, layers: Sequence[int], out: Path, *, steps: int, batch_g
 
     curve = []
     for step in range(steps):
-        picked = rng.choice(len(groups), batch_groups, replace=False)
+        picked = rng.choice(len(groups), batch_groups, replace=False, p=odds)
         chosen, is_long = groups[picked], torch.from_numpy(long[picked]).to(device)
         queries = [lead[int(g[0])] for g in chosen]
         passages = sorted({lead[int(t)] for g in chosen for t in g[1:] if t >= 0})
@@ -309,7 +325,7 @@ def train(corpus: Path, layers: Sequence[int], out: Path, *, steps: int, batch_g
     save_file(layer_weights, str(out / "layers.safetensors"))
     result = {"benchmark": "distill_train", "command": command, "layers": list(layers), "steps": steps,
               "batch_groups": batch_groups, "lr": lr, "pair_weight": pair_weight, "list_weight": list_weight,
-              "windows": windows, "adapter": adapter_path.name if adapter_path else None,
+              "windows": windows, "column_weights": column_weights or {}, "adapter": adapter_path.name if adapter_path else None,
               "init": init.name if init else None, "temperature": TEMPERATURE, "seed": seed, "texts": len(lead),
               "views": len(views), "teacher_s": round(t_teacher, 1),
               "train_s": round(time.perf_counter() - t0 - t_teacher, 1),
@@ -353,6 +369,18 @@ def assemble(student: Path, out: Path) -> Path:
     return model_folder({k: v for k, v in bundled.items() if k.startswith("embeddings.")} | layers, out)
 
 
+def column_weights(text: str) -> dict[str, float]:
+    """``cuad=3,tatqa=2`` as ``{"cuad": 3.0, "tatqa": 2.0}``; an argparse error for anything else."""
+    weights = {}
+    for item in filter(None, text.split(",")):
+        name, _, value = item.partition("=")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected column=weight, got {item!r}") from None
+    return weights
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ragtrim-bench tuning distill", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
@@ -372,6 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--init", type=Path, default=None, help="start from a student's layers.safetensors folder")
     t.add_argument("--teacher-cache", type=Path, default=None, help="a .npy to keep the teacher's vectors in")
     t.add_argument("--windows", type=int, default=64, help="windows of long passages in each batch")
+    t.add_argument("--column-weights", type=column_weights, default={},
+                   help="draw some columns' requests more often, e.g. 'cuad=3,tatqa=2' (default: every request alike)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--workers", type=int, default=16)
     a = sub.add_parser("assemble")
@@ -386,6 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        pair_weight=args.pair_weight, list_weight=args.list_weight, seed=args.seed, workers=args.workers,
                        adapter_path=None if args.adapter == "none" else Path(args.adapter), init=args.init,
                        teacher_cache=args.teacher_cache, windows=args.windows,
+                       column_weights=args.column_weights,
                        command=shlex.join(["ragtrim-bench", "tuning", "distill", *(sys.argv[1:] if argv is None
                                                                                   else argv)]))
         print(json.dumps({k: v for k, v in result.items() if k != "curve"}))

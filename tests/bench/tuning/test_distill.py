@@ -84,10 +84,12 @@ def test_a_short_training_run_writes_a_student_that_assembles(dequantized: dict[
     corpus.mkdir()
     groups = np.array([[0, 1, 2, 3], [4, 5, 6, -1], [7, 8, 9, 10], [11, 1, 2, 3]], dtype=np.int32)
     np.savez(corpus / "corpus.npz", ids=rng.integers(1000, 29000, int(lengths.sum())).astype(np.uint16),
-             lengths=lengths, groups=groups, long=np.array([True, False, False, True]))
+             lengths=lengths, groups=groups, long=np.array([True, False, False, True]),
+             columns=np.array([5, 0, 0, 5], dtype=np.int8))
     (corpus / "config.json").write_text((src / "config.json").read_text())
     result = distill.train(corpus, [0, 5], tmp_path / "student", steps=2, batch_groups=2, lr=1e-4, pair_weight=10.0,
-                           list_weight=1.0, seed=0, workers=1, adapter_path=distill.ADAPTER, windows=2)
+                           list_weight=1.0, seed=0, workers=1, adapter_path=distill.ADAPTER, windows=2,
+                           column_weights={"cuad": 2.0})
     assert [c["step"] for c in result["curve"]] == [0, 1]
     layers = safetensors_numpy.load_file(str(tmp_path / "student" / "layers.safetensors"))
     assert {k.split(".")[2] for k in layers} == {"0", "1"}
@@ -108,3 +110,17 @@ def test_a_distilled_row_without_its_model_names_the_commands_that_make_it(tmp_p
     monkeypatch.setenv("RAGTRIM_CACHE_DIR", str(tmp_path))
     with pytest.raises(ConfigError, match="tuning distill corpus.*relevance adapter train --model"):
         distilled_model("distilled-l3")
+
+
+def test_column_weights_make_their_requests_likelier_and_reject_nonsense() -> None:
+    import argparse
+
+    data = {"columns": np.array([distill.COLUMNS.index("cuad"), distill.COLUMNS.index("kv"),
+                                 distill.COLUMNS.index("kv")])}
+    assert distill._group_odds(data, {}) is None  # every request alike: the draws of a run without weights
+    assert distill._group_odds(data, {"cuad": 2.0}).tolist() == [0.5, 0.25, 0.25]
+    with pytest.raises(ValueError, match="column weights"):
+        distill._group_odds(data, {"nq": 2.0})
+    assert distill.column_weights("cuad=3, tatqa=2") == {"cuad": 3.0, "tatqa": 2.0}
+    with pytest.raises(argparse.ArgumentTypeError, match="column=weight"):
+        distill.column_weights("cuad")
