@@ -11,18 +11,18 @@ request's gold passage can be a dev request's distractor; it is left out). Held-
 texts are tokenized with the shipped tokenizer and written as word-piece ids, with each dev request's question and
 passages as one group.
 
-``train`` needs only the corpus and the shipped int8 model (``ragtrim/data/all-MiniLM-L6-v2/model.int8.onnx``), so
-it runs on a machine with torch, onnx and onnxruntime and none of ragtrim's dependencies (the checkout on
-``PYTHONPATH``). The teacher is the shipped model
-itself, one text per call as ragtrim runs it (its vectors are the ones the default ranks by); the student starts
-from the teacher's layers named by ``--layers`` (their int8 weights, dequantized) and its embeddings, which stay
-frozen, or from an earlier student's layers (``--init``). It learns the teacher's vector of every text (the first 128
-pieces, as the default reads them, and another 128-piece window of long passages), the cosines of the batch's
-questions with its passages (``--pair-weight``), and, with ``--list-weight``, each request's ranking of its own
-passages (a softmax over their cosines); long questions are mapped by ``--adapter`` in both, as the default maps
-them; ``--column-weights cuad=3`` draws a column's requests more often. The defaults are the first stage; ``--init DIR --steps 150 --batch-groups 8 --windows 0 --lr 5e-5 --seed 1
---list-weight 1 --adapter ragtrim/data/minilm_query_adapter.npz`` is the second. It writes the student's layers
-(``layers.safetensors``, float16) and a ``train.json`` with the loss curve.
+``train`` needs only the corpus and the shipped int8 model (``ragtrim/data/all-MiniLM-L6-v2/model.int8.onnx``), so it
+runs on a machine with torch, onnx and onnxruntime and none of ragtrim's dependencies (the checkout on
+``PYTHONPATH``). The teacher is the shipped model itself, one text per call as ragtrim runs it (its vectors are the
+ones the default ranks by); the student starts from the teacher's layers named by ``--layers`` (their int8 weights,
+dequantized) and its embeddings, which stay frozen, or from an earlier student's layers (``--init``). It learns the
+teacher's vector of every text (the first 128 pieces, as the default reads them, and another 128-piece window of long
+passages), the cosines of the batch's questions with its passages (``--pair-weight``), and, with ``--list-weight``,
+each request's ranking of its own passages (a softmax over their cosines); long questions are mapped by ``--adapter``
+in both, as the default maps them; ``--column-weights cuad=3`` draws a column's requests more often. The defaults are
+the first stage; ``--init DIR --steps 150 --batch-groups 8 --windows 0 --lr 5e-5 --seed 1 --list-weight 1 --adapter
+ragtrim/data/minilm_query_adapter.npz`` is the second. It writes the student's layers (``layers.safetensors``,
+float16) and a ``train.json`` with the loss curve.
 
 ``assemble`` adds the bundled MiniLM's embeddings and tokenizer to those layers: a model folder that
 ``OnnxEmbeddingScorer(model=...)`` exports to int8 ONNX on first use (the ``torch`` extra), as
