@@ -1,7 +1,7 @@
 """Where each lost answer went: for one recipe on the quality matrix's requests, the stage and reason behind every
 answer that did not survive a trim, with the gold chunk's rank under the recipe's chunk scores.
 
-  ragtrim-bench relevance losses [--columns tatqa,cuad] [--split dev] [--limit 150] [--scorer auto]
+  ragtrim-bench relevance losses [--columns tatqa,cuad] [--split dev] [--limit 150] [--scorer auto|module:function]
                                  [--ratios 4,8,16] [--output PATH] [--no-progress]
 
 Each lost answer gets one cause, read from the trim's trace:
@@ -25,6 +25,7 @@ and a count by column, ratio and cause.
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -75,14 +76,25 @@ def classify(result: Any, gold_id: str) -> tuple[str, str]:
     return "other", ""
 
 
-def run(columns: Sequence[str], split: str, limit: int, scorer_name: str, ratios: Sequence[int],
-        progress: bool) -> dict[str, Any]:
-    from ragtrim import get_counter, trim
+def resolve_scorer(name: str) -> tuple[Any, Any]:
+    """The scorer ``name`` stands for (``auto``, a registered name, or ``module:function`` returning a Scorer, as a
+    tuning row's recipe) and what to hand ``trim(scorer=...)``: the name where there is one, else the object."""
+    if ":" in name:
+        module, _, function = name.partition(":")
+        scorer = getattr(importlib.import_module(module), function)()
+        return scorer, scorer
     from ragtrim.scoring.auto import choose
     from ragtrim.scoring.registry import get_scorer
 
+    return get_scorer(choose().scorer if name == "auto" else name), name
+
+
+def run(columns: Sequence[str], split: str, limit: int, scorer_name: str, ratios: Sequence[int],
+        progress: bool) -> dict[str, Any]:
+    from ragtrim import get_counter, trim
+
     counter = get_counter(None)
-    scorer = get_scorer(choose().scorer if scorer_name == "auto" else scorer_name)
+    scorer, passed = resolve_scorer(scorer_name)
     lost: list[dict[str, Any]] = []
     totals: dict[str, int] = {}
     ranks: dict[str, list[int]] = {}
@@ -102,7 +114,7 @@ def run(columns: Sequence[str], split: str, limit: int, scorer_name: str, ratios
             tokens = context_tokens(request, counter)
             for ratio in ratios:
                 result = trim(chunks, query=request.question, budget=budget_for(tokens, ratio),
-                              scorer=scorer_name)  # type: ignore[arg-type]
+                              scorer=passed)
                 if answer_kept(request.answers, result.text):
                     continue
                 cause, detail = classify(result, f"p{request.gold_index}")
@@ -139,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--columns", default="tatqa,cuad", help=f"comma-separated subset of {list(COLUMNS)}")
     parser.add_argument("--split", choices=("dev", "heldout"), default="dev")
     parser.add_argument("--limit", type=int, default=150, help="requests per column (the matrix's seeded sample)")
-    parser.add_argument("--scorer", default="auto")
+    parser.add_argument("--scorer", default="auto",
+                        help="a scorer name, or module:function returning a Scorer "
+                             "(e.g. ragtrim_bench.tuning.cpu_recipes:distilled3_scorer)")
     parser.add_argument("--ratios", default="4,8,16")
     parser.add_argument("-o", "--output", type=Path, default=None, help="default: results/relevance/losses.json")
     parser.add_argument("--no-progress", action="store_true")

@@ -169,17 +169,24 @@ def distilled_model(name: str) -> str:
     return str(out)
 
 
-def _distilled_row(name: str) -> Row:
+def _distilled_scorer(name: str) -> Any:
     from ragtrim.scoring.adapter import LONG_QUERY_WORDS
     from ragtrim.scoring.auto import balanced_scorer
 
-    def make() -> Any:
-        model = distilled_model(name)
-        return balanced_scorer("onnxruntime-int8-cpu", model=model, threads=THREADS,
-                               query_adapter=str(Path(model) / "adapter.npz"), adapter_min_length=LONG_QUERY_WORDS)
+    model = distilled_model(name)
+    return balanced_scorer("onnxruntime-int8-cpu", model=model, threads=THREADS,
+                           query_adapter=str(Path(model) / "adapter.npz"), adapter_min_length=LONG_QUERY_WORDS)
 
+
+def _distilled_row(name: str) -> Row:
     return _row(name, f"balanced with the distilled MiniLM {name} (int8) and its own query adapter on long queries",
-                make)
+                lambda: _distilled_scorer(name))
+
+
+def distilled3_scorer() -> Any:
+    """The ``distilled3`` row's scorer (``ragtrim-bench relevance losses --scorer
+    ragtrim_bench.tuning.cpu_recipes:distilled3_scorer``)."""
+    return _distilled_scorer("distilled-l3")
 
 
 def distilled3() -> Row:

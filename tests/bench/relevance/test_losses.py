@@ -3,7 +3,7 @@ from __future__ import annotations
 from ragtrim import trim
 from ragtrim.scoring.bm25 import BM25Scorer
 from ragtrim_bench.relevance.columns import Request
-from ragtrim_bench.relevance.losses import classify, gold_rank, question_words_in_gold
+from ragtrim_bench.relevance.losses import classify, gold_rank, question_words_in_gold, resolve_scorer
 
 GOLD = "The Eiffel Tower is 330 metres tall. It stands in Paris."
 OTHERS = ["The tower of Pisa leans.", "Tall buildings stand in many cities.", "Paris is the capital of France."]
@@ -47,3 +47,10 @@ def test_question_words_in_gold() -> None:
     assert question_words_in_gold("What does the table show?", "Loans payable are summarized as follows:") == 0.0
     assert question_words_in_gold("How tall is Big Ben?", GOLD) == 1 / 3
     assert question_words_in_gold("What is it?", GOLD) == 0.0  # no content word at all
+
+
+def test_a_scorer_by_name_or_by_the_function_that_builds_it() -> None:
+    scorer, passed = resolve_scorer("ragtrim.scoring.bm25:BM25Scorer")
+    assert isinstance(scorer, BM25Scorer) and passed is scorer
+    scorer, passed = resolve_scorer("bm25")
+    assert isinstance(scorer, BM25Scorer) and passed == "bm25"
