@@ -8,7 +8,8 @@ or without the passage's title line in front. ``threads``: 2 (both cores of the 
 Below them, two ways to a cheaper model pass without training, measured against the default's answers: MiniLM with
 some of its layers left out (``layers4``, ``layers3_spread``, ...; ``layers6`` is their control) and fewer texts
 handed to the model (``candidates12``, ``candidates15``); and MiniLMs of three and four layers distilled from the shipped
-one (``distilled3``, ``distilled4``, ``distilled3_tuned``; ``ragtrim_bench.tuning.distill``).
+one (``distilled3``, ``distilled4``, ``distilled3_tuned``, ``distilled3_bundled_adapter``;
+``ragtrim_bench.tuning.distill``).
 """
 
 from __future__ import annotations
@@ -169,13 +170,15 @@ def distilled_model(name: str) -> str:
     return str(out)
 
 
-def _distilled_scorer(name: str) -> Any:
+def _distilled_scorer(name: str, adapter: str | None = None) -> Any:
+    """``balanced`` with the student ``name`` and, on long queries, its own adapter (or ``adapter``)."""
     from ragtrim.scoring.adapter import LONG_QUERY_WORDS
     from ragtrim.scoring.auto import balanced_scorer
 
     model = distilled_model(name)
     return balanced_scorer("onnxruntime-int8-cpu", model=model, threads=THREADS,
-                           query_adapter=str(Path(model) / "adapter.npz"), adapter_min_length=LONG_QUERY_WORDS)
+                           query_adapter=adapter or str(Path(model) / "adapter.npz"),
+                           adapter_min_length=LONG_QUERY_WORDS)
 
 
 def _distilled_row(name: str) -> Row:
@@ -195,6 +198,14 @@ def distilled3() -> Row:
 
 def distilled4() -> Row:
     return _distilled_row("distilled-l4")
+
+
+def distilled3_bundled_adapter() -> Row:
+    """``distilled3`` with the bundled adapter (fitted to the six-layer model's vectors) instead of its own."""
+    from ragtrim.scoring.adapter import BUNDLED_FILE
+
+    return _row("distilled-l3-bundled-adapter", "distilled-l3 with the six-layer model's query adapter",
+                lambda: _distilled_scorer("distilled-l3", str(BUNDLED_FILE)))
 
 
 def distilled3_tuned() -> Row:
