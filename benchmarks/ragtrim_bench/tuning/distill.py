@@ -45,8 +45,10 @@ import numpy as np
 
 from ragtrim.scoring.adapter import BUNDLED_FILE
 from ragtrim.scoring.onnx_export import shipped_dir
+from ragtrim_bench.relevance.adapter import TRAINING_LIMITS
 
-COLUMNS = ("nq-title", "nq-notitle", "squad-article", "kv", "tatqa", "cuad")
+COLUMNS = tuple(TRAINING_LIMITS)
+"""The columns MiniLM gets a vote on, as the query adapter is fitted on (``ragtrim_bench.relevance.adapter``)."""
 PIECES = 128
 """Word pieces the default's MiniLM reads of a text, [CLS] and [SEP] included."""
 MAX_STORED = 512
@@ -207,7 +209,7 @@ def teacher_vectors(views: Sequence[np.ndarray], onnx_path: Path, workers: int) 
 
 
 def train(corpus: Path, layers: Sequence[int], out: Path, *, steps: int, batch_groups: int, lr: float,
-          pair_weight: float, list_weight: float, seed: int, workers: int, adapter_path: Path | None = ADAPTER,
+          pair_weight: float, list_weight: float, seed: int, workers: int, adapter_path: Path | None = None,
           init: Path | None = None, teacher_cache: Path | None = None, windows: int = 64,
           command: str | None = None, column_weights: dict[str, float] | None = None) -> dict[str, Any]:
     import torch
