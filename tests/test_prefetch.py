@@ -145,7 +145,8 @@ def test_cascade_prefetches_only_what_it_will_rescore() -> None:
     scorer = CascadeScorer(first="bm25", second=embedder, candidates=3)
     scorer.prefetch(QUERY, many)
     scores = scorer.score(QUERY, many)
-    assert len(embedder.calls) == 1 and len(embedder.calls[0][1]) == 4  # the query and the 3 candidates
+    # the query first (while the first stage ranks), then the 3 candidates
+    assert embedder.calls[0][1] == (QUERY,) and [len(t) for _, t in embedder.calls] == [1, 3]
     assert scores == CascadeScorer(first="bm25", second=CountingEmbedder(), candidates=3).score(QUERY, many)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from ragtrim.errors import ConfigError
 from ragtrim.scoring.cascade import CascadeScorer
-from ragtrim.testing import FixedScorer
+from ragtrim.testing import FakeEmbedder, FixedScorer
 
 
 class Recording:
@@ -41,6 +41,23 @@ class TestCascadeScorer:
         assert scores[1] > scores[2] > scores[0] > scores[4]
         assert scores[1] - scores[4] < 1e-5
 
+    def test_rest_first_keeps_the_first_stages_scores_below_the_rescored(self) -> None:
+        first = FixedScorer(scores={"a": 0.1, "b": 0.9, "c": 0.65, "d": 0.7, "e": 0.0})
+        second = Recording({"b": 0.6, "d": 0.8})
+        scores = CascadeScorer(first=first, second=second, candidates=2, rest="first").score("q", TEXTS)
+        assert scores[1] == 0.6 and scores[3] == 0.8
+        # c (0.65 from the first stage) is held just below the worst rescored (0.6); a and e keep their own scores
+        assert 0.6 - 2e-6 < scores[2] < 0.6
+        assert (scores[0], scores[4]) == (0.1, 0.0)
+
+    def test_reads_the_scripts_both_stages_read(self) -> None:
+        """A fused scorer's script gate sees what the cascade's models read: a stage that says nothing reads all."""
+        latin = FakeEmbedder(scripts=("latin",))
+        both = FakeEmbedder(scripts=("latin", "hangul"))
+        assert CascadeScorer(first=latin, second=both).scripts_read() == frozenset({"latin"})
+        assert CascadeScorer(first="bm25", second=both).scripts_read() == frozenset({"latin", "hangul"})
+        assert CascadeScorer(first="bm25", second="bm25").scripts_read() is None
+
     def test_candidate_share_raises_the_count(self) -> None:
         cascade = CascadeScorer(first=FixedScorer(scores=[1.0] * 5), second=Recording(dict.fromkeys(TEXTS, 1.0)),
                                 candidates=1, candidate_share=0.6)
@@ -58,6 +75,7 @@ class TestCascadeScorer:
     @pytest.mark.parametrize(("kwargs", "message"), [
         ({"candidates": 0}, "candidates must be >= 1"),
         ({"candidate_share": 1.5}, "candidate_share must be <= 1"),
+        ({"rest": "drop"}, r"rest must be one of \['below', 'first'\]"),
         ({"first": 3}, r"first must be one of \[.*\] or an object with name and score"),
     ])
     def test_invalid(self, kwargs: dict[str, object], message: str) -> None:
@@ -66,3 +84,5 @@ class TestCascadeScorer:
 
     def test_name_names_both_stages(self) -> None:
         assert CascadeScorer(first="bm25", second="bm25", candidates=4).name == "cascade(bm25->bm25@4)"
+        assert CascadeScorer(first="bm25", second="bm25", candidates=4, rest="first").name == \
+            "cascade(bm25->bm25@4,rest=first)"

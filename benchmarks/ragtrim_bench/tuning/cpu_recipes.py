@@ -9,7 +9,9 @@ Below them, two ways to a cheaper model pass without training, measured against 
 some of its layers left out (``layers4``, ``layers3_spread``, ...; ``layers6`` is their control) and fewer texts
 handed to the model (``candidates12``, ``candidates15``); and MiniLMs of three and four layers distilled from the shipped
 one (``distilled3``, ``distilled4``, ``distilled3_tuned``, ``distilled3_bundled_adapter``;
-``ragtrim_bench.tuning.distill``).
+``ragtrim_bench.tuning.distill``). Last, the three-layer student ranking every candidate and the shipped model
+rescoring only its best 3, 4, 6 or 8 (``rescored3`` ... ``rescored8``; ``rescored4_first64``: the student reads 64
+pieces).
 """
 
 from __future__ import annotations
@@ -210,3 +212,90 @@ def distilled3_bundled_adapter() -> Row:
 
 def distilled3_tuned() -> Row:
     return _distilled_row("distilled-l3-list")
+
+
+# -- the distilled MiniLM ranks, the shipped one rescores its best few -----------------------------------------------
+# A student's vectors approximate the shipped model's (it was trained to give them), so its cosines sit on about the
+# same scale: the shipped six-layer model rescores only the texts the student ranks best, and the others keep the
+# student's cosines below them (``CascadeScorer(rest="first")``), inside the ``balanced`` mix.
+
+
+def _minilm(model: str | None, pieces: int) -> Any:
+    """MiniLM on ONNX Runtime over ``pieces``, long queries mapped: the bundled model and adapter (``model`` None) or
+    an assembled student from the cache folder and its own adapter."""
+    from ragtrim.scoring.adapter import BUNDLED_ADAPTER, LONG_QUERY_WORDS
+    from ragtrim.scoring.auto import prefix_minilm
+
+    if model is None:
+        return prefix_minilm("onnxruntime-int8-cpu", threads=THREADS, pieces=pieces, query_adapter=BUNDLED_ADAPTER,
+                             adapter_min_length=LONG_QUERY_WORDS)
+    folder = distilled_model(model)
+    return prefix_minilm("onnxruntime-int8-cpu", model=folder, threads=THREADS, pieces=pieces,
+                         query_adapter=str(Path(folder) / "adapter.npz"), adapter_min_length=LONG_QUERY_WORDS)
+
+
+def _rescoring(name: str, description: str, first: Callable[[], Any], candidates: int) -> Row:
+    """``balanced``'s mix around ``CascadeScorer(first -> the bundled MiniLM over 128 pieces, rest="first")``."""
+    from ragtrim.scoring.auto import (
+        BALANCED_BM25_WEIGHT,
+        BALANCED_PREFIX_TOKENS,
+        BALANCED_SURE_BM25_WEIGHT,
+        bm25_mix,
+    )
+    from ragtrim.scoring.cascade import CascadeScorer
+
+    def make() -> Any:
+        cascade = CascadeScorer(first=first(), second=_minilm(None, BALANCED_PREFIX_TOKENS), candidates=candidates,
+                                rest="first")
+        return bm25_mix(cascade, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT, tables=True)
+
+    return _row(name, description, make)
+
+
+def _rescored(name: str, candidates: int, first_pieces: int = 128) -> Row:
+    return _rescoring(name, f"balanced; distilled-l3 over {first_pieces} pieces ranks, the six-layer MiniLM rescores "
+                            f"its best {candidates}", lambda: _minilm("distilled-l3", first_pieces), candidates)
+
+
+def rescored3() -> Row:
+    return _rescored("rescored3", 3)
+
+
+def rescored4() -> Row:
+    return _rescored("rescored4", 4)
+
+
+def rescored6() -> Row:
+    return _rescored("rescored6", 6)
+
+
+def rescored8() -> Row:
+    return _rescored("rescored8", 8)
+
+
+def rescored4_first64() -> Row:
+    return _rescored("rescored4-first64", 4, first_pieces=64)
+
+
+# -- the shipped model over a shorter lead ranks, the same model over 128 pieces rescores its best few -----------------
+
+
+def _lead_rescored(name: str, lead: int, candidates: int) -> Row:
+    return _rescoring(name, f"balanced; MiniLM over {lead} pieces ranks, over 128 pieces it rescores the best "
+                            f"{candidates}", lambda: _minilm(None, lead), candidates)
+
+
+def lead64_rescored4() -> Row:
+    return _lead_rescored("lead64-rescored4", 64, 4)
+
+
+def lead64_rescored6() -> Row:
+    return _lead_rescored("lead64-rescored6", 64, 6)
+
+
+def lead48_rescored4() -> Row:
+    return _lead_rescored("lead48-rescored4", 48, 4)
+
+
+def lead96_rescored4() -> Row:
+    return _lead_rescored("lead96-rescored4", 96, 4)
