@@ -234,7 +234,7 @@ def _minilm(model: str | None, pieces: int) -> Any:
                          query_adapter=str(Path(folder) / "adapter.npz"), adapter_min_length=LONG_QUERY_WORDS)
 
 
-def _rescoring(name: str, description: str, first: Callable[[], Any], candidates: int) -> Row:
+def _rescoring_scorer(first: Any, candidates: int) -> Any:
     """``balanced``'s mix around ``CascadeScorer(first -> the bundled MiniLM over 128 pieces, rest="first")``."""
     from ragtrim.scoring.auto import (
         BALANCED_BM25_WEIGHT,
@@ -244,12 +244,19 @@ def _rescoring(name: str, description: str, first: Callable[[], Any], candidates
     )
     from ragtrim.scoring.cascade import CascadeScorer
 
-    def make() -> Any:
-        cascade = CascadeScorer(first=first(), second=_minilm(None, BALANCED_PREFIX_TOKENS), candidates=candidates,
-                                rest="first")
-        return bm25_mix(cascade, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT, tables=True)
+    cascade = CascadeScorer(first=first, second=_minilm(None, BALANCED_PREFIX_TOKENS), candidates=candidates,
+                            rest="first")
+    return bm25_mix(cascade, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT, tables=True)
 
-    return _row(name, description, make)
+
+def _rescoring(name: str, description: str, first: Callable[[], Any], candidates: int) -> Row:
+    return _row(name, description, lambda: _rescoring_scorer(first(), candidates))
+
+
+def rescored4_scorer() -> Any:
+    """The ``rescored4`` row's scorer (``ragtrim-bench relevance losses --scorer
+    ragtrim_bench.tuning.cpu_recipes:rescored4_scorer``)."""
+    return _rescoring_scorer(_minilm("distilled-l3", 128), 4)
 
 
 def _rescored(name: str, candidates: int, first_pieces: int = 128) -> Row:

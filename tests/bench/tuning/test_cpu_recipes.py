@@ -31,3 +31,26 @@ def test_layer_model_keeps_the_layers_asked_for(tmp_path: Path, monkeypatch: pyt
         assert (kept[name.format(new)] == full[name.format(old)]).all()
     assert (kept["embeddings.word_embeddings.weight"] == full["embeddings.word_embeddings.weight"]).all()
     assert layer_model((0, 2, 5)) == str(out)  # made once
+
+
+def test_the_rescoring_rows_put_a_cascade_under_the_balanced_mix() -> None:
+    """The distilled (or shorter-lead) MiniLM ranks, the bundled one over 128 pieces rescores the best few, the rest
+    keep the first stage's scores; around it the default's mix and table view. Built without loading a model."""
+    from ragtrim.scoring.adapter import BUNDLED_ADAPTER, LONG_QUERY_WORDS
+    from ragtrim.scoring.auto import balanced_scorer
+    from ragtrim.scoring.cascade import CascadeScorer
+    from ragtrim.testing import FakeEmbedder
+    from ragtrim_bench.tuning.cpu_recipes import _minilm, _rescoring_scorer
+
+    first = FakeEmbedder()
+    scorer = _rescoring_scorer(first, 4)
+    default = balanced_scorer("onnxruntime-int8-cpu")
+    bm25, view = scorer.second.scorers
+    assert bm25.name == default.second.scorers[0].name and scorer.second.weights == default.second.weights
+    cascade = view.scorer
+    assert isinstance(cascade, CascadeScorer) and (cascade.first, cascade.candidates, cascade.rest) == (first, 4,
+                                                                                                         "first")
+    assert cascade.second.name == default.second.scorers[1].scorer.name  # the default's MiniLM, adapter included
+    lead = _minilm(None, 64)
+    assert (lead.max_seq_length, lead.query_adapter, lead.query_adapter_min_length) == (64, BUNDLED_ADAPTER,
+                                                                                        LONG_QUERY_WORDS)
