@@ -145,9 +145,20 @@ def test_cascade_prefetches_only_what_it_will_rescore() -> None:
     scorer = CascadeScorer(first="bm25", second=embedder, candidates=3)
     scorer.prefetch(QUERY, many)
     scores = scorer.score(QUERY, many)
-    # the query first (while the first stage ranks), then the 3 candidates
-    assert embedder.calls[0][1] == (QUERY,) and [len(t) for _, t in embedder.calls] == [1, 3]
+    assert len(embedder.calls) == 1 and len(embedder.calls[0][1]) == 4  # the query and the 3 candidates
     assert scores == CascadeScorer(first="bm25", second=CountingEmbedder(), candidates=3).score(QUERY, many)
+
+
+def test_a_cascade_whose_first_stage_is_a_model_starts_the_second_on_the_query_meanwhile() -> None:
+    first, second = CountingEmbedder(), CountingEmbedder()
+    many = [f"Passage {i} about towers and bridges number {i}." for i in range(10)] + PASSAGES
+    scorer = CascadeScorer(first=first, second=second, candidates=3)
+    scorer.prefetch(QUERY, many)
+    scores = scorer.score(QUERY, many)
+    assert second.calls[0][1] == (QUERY,)  # before the first stage had ranked anything
+    assert sorted(len(texts) for _, texts in second.calls) == [1, 3]  # then only the 3 candidates
+    assert scores == CascadeScorer(first=CountingEmbedder(), second=CountingEmbedder(), candidates=3).score(QUERY,
+                                                                                                             many)
 
 
 def test_embed_of_other_texts_does_not_wait_for_a_prefetch() -> None:

@@ -65,17 +65,18 @@ class CascadeScorer(Component):
 
     def prefetch(self, query: str, texts: Sequence[str]) -> None:
         """Start the second stage on the texts it will rescore (all of them when they are few enough; else the
-        second stage starts on the query while the first stage ranks the texts now, which a later ``score`` repeats
-        from its caches)."""
+        first stage ranks them now, which a later ``score`` repeats from its caches). A first stage that runs a model
+        (one with a ``prefetch``) takes a while to rank, so the second stage starts on the query meanwhile."""
         n = len(texts)
         if n == 0 or not isinstance(query, str):
             return
         top: Sequence[str] = texts
-        second = get_scorer(self.second)
+        first, second = get_scorer(self.first), get_scorer(self.second)
         if self.rescored(n) < n:
-            prefetch_scores([second], query, [])  # the query, which the second stage needs anyway, meanwhile
-            first = get_scorer(self.first).score(query, texts)
-            top = [texts[i] for i in best_first(first)[: self.rescored(n)]]
+            if callable(getattr(first, "prefetch", None)):
+                prefetch_scores([second], query, [])  # the query, which the second stage needs anyway
+            ranked = first.score(query, texts)
+            top = [texts[i] for i in best_first(ranked)[: self.rescored(n)]]
         prefetch_scores([second], query, top)
 
     def rescored(self, n: int) -> int:

@@ -58,6 +58,16 @@ class TestCascadeScorer:
         assert CascadeScorer(first="bm25", second=both).scripts_read() == frozenset({"latin", "hangul"})
         assert CascadeScorer(first="bm25", second="bm25").scripts_read() is None
 
+    def test_a_fused_scorer_gives_a_latin_cascade_no_vote_on_korean(self) -> None:
+        from ragtrim.scoring.hybrid import HybridScorer
+
+        first, second = FakeEmbedder(scripts=("latin",)), FakeEmbedder(scripts=("latin",))
+        fused = HybridScorer(scorers=("bm25", CascadeScorer(first=first, second=second, candidates=1)), method="mix")
+        fused.score("서울의 인구는 얼마인가", ["서울의 인구는 약 천만 명이다.", "부산은 항구 도시이다."])
+        assert first.calls == [] and second.calls == []  # neither model ran
+        fused.score("How many people live in Seoul?", ["Seoul has about ten million people.", "Busan is a port."])
+        assert first.calls and second.calls
+
     def test_candidate_share_raises_the_count(self) -> None:
         cascade = CascadeScorer(first=FixedScorer(scores=[1.0] * 5), second=Recording(dict.fromkeys(TEXTS, 1.0)),
                                 candidates=1, candidate_share=0.6)
