@@ -36,10 +36,11 @@ def _row(name: str, description: str, make: Callable[[], Any]) -> Row:
     return Row(name, run, description, clear=scorer_clearer(scorer))
 
 
-def _balanced(minilm: Any) -> Any:
+def _balanced(minilm: Any, tables: bool = False) -> Any:
+    """``balanced``'s mix of BM25 and ``minilm``; with ``tables``, its table view too (as the default reads tables)."""
     from ragtrim.scoring.auto import BALANCED_BM25_WEIGHT, BALANCED_SURE_BM25_WEIGHT, bm25_mix
 
-    return bm25_mix(minilm, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT)
+    return bm25_mix(minilm, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT, tables=tables)
 
 
 def _onnx(pieces: int, scales: str = "row") -> Any:  # the row model: these rows were measured with it
@@ -179,8 +180,12 @@ def _distilled_scorer(name: str, adapter: str | None = None) -> Any:
 
     model = distilled_model(name)
     return balanced_scorer("onnxruntime-int8-cpu", model=model, threads=THREADS,
-                           query_adapter=adapter or str(Path(model) / "adapter.npz"),
-                           adapter_min_length=LONG_QUERY_WORDS)
+                           query_adapter=adapter or _own_adapter(model), adapter_min_length=LONG_QUERY_WORDS)
+
+
+def _own_adapter(folder: str) -> str:
+    """The query adapter fitted for the student in ``folder`` (``distilled_model`` checks it is there)."""
+    return str(Path(folder) / "adapter.npz")
 
 
 def _distilled_row(name: str) -> Row:
@@ -231,22 +236,16 @@ def _minilm(model: str | None, pieces: int) -> Any:
                              adapter_min_length=LONG_QUERY_WORDS)
     folder = distilled_model(model)
     return prefix_minilm("onnxruntime-int8-cpu", model=folder, threads=THREADS, pieces=pieces,
-                         query_adapter=str(Path(folder) / "adapter.npz"), adapter_min_length=LONG_QUERY_WORDS)
+                         query_adapter=_own_adapter(folder), adapter_min_length=LONG_QUERY_WORDS)
 
 
 def _rescoring_scorer(first: Any, candidates: int) -> Any:
     """``balanced``'s mix around ``CascadeScorer(first -> the bundled MiniLM over 128 pieces, rest="first")``."""
-    from ragtrim.scoring.auto import (
-        BALANCED_BM25_WEIGHT,
-        BALANCED_PREFIX_TOKENS,
-        BALANCED_SURE_BM25_WEIGHT,
-        bm25_mix,
-    )
+    from ragtrim.scoring.auto import BALANCED_PREFIX_TOKENS
     from ragtrim.scoring.cascade import CascadeScorer
 
-    cascade = CascadeScorer(first=first, second=_minilm(None, BALANCED_PREFIX_TOKENS), candidates=candidates,
-                            rest="first")
-    return bm25_mix(cascade, BALANCED_BM25_WEIGHT, sure_weight=BALANCED_SURE_BM25_WEIGHT, tables=True)
+    second = _minilm(None, BALANCED_PREFIX_TOKENS)
+    return _balanced(CascadeScorer(first=first, second=second, candidates=candidates, rest="first"), tables=True)
 
 
 def _rescoring(name: str, description: str, first: Callable[[], Any], candidates: int) -> Row:
