@@ -87,6 +87,13 @@ def row_model(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
     return target
 
 
+UNFUSED: tuple[str, ...] = ("SkipLayerNormFusion",)
+"""ONNX Runtime graph optimizations left out of every session: its CPU ``SkipLayerNormalization`` kernel, which
+that fusion puts in place of each residual ``Add`` and ``LayerNormalization`` pair, is several times slower than the
+two kernels it replaces on MiniLM's shapes, and the model pass the slower for it (per-operator profiles with and
+without it: ``ragtrim-bench relevance onnx_ops``). The result is the same computation in another order, so an int8
+model's vectors differ from a fused session's in the last rounding steps; the recipe names it."""
+
 _SESSIONS: dict[tuple[str, int], Any] = {}
 _TOKENIZERS: dict[tuple[str, int], Any] = {}
 _LOAD_LOCK = fork_safe_lock()  # loaded sessions stay in a forked child: ONNX Runtime's CPU sessions run there
@@ -107,7 +114,7 @@ def _import(module: str) -> Any:
 
 def _runtime(path: Path, threads: int) -> Any:
     """One ONNX Runtime session per (file, threads) and process; spinning off, so idle threads never burn a core
-    that the host application needs."""
+    that the host application needs; the optimizations in ``UNFUSED`` left out."""
 
     def load() -> Any:
         ort = _import("onnxruntime")
@@ -117,7 +124,8 @@ def _runtime(path: Path, threads: int) -> Any:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3
-        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"],
+                                       disabled_optimizers=list(UNFUSED))
         logger.info("loaded %s with ONNX Runtime (%d thread%s)", path.name, threads, "" if threads == 1 else "s")
         return session
 
@@ -316,7 +324,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         return (f"onnxruntime-{precision}/{file_fingerprint(str(self._path()))}/"
                 f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}-of-"
                 f"{prefix_chars(self.max_seq_length)}-chars/"
-                f"mean-l2/{grouping}/{platform.machine()}/probe-{self.host_digest()}")
+                f"mean-l2/{grouping}/unfused-{'-'.join(UNFUSED)}/{platform.machine()}/probe-{self.host_digest()}")
 
     def _parts(self) -> tuple[Any, Any]:
         path = self._path()
