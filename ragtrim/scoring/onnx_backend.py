@@ -238,8 +238,8 @@ benchmarks/results/relevance/batch_invariance.json)."""
 def padded_batches(tokenizer: Any, texts: Sequence[str], max_tokens: int, batch_size: int,
                    grouping: BatchGrouping = "padded") -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
     """The texts' word pieces (at most ``max_tokens`` each, see ``encode_prefixes``) in batches grouped by
-    ``grouping`` (at most ``batch_size`` texts each): ``(positions in texts, input ids, attention mask)``, int64 and
-    right-padded to the batch's longest text."""
+    ``grouping`` (at most ``batch_size`` texts each), the longest batch first: ``(positions in texts, input ids,
+    attention mask)``, int64 and right-padded to the batch's longest text."""
     encodings = encode_prefixes(tokenizer, texts, max_tokens)
     order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
     if grouping == "single":
@@ -251,7 +251,9 @@ def padded_batches(tokenizer: Any, texts: Sequence[str], max_tokens: int, batch_
         groups = [g[s:s + batch_size] for g in by_length.values() for s in range(0, len(g), batch_size)]
     else:
         groups = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
-    for batch in groups:
+    # the longest first: calls run side by side take the next one as they finish, and the short ones, left for
+    # last, even out when they finish
+    for batch in reversed(groups):
         width = max(len(encodings[i].ids) for i in batch)
         ids = np.zeros((len(batch), width), dtype=np.int64)
         mask = np.zeros((len(batch), width), dtype=np.int64)
