@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import platform
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
@@ -94,12 +94,12 @@ two kernels it replaces on MiniLM's shapes, and the model pass the slower for it
 without it: ``ragtrim-bench relevance onnx_ops``). The result is the same computation in another order, so an int8
 model's vectors differ from a fused session's in the last rounding steps; the recipe names it."""
 
-_SESSIONS: dict[tuple[str, int], Any] = {}
+_SESSIONS: dict[tuple[str, int, tuple[str, ...]], Any] = {}
 _TOKENIZERS: dict[tuple[str, int], Any] = {}
 _LOAD_LOCK = fork_safe_lock()  # loaded sessions stay in a forked child: ONNX Runtime's CPU sessions run there
 
 
-def _load_once(cache: dict[tuple[str, int], Any], key: tuple[str, int], load: Callable[[], Any]) -> Any:
+def _load_once(cache: dict[Any, Any], key: Hashable, load: Callable[[], Any]) -> Any:
     """``cache[key]``, loaded by ``load()`` on first use; one lock, so concurrent first calls load it once."""
     with _LOAD_LOCK:
         if key not in cache:
@@ -112,24 +112,30 @@ def _import(module: str) -> Any:
     return import_extra(module, "embeddings", "the ONNX MiniLM scorer")
 
 
-def _runtime(path: Path, threads: int) -> Any:
-    """One ONNX Runtime session per (file, threads) and process; spinning off, so idle threads never burn a core
-    that the host application needs; the optimizations in ``UNFUSED`` left out."""
+def session_options(threads: int) -> Any:
+    """The ``onnxruntime.SessionOptions`` of ragtrim's sessions: ``threads`` intra-op threads that do not spin when
+    idle (so they never burn a core the host application needs), every graph optimization level, warnings only."""
+    ort = _import("onnxruntime")
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.log_severity_level = 3
+    return opts
+
+
+def _runtime(path: Path, threads: int, unfused: tuple[str, ...] = UNFUSED) -> Any:
+    """One ONNX Runtime session per (file, threads, optimizations left out) and process (``session_options``)."""
 
     def load() -> Any:
-        ort = _import("onnxruntime")
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.log_severity_level = 3
-        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"],
-                                       disabled_optimizers=list(UNFUSED))
+        session = _import("onnxruntime").InferenceSession(str(path), session_options(threads),
+                                                          providers=["CPUExecutionProvider"],
+                                                          disabled_optimizers=list(unfused))
         logger.info("loaded %s with ONNX Runtime (%d thread%s)", path.name, threads, "" if threads == 1 else "s")
         return session
 
-    return _load_once(_SESSIONS, (str(path), threads), load)
+    return _load_once(_SESSIONS, (str(path), threads, unfused), load)
 
 
 def load_tokenizer(model_dir: Path, max_tokens: int) -> Any:
@@ -299,6 +305,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     activation_scales: ActivationScales = "call"
     warms_up: ClassVar[bool] = True
     batch_invariant: ClassVar[bool] = True  # shared calls only where the model is batch-invariant (``_grouping``)
+    unfused: ClassVar[tuple[str, ...]] = UNFUSED  # ONNX Runtime optimizations its sessions leave out
 
     @property
     def name(self) -> str:
@@ -326,7 +333,8 @@ class OnnxEmbeddingScorer(CachedEmbedder):
         return (f"onnxruntime-{precision}/{file_fingerprint(str(self._path()))}/"
                 f"ort-{ort.__version__}/tokenizers-{tokenizers.__version__}/pieces-{self.max_seq_length}-of-"
                 f"{prefix_chars(self.max_seq_length)}-chars/"
-                f"mean-l2/{grouping}/unfused-{'-'.join(UNFUSED)}/{platform.machine()}/probe-{self.host_digest()}")
+                f"mean-l2/{grouping}/unfused-{'-'.join(self.unfused)}/{platform.machine()}/"
+                f"probe-{self.host_digest()}")
 
     def _parts(self) -> tuple[Any, Any]:
         path = self._path()
@@ -337,7 +345,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
                 export_onnx(self.model)
         # one thread a call: on inputs of at most a few hundred pieces ONNX Runtime's intra-op threads cost more in
         # wake-ups than they save, and calls running side by side use the cores instead (``_model_pass``)
-        return _runtime(path, 1), load_tokenizer(tokenizer_dir(self.model), self.max_seq_length)
+        return _runtime(path, 1, self.unfused), load_tokenizer(tokenizer_dir(self.model), self.max_seq_length)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self._prepare(texts)()

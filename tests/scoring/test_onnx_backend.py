@@ -64,6 +64,27 @@ class TestOnnxEmbeddingScorer:
         assert OnnxEmbeddingScorer(quantized=False)._grouping() == "single"
 
 
+class TestCallOrder:
+    """Calls run side by side take the next one as they finish: the longest go first, so the last ones are short."""
+
+    @pytest.mark.parametrize("grouping", ["single", "exact_length", "padded"])
+    def test_longest_first_in_the_same_groups(self, grouping: str) -> None:
+        from ragtrim.scoring.onnx_backend import padded_batches
+
+        tok = _bert_tokenizer(16)
+        texts = ["a", "a b c d", "a b", "a b c d e f", "a b c", "a b c d e f", "a b c d e"]
+        batches = [(batch, ids, mask) for batch, ids, mask in padded_batches(tok, texts, 16, 2, grouping)]
+        widths = [int(mask.sum(axis=1).max()) for _, _, mask in batches]
+        assert widths == sorted(widths, reverse=True)
+        assert sorted(i for batch, _, _ in batches for i in batch) == list(range(len(texts)))
+        if grouping == "padded":  # length-sorted pairs, as before: only their order changed
+            assert [sorted(b) for b, _, _ in batches] == [[5], [3, 6], [1, 4], [0, 2]]
+        for batch, ids, mask in batches:
+            for row, i in enumerate(batch):
+                n = int(mask[row].sum())
+                assert list(ids[row, :n]) == tok.encode(texts[i]).ids  # type: ignore[attr-defined]
+
+
 class TestShippedExport:
     """The int8 export of all-MiniLM-L6-v2 ships in the package: the CPU default needs no torch and writes nothing."""
 
@@ -85,6 +106,33 @@ class TestShippedExport:
         except MissingDependencyError as exc:
             assert "pip install 'ragtrim[torch]'" in str(exc)
         assert not (tmp_path / "never-made").exists()
+
+
+@pytest.mark.model
+def test_sessions_leave_out_the_slow_fusion() -> None:
+    """The scorer's vectors are those of a session with ``UNFUSED`` left out, and the recipe says which were, so a
+    store never mixes vectors of sessions that round apart."""
+    import onnxruntime
+
+    from ragtrim.scoring.onnx_backend import UNFUSED, load_tokenizer, padded_batches, session_options
+
+    assert "SkipLayerNormFusion" in UNFUSED
+    texts = ["The Eiffel Tower is 330 metres tall.", "Gustave Eiffel's company built the tower for the 1889 fair."]
+    session = onnxruntime.InferenceSession(str(onnx_file()), session_options(1), providers=["CPUExecutionProvider"],
+                                           disabled_optimizers=list(UNFUSED))
+    expected = np.zeros((len(texts), 384), dtype=np.float32)
+    for batch, ids, mask in padded_batches(load_tokenizer(shipped_dir(), 128), texts, 128, 1, "single"):
+        expected[batch] = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                             "token_type_ids": np.zeros_like(ids)})[0]
+    scorer = OnnxEmbeddingScorer(max_seq_length=128, vector_store=None)
+    assert np.array_equal(scorer.embed(texts), expected)
+
+    class AllFused(OnnxEmbeddingScorer):
+        unfused = ()
+
+    recipe = scorer._recipe()
+    assert f"/unfused-{'-'.join(UNFUSED)}/" in recipe
+    assert AllFused(max_seq_length=128, vector_store=None)._recipe() != recipe
 
 
 @pytest.mark.model  # onnx comes with the torch extra

@@ -305,3 +305,27 @@ def lead48_rescored4() -> Row:
 
 def lead96_rescored4() -> Row:
     return _lead_rescored("lead96-rescored4", 96, 4)
+
+
+# The default with ONNX Runtime's SkipLayerNormalization fusion left on in its MiniLM sessions, as it ran before
+# ``ragtrim.scoring.onnx_backend.UNFUSED`` left it out: the control for that change, the same recipe otherwise.
+
+
+def fused_layer_norm_scorer() -> Any:
+    """The default's scorer (``balanced``, the bundled MiniLM over 128 pieces on int8 ONNX, its adapter on long
+    queries, the table view) with ONNX Runtime's fusions all on."""
+    from ragtrim.scoring.adapter import BUNDLED_ADAPTER, LONG_QUERY_WORDS
+    from ragtrim.scoring.auto import BALANCED_PREFIX_TOKENS
+    from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
+
+    class FusedOnnxEmbeddingScorer(OnnxEmbeddingScorer):
+        unfused = ()
+
+    return _balanced(FusedOnnxEmbeddingScorer(max_seq_length=BALANCED_PREFIX_TOKENS, threads=THREADS,
+                                              query_adapter=BUNDLED_ADAPTER,
+                                              query_adapter_min_length=LONG_QUERY_WORDS), tables=True)
+
+
+def fused_layer_norm() -> Row:
+    return _row("fused-layer-norm", "the default with ONNX Runtime's SkipLayerNormalization fusion on",
+                fused_layer_norm_scorer)

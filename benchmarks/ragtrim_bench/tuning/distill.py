@@ -184,17 +184,16 @@ def _group_odds(data: Any, weights: dict[str, float]) -> np.ndarray | None:
 
 
 def teacher_vectors(views: Sequence[np.ndarray], onnx_path: Path, workers: int) -> np.ndarray:
-    """The shipped model's vector of every view, one view per call (as ragtrim runs it), ``workers`` sessions of one
-    thread at once."""
+    """The shipped model's vector of every view, one view per call in a session like ragtrim's (``UNFUSED`` left
+    out), ``workers`` sessions of one thread at once."""
     from concurrent.futures import ThreadPoolExecutor
 
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    sessions = [ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-                for _ in range(workers)]
+    from ragtrim.scoring.onnx_backend import UNFUSED, session_options
+
+    sessions = [ort.InferenceSession(str(onnx_path), session_options(1), providers=["CPUExecutionProvider"],
+                                     disabled_optimizers=list(UNFUSED)) for _ in range(workers)]
     out = np.zeros((len(views), 384), dtype=np.float32)
 
     def run(w: int) -> None:
