@@ -11,7 +11,8 @@ handed to the model (``candidates12``, ``candidates15``); and MiniLMs of three a
 one (``distilled3``, ``distilled4``, ``distilled3_tuned``, ``distilled3_bundled_adapter``;
 ``ragtrim_bench.tuning.distill``). Last, the three-layer student ranking every candidate and the shipped model
 rescoring only its best 3, 4, 6 or 8 (``rescored3`` ... ``rescored8``; ``rescored4_first64``: the student reads 64
-pieces).
+pieces). Then the default reading fewer word pieces (``pieces120``, ``pieces112``), and the default with every ONNX
+Runtime fusion on (``fused_layer_norm``: the control for ``ragtrim.scoring.onnx_backend.UNFUSED``).
 """
 
 from __future__ import annotations
@@ -329,3 +330,24 @@ def fused_layer_norm_scorer() -> Any:
 def fused_layer_norm() -> Row:
     return _row("fused-layer-norm", "the default with ONNX Runtime's SkipLayerNormalization fusion on",
                 fused_layer_norm_scorer)
+
+
+# The default reading fewer word pieces of each passage (``balanced_scorer(pieces=...)``): a model pass cheaper in
+# proportion, measured against the default's answers.
+
+
+def _pieces_row(pieces: int) -> Row:
+    def make() -> Any:
+        from ragtrim.scoring.auto import balanced_scorer
+
+        return balanced_scorer("onnxruntime-int8-cpu", threads=THREADS, pieces=pieces)
+
+    return _row(f"pieces{pieces}", f"the default with MiniLM over the first {pieces} word pieces", make)
+
+
+def pieces120() -> Row:
+    return _pieces_row(120)
+
+
+def pieces112() -> Row:
+    return _pieces_row(112)

@@ -54,3 +54,30 @@ def test_the_rescoring_rows_put_a_cascade_under_the_balanced_mix() -> None:
     lead = _minilm(None, 64)
     assert (lead.max_seq_length, lead.query_adapter, lead.query_adapter_min_length) == (64, BUNDLED_ADAPTER,
                                                                                         LONG_QUERY_WORDS)
+
+
+def test_the_fused_row_is_the_default_with_every_fusion_on() -> None:
+    """The control for the fusions ragtrim leaves out: the default's scorer, part for part, whose MiniLM sessions
+    leave nothing out; and the fewer-pieces rows differ from the default in the pieces MiniLM reads only."""
+    import dataclasses
+
+    from ragtrim.scoring.auto import balanced_scorer
+    from ragtrim.scoring.onnx_backend import UNFUSED, OnnxEmbeddingScorer
+    from ragtrim_bench.tuning.cpu_recipes import fused_layer_norm_scorer
+
+    def minilm(scorer: object) -> OnnxEmbeddingScorer:
+        found = scorer.second.scorers[1].scorer  # type: ignore[attr-defined]
+        assert isinstance(found, OnnxEmbeddingScorer)
+        return found
+
+    def params(scorer: OnnxEmbeddingScorer) -> dict[str, object]:
+        return {f.name: getattr(scorer, f.name) for f in dataclasses.fields(scorer) if f.init}
+
+    default, fused = balanced_scorer("onnxruntime-int8-cpu", threads=2), fused_layer_norm_scorer()
+    assert minilm(fused).unfused == () and minilm(default).unfused == UNFUSED != ()
+    assert params(minilm(fused)) == params(minilm(default))
+    without = {k: v for k, v in default.to_dict().items() if k != "second"}
+    assert {k: v for k, v in fused.to_dict().items() if k != "second"} == without
+    assert fused.second.weights == default.second.weights and fused.second.sure_weights == default.second.sure_weights
+    shorter = balanced_scorer("onnxruntime-int8-cpu", threads=2, pieces=120)
+    assert params(minilm(shorter)) == {**params(minilm(default)), "max_seq_length": 120}
