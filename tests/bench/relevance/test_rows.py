@@ -34,7 +34,7 @@ FISCAL = "84eb91242486f294cff97bd29c6cde0c"
 @pytest.mark.parametrize(("make", "name", "request_id", "ratio"), [
     # "In which year was the total deferred tax assets larger?": the default's hint reads the answering row with its
     # header's years; the row as it was reads the row alone.
-    (own_text_hint, "own_text_hint", YEAR_IN_HEADER, 4),
+    (own_text_hint, "own_text_hint", YEAR_IN_HEADER, 8),
     # The table ranks low among its chunks: the default keeps its "Research and development" row under the 2019
     # header through the lookup bonus; without it, paragraphs that repeat the question's words take the budget.
     (no_lookup, "no_lookup", LOOKUP, 4),
