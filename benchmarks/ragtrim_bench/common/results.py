@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrim.errors import ConfigError
-from ragtrim_bench.common.host import host_metadata
+from ragtrim_bench.common.host import host_metadata, load_average
 
 RESULTS_ENV = "RAGTRIM_BENCH_RESULTS"
 PACKAGE = "ragtrim_bench"
@@ -90,6 +90,19 @@ def write_result(path: Path, result: Mapping[str, Any] | Sequence[Mapping[str, A
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(json_safe(body), indent=1) + "\n", encoding="utf-8")
     return path
+
+
+def measure_and_write(module: str, argv: Sequence[str] | None, output: Path | None, config: Mapping[str, Any],
+                      measure: Callable[[], Any], report: Callable[[Mapping[str, Any]], str],
+                      packages: Sequence[str] = ()) -> Path:
+    """Run ``measure()`` between two readings of the load average, write ``config`` and its ``results`` (to
+    ``output``, else the module's default path, with the command that reruns it) and print ``report`` of them."""
+    start = load_average()
+    result = {**config, "load_average_at_start": start, "results": measure(), "load_average_at_end": load_average()}
+    out = write_result(output or result_path(module), result, command=command_line(module, argv), packages=packages)
+    print(report(result))
+    print(f"wrote {out}")
+    return out
 
 
 def write_with_plot(result: Mapping[str, Any], output: str | Path,

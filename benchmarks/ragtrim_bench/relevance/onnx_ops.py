@@ -18,14 +18,13 @@ import json
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ragtrim_bench.common.host import load_average
-from ragtrim_bench.common.results import command_line, result_path, write_result
+from ragtrim_bench.common.results import measure_and_write
 from ragtrim_bench.common.stats import percentile
 
 WARMUP = 3
@@ -110,7 +109,7 @@ def measure(requests: int, pieces: int) -> dict[str, Any]:
             "profiles": profiles}
 
 
-def report(result: dict[str, Any]) -> str:
+def report(result: Mapping[str, Any]) -> str:
     r = result["results"]
     names = list(r["model_pass_ms"])
     lines = [(f"model pass, {r['texts_per_request']} texts of at most {r['pieces']} pieces, one call at a time, "
@@ -139,13 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--pieces", type=int, default=128, help="word pieces read per text (128: the balanced default)")
     p.add_argument("-o", "--output", type=Path, default=None)
     args = p.parse_args(argv)
-    start_load = load_average()
-    result = {"requests": args.requests, "load_average_at_start": start_load,
-              "results": measure(args.requests, args.pieces), "load_average_at_end": load_average()}
-    out = write_result(args.output or result_path(__spec__.name), result, command=command_line(__spec__.name, argv),
-                       packages=["onnxruntime", "tokenizers"])
-    print(report(result))
-    print(f"wrote {out}")
+    measure_and_write(__spec__.name, argv, args.output, {"requests": args.requests},
+                      lambda: measure(args.requests, args.pieces), report, packages=["onnxruntime", "tokenizers"])
     return 0
 
 

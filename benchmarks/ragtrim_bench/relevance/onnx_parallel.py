@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ragtrim_bench.common.host import load_average
-from ragtrim_bench.common.results import command_line, result_path, write_result
+from ragtrim_bench.common.results import measure_and_write
 from ragtrim_bench.common.stats import percentile
 
 WARMUP = 3
@@ -78,7 +77,7 @@ def measure(requests: int, threads: int) -> dict[str, Any]:
     return out
 
 
-def report(result: dict[str, Any]) -> str:
+def report(result: Mapping[str, Any]) -> str:
     lines = ["| word pieces | way | model pass p50 / p99 ms (21 texts) |", "| --- | --- | --- |"]
     for key, block in result["results"].items():
         for name, t in block["by_way"].items():
@@ -96,13 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("-o", "--output", type=Path, default=None)
     args = p.parse_args(argv)
     threads = args.threads or onnx_threads()
-    start_load = load_average()
-    result = {"threads": threads, "requests": args.requests, "load_average_at_start": start_load,
-              "results": measure(args.requests, threads), "load_average_at_end": load_average()}
-    out = write_result(args.output or result_path(__spec__.name), result, command=command_line(__spec__.name, argv),
-                       packages=["onnxruntime", "tokenizers"])
-    print(report(result))
-    print(f"wrote {out}")
+    measure_and_write(__spec__.name, argv, args.output, {"threads": threads, "requests": args.requests},
+                      lambda: measure(args.requests, threads), report, packages=["onnxruntime", "tokenizers"])
     return 0
 
 
