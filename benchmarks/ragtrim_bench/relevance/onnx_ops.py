@@ -2,8 +2,8 @@
 on and with the ones ragtrim leaves out (``ragtrim.scoring.onnx_backend.UNFUSED``) left out.
 
 The requests are golden NQ questions with their 20 passages (21 texts, one call each, one thread, as
-``OnnxEmbeddingScorer`` runs the shipped model). Per request, every text's call is timed in both sessions, which
-take turns going first; then each session runs the same texts once more with ONNX Runtime's profiler on, and its
+``OnnxEmbeddingScorer`` runs the shipped model). Per request, the 21 calls are timed in each session, the two
+taking turns going first; then each session runs the same texts once more with ONNX Runtime's profiler on, and its
 kernel times are summed by operator type. The vectors of the two sessions are compared (largest difference of a
 component, smallest cosine).
 
