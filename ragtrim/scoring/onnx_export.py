@@ -193,8 +193,8 @@ def fold_reshape_targets(path: Path) -> int:
     place, and drop the shape arithmetic that computed it; returns how many targets were folded.
 
     The exported encoder computes each reshape's target from its input's size at run time (``Shape``, ``Gather``,
-    ``Unsqueeze``, ``Concat``: about three hundred small operators per call, a noticeable share of a short text's
-    model pass on the CPU). The graph is run at two (batch, tokens) sizes; a target each of whose entries is either
+    ``Unsqueeze``, ``Concat``: about a hundred small operators per call, a noticeable share of a short text's model
+    pass on the CPU). The graph is run at two (batch, tokens) sizes; a target each of whose entries is either
     the same number both times or the input's own size at that position both times is that constant, with 0 (ONNX:
     keep the input's size) at the latter. The folded graph must then give the original's outputs bit for bit at a
     third size, with padding, or the file is left as it was. Needs ``onnx`` (the ``torch`` extra) and onnxruntime."""
