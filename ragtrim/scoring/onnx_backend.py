@@ -88,11 +88,12 @@ def row_model(model: str = DEFAULT_EMBEDDING_MODEL) -> Path:
 
 
 UNFUSED: tuple[str, ...] = ("SkipLayerNormFusion",)
-"""ONNX Runtime graph optimizations left out of every session: its CPU ``SkipLayerNormalization`` kernel, which
-that fusion puts in place of each residual ``Add`` and ``LayerNormalization`` pair, is several times slower than the
-two kernels it replaces on MiniLM's shapes, and the model pass the slower for it (per-operator profiles with and
-without it: ``ragtrim-bench relevance onnx_ops``). The result is the same computation in another order, so an int8
-model's vectors differ from a fused session's in the last rounding steps; the recipe names it."""
+"""ONNX Runtime graph optimizations left out wherever ragtrim loads a model (``load_session``): the CPU
+``SkipLayerNormalization`` kernel, which that fusion puts in place of each residual ``Add`` and
+``LayerNormalization`` pair, is several times slower than the two kernels it replaces on MiniLM's shapes, and the
+model pass the slower for it (per-operator profiles with and without it: ``ragtrim-bench relevance onnx_ops``). The
+result is the same computation in another order, so an int8 model's vectors differ from those of the fused graph in
+the last rounding steps; the recipe names it."""
 
 _SESSIONS: dict[tuple[str, int, tuple[str, ...]], Any] = {}
 _TOKENIZERS: dict[tuple[str, int], Any] = {}
@@ -113,8 +114,9 @@ def _import(module: str) -> Any:
 
 
 def session_options(threads: int) -> Any:
-    """The ``onnxruntime.SessionOptions`` of ragtrim's sessions: ``threads`` intra-op threads that do not spin when
-    idle (so they never burn a core the host application needs), every graph optimization level, warnings only."""
+    """The ``onnxruntime.SessionOptions`` ragtrim loads its models with: ``threads`` intra-op threads that do not
+    spin when idle (so they never burn a core the host application needs), every graph optimization level, warnings
+    only."""
     ort = _import("onnxruntime")
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
@@ -125,13 +127,19 @@ def session_options(threads: int) -> Any:
     return opts
 
 
+def load_session(path: Path, threads: int = 1, unfused: tuple[str, ...] = UNFUSED, options: Any = None) -> Any:
+    """A new ``onnxruntime.InferenceSession`` of the model at ``path`` on the CPU, with ``options`` (default
+    ``session_options(threads)``) and the graph optimizations in ``unfused`` left out."""
+    return _import("onnxruntime").InferenceSession(str(path), options if options is not None else
+                                                   session_options(threads), providers=["CPUExecutionProvider"],
+                                                   disabled_optimizers=list(unfused))
+
+
 def _runtime(path: Path, threads: int, unfused: tuple[str, ...] = UNFUSED) -> Any:
-    """One ONNX Runtime session per (file, threads, optimizations left out) and process (``session_options``)."""
+    """The model at ``path`` loaded once per (file, threads, optimizations left out) and process (``load_session``)."""
 
     def load() -> Any:
-        session = _import("onnxruntime").InferenceSession(str(path), session_options(threads),
-                                                          providers=["CPUExecutionProvider"],
-                                                          disabled_optimizers=list(unfused))
+        session = load_session(path, threads, unfused)
         logger.info("loaded %s with ONNX Runtime (%d thread%s)", path.name, threads, "" if threads == 1 else "s")
         return session
 
@@ -305,7 +313,7 @@ class OnnxEmbeddingScorer(CachedEmbedder):
     activation_scales: ActivationScales = "call"
     warms_up: ClassVar[bool] = True
     batch_invariant: ClassVar[bool] = True  # shared calls only where the model is batch-invariant (``_grouping``)
-    unfused: ClassVar[tuple[str, ...]] = UNFUSED  # ONNX Runtime optimizations its sessions leave out
+    unfused: ClassVar[tuple[str, ...]] = UNFUSED  # ONNX Runtime optimizations left out when its model loads
 
     @property
     def name(self) -> str:

@@ -37,15 +37,12 @@ def _feed(ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
 
 def _profile(path: Path, unfused: tuple[str, ...], calls: list[Any], folder: str) -> dict[str, Any]:
     """Kernel time per operator type, in microseconds per text, over ``calls`` run once each in a profiled session."""
-    import onnxruntime as ort
-
-    from ragtrim.scoring.onnx_backend import session_options
+    from ragtrim.scoring.onnx_backend import load_session, session_options
 
     opts = session_options(1)
     opts.enable_profiling = True
     opts.profile_file_prefix = str(Path(folder) / ("unfused" if unfused else "fused"))
-    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"],
-                                   disabled_optimizers=list(unfused))
+    session = load_session(path, 1, unfused, opts)
     for _, ids, mask in calls:
         session.run(None, _feed(ids, mask))
     events = json.loads(Path(session.end_profiling()).read_text())

@@ -313,18 +313,15 @@ def lead96_rescored4() -> Row:
 
 
 def fused_layer_norm_scorer() -> Any:
-    """The default's scorer (``balanced``, the bundled MiniLM over 128 pieces on int8 ONNX, its adapter on long
+    """The default's scorer (``balanced``: the bundled MiniLM over 128 pieces on int8 ONNX, its adapter on long
     queries, the table view) with ONNX Runtime's fusions all on."""
-    from ragtrim.scoring.adapter import BUNDLED_ADAPTER, LONG_QUERY_WORDS
     from ragtrim.scoring.auto import BALANCED_PREFIX_TOKENS
     from ragtrim.scoring.onnx_backend import OnnxEmbeddingScorer
 
     class FusedOnnxEmbeddingScorer(OnnxEmbeddingScorer):
         unfused = ()
 
-    return _balanced(FusedOnnxEmbeddingScorer(max_seq_length=BALANCED_PREFIX_TOKENS, threads=THREADS,
-                                              query_adapter=BUNDLED_ADAPTER,
-                                              query_adapter_min_length=LONG_QUERY_WORDS), tables=True)
+    return _balanced(FusedOnnxEmbeddingScorer(**_minilm(None, BALANCED_PREFIX_TOKENS).get_params()), tables=True)
 
 
 def fused_layer_norm() -> Row:

@@ -184,16 +184,13 @@ def _group_odds(data: Any, weights: dict[str, float]) -> np.ndarray | None:
 
 
 def teacher_vectors(views: Sequence[np.ndarray], onnx_path: Path, workers: int) -> np.ndarray:
-    """The shipped model's vector of every view, one view per call in a session like ragtrim's (``UNFUSED`` left
-    out), ``workers`` sessions of one thread at once."""
+    """The shipped model's vector of every view, one view per call, loaded as ragtrim loads it (``load_session``),
+    ``workers`` copies of one thread each at once."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import onnxruntime as ort
+    from ragtrim.scoring.onnx_backend import load_session
 
-    from ragtrim.scoring.onnx_backend import UNFUSED, session_options
-
-    sessions = [ort.InferenceSession(str(onnx_path), session_options(1), providers=["CPUExecutionProvider"],
-                                     disabled_optimizers=list(UNFUSED)) for _ in range(workers)]
+    sessions = [load_session(onnx_path) for _ in range(workers)]
     out = np.zeros((len(views), 384), dtype=np.float32)
 
     def run(w: int) -> None:

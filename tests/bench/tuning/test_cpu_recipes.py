@@ -59,8 +59,6 @@ def test_the_rescoring_rows_put_a_cascade_under_the_balanced_mix() -> None:
 def test_the_fused_row_is_the_default_with_every_fusion_on() -> None:
     """The control for the fusions ragtrim leaves out: the default's scorer, part for part, whose MiniLM sessions
     leave nothing out; and the fewer-pieces rows differ from the default in the pieces MiniLM reads only."""
-    import dataclasses
-
     from ragtrim.scoring.auto import balanced_scorer
     from ragtrim.scoring.onnx_backend import UNFUSED, OnnxEmbeddingScorer
     from ragtrim_bench.tuning.cpu_recipes import fused_layer_norm_scorer
@@ -70,14 +68,11 @@ def test_the_fused_row_is_the_default_with_every_fusion_on() -> None:
         assert isinstance(found, OnnxEmbeddingScorer)
         return found
 
-    def params(scorer: OnnxEmbeddingScorer) -> dict[str, object]:
-        return {f.name: getattr(scorer, f.name) for f in dataclasses.fields(scorer) if f.init}
-
     default, fused = balanced_scorer("onnxruntime-int8-cpu", threads=2), fused_layer_norm_scorer()
     assert minilm(fused).unfused == () and minilm(default).unfused == UNFUSED != ()
-    assert params(minilm(fused)) == params(minilm(default))
+    assert minilm(fused).get_params() == minilm(default).get_params()
     without = {k: v for k, v in default.to_dict().items() if k != "second"}
     assert {k: v for k, v in fused.to_dict().items() if k != "second"} == without
     assert fused.second.weights == default.second.weights and fused.second.sure_weights == default.second.sure_weights
     shorter = balanced_scorer("onnxruntime-int8-cpu", threads=2, pieces=120)
-    assert params(minilm(shorter)) == {**params(minilm(default)), "max_seq_length": 120}
+    assert minilm(shorter).get_params() == {**minilm(default).get_params(), "max_seq_length": 120}
