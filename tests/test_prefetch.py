@@ -177,3 +177,27 @@ def test_embed_of_other_texts_does_not_wait_for_a_prefetch() -> None:
     gate.set()
     embedder.embed(PASSAGES[:2])  # waits for the prefetch and finds its texts cached
     assert [len(texts) for _, texts in embedder.calls] == [1, 3]
+
+
+def test_compress_prefetch_leaves_sentence_counts_to_run_while_a_model_pass_runs() -> None:
+    """The prefetch splits and tokenizes; counting every sentence beside a model pass would take the CPU from it,
+    and ``run`` counts only the few it can still fit."""
+    from ragtrim._util.background import background_busy, submit_background
+    from ragtrim.inputs import coerce_chunks
+    from ragtrim.stages.compress import SentenceCompressor
+    from ragtrim.text.tokens import ApproxCounter
+
+    counter = ApproxCounter()
+    stage = SentenceCompressor(max_tokens=30)
+    context = TrimContext(query=QUERY, chunks=coerce_chunks(PASSAGES))
+    release = threading.Event()
+    busy = submit_background(release.wait, 5.0)
+    try:
+        assert background_busy()
+        stage.prefetch(context, counter=counter)
+    finally:
+        release.set()
+        busy.result()
+    sentences = [s.text for s in stage._split(context.chunks, counter)]
+    assert len(sentences) > len(PASSAGES)
+    assert not [s for s in sentences if counter.cached(s)]

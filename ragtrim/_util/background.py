@@ -154,8 +154,7 @@ def _task_done(_: Future[Any]) -> None:
 
 
 def background_busy() -> bool:
-    """True while a model pass runs on the background thread: the caller's thread then has time to spare, and a
-    stage's prefetch may fill caches that ``run`` would otherwise fill only for what it needs (sentence counts)."""
+    """True while a task (a model pass) runs on the background thread."""
     return _IN_FLIGHT[0] > 0
 
 

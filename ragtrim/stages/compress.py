@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ragtrim._util.background import background_busy
 from ragtrim._util.lru import bounded_cache, weigh_text_and_items
 from ragtrim._util.validate import Boolean, Constraints, Interval, Text
 from ragtrim.components import component
@@ -169,20 +168,17 @@ class SentenceCompressor(Stage):
 
     def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
         """Split the sentences of the chunks as they arrive and tokenize them for BM25 (and, from them, each whole
-        chunk, for the relevance stage's BM25: ``prime_tokens``); while a model pass runs in the background, count
-        them too. ``run`` then finds all of it in the caches. Texts with a ``<`` (maybe HTML, which the HTML stage
+        chunk, for the relevance stage's BM25: ``prime_tokens``); ``run`` then finds both in the caches. Sentences
+        are not counted here: ``run`` counts only the few it can still fit (``count_at_least`` rules out the rest),
+        and counting all of them would take the CPU from the model pass beside it on a host with few cores, or delay
+        the stages after it where the model pass ends first. Texts with a ``<`` (maybe HTML, which the HTML stage
         would change) are left out."""
         plain = tuple(c for c in context.chunks if "<" not in c.text and not c.pinned)
         scorer = get_scorer(self.scorer)
         if isinstance(scorer, BM25Scorer) and scorer.analyzer == "script":
             for c in plain:
                 prime_tokens(c.text, sentence_spans(c.text), stopwords=scorer.stopwords, stem=scorer.stem)
-        for s in self._split(plain, counter):
-            # Counting every sentence costs more than counting the few ``run`` needs, unless this thread would
-            # otherwise wait for the model.
-            if not background_busy():
-                break
-            counter.count(s.text)
+        self._split(plain, counter)
 
     # -- scoring ------------------------------------------------------------------------------------------------
     def _split(self, chunks: tuple[Chunk, ...], counter: TokenCounter) -> list[_Sentence]:
