@@ -26,6 +26,7 @@ from ragtrim.recipes import RecipeChoice
 from ragtrim.serve.autotrim import AutoTrim
 from ragtrim.serve.config import GatewayConfig
 from ragtrim.serve.messages import message_problem
+from ragtrim.text.counting import PendingCounts, start_counts
 from ragtrim.text.tokens import TokenCounter
 
 CHAT_FIELDS = frozenset({
@@ -129,6 +130,8 @@ def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter, *, aut
 
     q_index = _last_user_index(clean)
     query = _text_of(clean[q_index].get("content")) if q_index is not None else ""
+    untrimmed = _with_documents(clean, docs, q_index is not None)
+    ahead = count_ahead([_text_of(m.get("content")) for m in untrimmed] if docs else [], counter)
 
     kept, doc_before, doc_after, choice = _trim_documents(docs, query, config, counter, budget_override, auto)
     folded_messages, n_folded, hist_before, hist_after = _fold_history(clean, q_index, config, counter)
@@ -142,7 +145,8 @@ def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter, *, aut
     fields = fields_tokens(out, counter, skip=("messages",))
     prompt_tokens = count_messages(final, counter) + fields
     if docs or n_folded:
-        before = count_messages(_with_documents(clean, docs, q_index is not None), counter) + fields
+        ahead.result()
+        before = count_messages(untrimmed, counter) + fields
     else:
         before = prompt_tokens
     return Prepared(
@@ -170,8 +174,9 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter, 
     n_prompts = 1
     tag = config.trim.context_tag
     if isinstance(prompt, str):
-        before = count_text(prompt, counter)
         match = context_re(tag).search(prompt)
+        ahead = count_ahead([prompt] if match else [], counter)
+        untrimmed = prompt
         if match:
             docs = split_chunks(match.group(1))
             query = (prompt[: match.start()] + prompt[match.end():]).strip()
@@ -179,6 +184,8 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter, 
                                                                   auto)
             prompt = prompt[: match.start()] + render_documents(kept) + prompt[match.end():]
             out["prompt"] = prompt
+        ahead.result()
+        before = count_text(untrimmed, counter)
         prompt_tokens = count_text(prompt, counter)
     elif isinstance(prompt, list) and prompt:
         if all(isinstance(p, str) for p in prompt):
@@ -397,6 +404,13 @@ def _fold_history(messages: list[dict[str, Any]], q_index: int | None, config: G
 
 PIECE_CHARS = 1 << 16
 """Texts longer than this are counted in pieces (see ``count_text``)."""
+
+
+def count_ahead(texts: Sequence[str], counter: TokenCounter) -> PendingCounts:
+    """Start counting ``texts`` (the untrimmed prompt's) on ragtrim's counting threads, where the host has them to
+    spare (``start_counts``), while the documents are trimmed; ``result()`` puts the counts in the counter's cache,
+    where ``count_text`` finds them. Texts ``count_text`` counts in pieces are left to it."""
+    return start_counts(counter, [t for t in texts if len(t) <= PIECE_CHARS])
 
 
 def count_text(text: str, counter: TokenCounter) -> int:

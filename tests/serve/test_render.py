@@ -214,6 +214,50 @@ class TestMessageRules:
         prepare_chat({"model": "m", "messages": [message, {"role": "user", "content": "q"}]}, cfg(), WS)
 
 
+class TestUntrimmedPromptCountedAhead:
+    """The untrimmed prompt is counted on the counting threads while its documents are trimmed (where the host has
+    threads to spare), with the counts the caller's thread would make."""
+
+    DOCS = tuple(f"Passage {i}: the river town of Example{i} holds a fair every spring, and its bridge is {i}00 "
+                 "years old. " * 3 for i in range(30))
+
+    def prepared(self, monkeypatch: pytest.MonkeyPatch, workers: int) -> tuple[Any, Any, list[list[str]]]:
+        from ragtrim import get_counter
+        from ragtrim.text import counting
+
+        monkeypatch.setattr(counting, "count_workers", lambda: workers)
+        started: list[list[str]] = []
+        start = counting.start_counts
+
+        def recorded(counter: Any, texts: Any) -> Any:
+            pending = start(counter, texts)
+            started.append(list(pending.texts) if pending._futures else [])
+            return pending
+
+        monkeypatch.setattr("ragtrim.serve.render.start_counts", recorded)
+        config = cfg(upstream={"url": "http://u/v1", "tokenizer": "cl100k_base"}, trim={"budget": 0.25,
+                                                                                        "scorer": "bm25"})
+        question = "How old is the bridge of Example7?"
+        prompt = f"Answer from the documents.\n<context>{chr(10).join(self.DOCS)}</context>\nQuestion: {question}"
+        completion = prepare_completion({"model": "m", "prompt": prompt}, config, get_counter("cl100k_base"))
+        body = chat(question, documents=list(self.DOCS))
+        return completion, prepare_chat(body, config, get_counter("cl100k_base")), started
+
+    def test_same_counts_with_and_without_counting_threads(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from ragtrim.caches import clear_caches
+        from ragtrim.text import counting
+
+        clear_caches()
+        completion, chat_prepared, started = self.prepared(monkeypatch, counting.FAST_PARALLEL_WORKERS)
+        assert len(started) == 2 and all(started), "both untrimmed prompts went to the counting threads"
+        clear_caches()
+        alone_completion, alone_chat, alone = self.prepared(monkeypatch, 1)
+        assert alone == [[], []]
+        assert completion.prompt_tokens_before == alone_completion.prompt_tokens_before
+        assert chat_prepared.prompt_tokens_before == alone_chat.prompt_tokens_before
+        assert completion.prompt_tokens < completion.prompt_tokens_before
+
+
 class TestPrepareCompletion:
     def test_context_replaced_in_place(self) -> None:
         prompt = "Read:\n<context>cats purr loudly\n\ndogs bark at night\n\nfish swim</context>\nDo dogs bark?"
