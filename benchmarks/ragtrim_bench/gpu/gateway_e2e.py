@@ -17,8 +17,8 @@ The harness's OpenAI-compatible streaming client sends the same golden questions
   <arm>     that gateway, the prompt with the passages inside ``<context>...</context>``; the gateway trims them in
             flight and forwards the trimmed prompt to vLLM
 TTFT is measured by the client from send to the first streamed token, so a gateway arm's TTFT includes the
-gateway's own time and the trim. Single requests (one at a time), then a Poisson ladder per arm with the throughput
-within a 500 ms p95 TTFT SLO. Each gateway's own split of its single requests (mean preparation, the trim
+gateway's own time and the trim. Single requests (one at a time; each one's TTFT is kept, in the order sent, under
+``single.<arm>.ttft_ms_in_order``), then a Poisson ladder per arm with the throughput within a 500 ms p95 TTFT SLO. Each gateway's own split of its single requests (mean preparation, the trim
 included, and the upstream's mean time to first event, from its ``/metrics``) is under ``single.<arm>.gateway``,
 and over the whole run under ``gateways_whole_run``. Writes ``$OUT/gpu_gateway.json``; every gateway logs to
 ``$OUT/gateways.log``.
@@ -149,7 +149,7 @@ async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any
         records, duration = await run_load(backend, rows, LoadSpec(num_requests=args.single, concurrency=1,
                                                                    max_tokens=args.max_tokens, prompt_offset=8),
                                            arm=name)
-        single[name] = timed(records, duration)
+        single[name] = timed(records, duration) | {"ttft_ms_in_order": [round(r.ttft_ms, 2) for r in records]}
         if name != "direct" and single[name].get("p50_ttft_ms"):
             single[name]["p50_ttft_gain"] = single["direct"]["p50_ttft_ms"] / single[name]["p50_ttft_ms"]
             single[name]["p99_ttft_gain"] = single["direct"]["p99_ttft_ms"] / single[name]["p99_ttft_ms"]
