@@ -13,6 +13,7 @@ from typing import Literal, TypeVar, get_args
 
 from ragtrim import _catalog
 from ragtrim._util.forks import fork_safe_lock
+from ragtrim._util.protocols import conforms
 from ragtrim.components import Plugin
 from ragtrim.errors import ConfigError
 from ragtrim.scoring.base import Scorer
@@ -81,6 +82,6 @@ def get_scorer(spec: Scorer | str) -> Scorer:
                                       "object")
                 _SHARED[spec] = _factory(spec)()
             return _SHARED[spec]
-    if isinstance(spec, Scorer):
+    if conforms(spec, Scorer):
         return spec
     raise ConfigError(f"scorer must be one of {list(SCORER_NAMES)} or a Scorer object, got {spec!r}")

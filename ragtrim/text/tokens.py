@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ragtrim._util.lru import CACHE_MAX_BYTES, SizedLRU
+from ragtrim._util.protocols import conforms
 from ragtrim._util.validate import Constraints, Satisfies, Text
 from ragtrim.components import Component, component, from_config, register, to_config
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError
@@ -431,7 +432,7 @@ def get_counter(
     across calls: ``trim(..., tokenizer="hf:...")`` on every request would otherwise reload a large vocabulary each
     time (Gemma 3's has 262k entries; ``ragtrim-bench pipeline trim_call_overhead`` measures both)."""
     if not isinstance(spec, (str, os.PathLike)) and spec is not None:
-        if isinstance(spec, TokenCounter):
+        if conforms(spec, TokenCounter):
             return spec
         raise ConfigError(f"tokenizer must be a name, a path or a TokenCounter, got {type(spec).__name__}")
     try:
