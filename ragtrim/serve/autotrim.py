@@ -3,10 +3,13 @@ relays, and trim each request only as far as that pays (``ragtrim.recipes``).
 
 Every streamed request tells the gateway its prompt tokens and the upstream's time to the first event. The prefill
 cost per token is the slope of that time over the prompt size, fitted robustly (Theil-Sen: the median of the slopes
-between pairs of requests, so that requests that queued behind others move it little) over the most recent
-``BAND_KEEP`` requests of each prompt-size band (a quarter of an octave). Keeping each band's own recent requests
-matters once the gateway trims: the prompts it then sends are all about the budget's size, which alone cannot show
-what a token costs, and the untrimmed sizes it saw before stay in the fit. Until the cost is learned
+between pairs of points) over the lower envelope: the fastest of the most recent ``BAND_KEEP`` requests of each
+prompt-size band (a quarter of an octave). Queueing only ever adds to a request's time to first token, so the fastest
+request of a size is the one that waited least behind others; under load most requests wait, for times that have
+nothing to do with their size, and a fit over all of them finds no cost per token at all, so ``auto`` would stop
+trimming when the upstream is busiest and the untrimmed prompts would make it busier still. Keeping each band's own
+recent requests also matters once the gateway trims: the prompts it then sends are all about the budget's size,
+which alone cannot show what a token costs, and the untrimmed sizes it saw before stay in the fit. Until the cost is learned
 (``MIN_OBSERVATIONS`` requests whose sizes spread over ``MIN_SPREAD_TOKENS``), the configured
 ``trim.prefill_ms_per_token`` stands in; without one nothing is trimmed that might cost more than it saves: ``clean``
 runs (a budget the request set itself still holds, with the cheapest recipe that enforces it), and the untrimmed
@@ -29,8 +32,8 @@ from ragtrim import recipes
 from ragtrim.api import recipe_pipeline
 from ragtrim.recipes import RecipeChoice, RecipeCosts, choose_recipe
 
-BAND_KEEP = 16
-"""Requests the fit keeps per prompt-size band (the most recent of that band)."""
+BAND_KEEP = 128
+"""Requests kept per prompt-size band (the most recent of that band); the fit reads the fastest of them."""
 BANDS_PER_OCTAVE = 4
 MIN_OBSERVATIONS = 20
 MIN_SPREAD_TOKENS = 256
@@ -86,7 +89,11 @@ class PrefillModel:
             return None
         self._since_fit = 0
         self._refits += 1
-        return self._refits, seen
+        return self._refits, self._envelope()
+
+    def _envelope(self) -> Points:
+        """Each band's fastest kept request (the lock is held): the one that queued least behind others."""
+        return [min(kept, key=lambda point: point[1]) for kept in self._bands.values() if kept]
 
     def per_token_ms(self) -> float | None:
         """The learned prefill cost per prompt token, or None while too little is known."""

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from ragtrim.recipes import RecipeCosts
-from ragtrim.serve.autotrim import MIN_OBSERVATIONS, AutoTrim, PrefillModel, theil_sen
+from ragtrim.serve.autotrim import BANDS_PER_OCTAVE, MIN_OBSERVATIONS, AutoTrim, PrefillModel, theil_sen
 
 CHAT = "/v1/chat/completions"
 
@@ -35,6 +35,20 @@ class TestPrefillModel:
 
     def test_learns_the_slope_despite_queueing(self) -> None:
         assert learned_model(0.037).per_token_ms() == pytest.approx(0.037, rel=0.05)
+
+    def test_learns_the_slope_while_most_requests_queue(self) -> None:
+        """Under load most requests wait behind others, for times unrelated to their size: the fit reads each size's
+        fastest request, which waited least, and keeps the cost it learned (over all requests it found none, and
+        ``auto`` stopped trimming when the upstream was busiest)."""
+        import random
+
+        rng = random.Random(0)
+        model = PrefillModel()
+        for load, queue_ms, n in ((False, 2.0, 60), (True, 2000.0, 400)):
+            for _ in range(n):
+                tokens = rng.choice([600, 2400]) + rng.randint(-150, 150)
+                model.observe(tokens, 20.0 + 0.03 * tokens + rng.expovariate(1 / queue_ms))
+            assert model.per_token_ms() == pytest.approx(0.03, rel=0.15), "under load" if load else "idle"
 
     def test_unknown_until_enough_requests_of_spread_sizes(self) -> None:
         few = PrefillModel()
@@ -73,9 +87,10 @@ class TestPrefillModel:
         for p in streamed[MIN_OBSERVATIONS:MIN_OBSERVATIONS + 3]:
             auto.observe_request(p, 500.0, "ok")  # after the refit fell due: not in it
         assert fits == []
+        bands = len({int(np.log2(p.prompt_tokens) * BANDS_PER_OCTAVE) for p in streamed[:MIN_OBSERVATIONS]})
         assert auto.prefill.per_token_ms() == pytest.approx(0.037)
-        assert fits == [MIN_OBSERVATIONS]
-        assert auto.prefill.per_token_ms() == pytest.approx(0.037) and fits == [MIN_OBSERVATIONS]
+        assert fits == [bands]  # one point a band: its fastest request
+        assert auto.prefill.per_token_ms() == pytest.approx(0.037) and fits == [bands]
 
     def test_the_learned_cost_is_shown_when_read(self) -> None:
         registry = CollectorRegistry()
