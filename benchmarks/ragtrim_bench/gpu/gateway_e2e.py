@@ -18,9 +18,11 @@ The harness's OpenAI-compatible streaming client sends the same golden questions
             flight and forwards the trimmed prompt to vLLM
 TTFT is measured by the client from send to the first streamed token, so a gateway arm's TTFT includes the
 gateway's own time and the trim. Single requests (one at a time; each one's TTFT is kept, in the order sent, under
-``single.<arm>.ttft_ms_in_order``), then a Poisson ladder per arm with the throughput within a 500 ms p95 TTFT SLO. Each gateway's own split of its single requests (mean preparation, the trim
-included, and the upstream's mean time to first event, from its ``/metrics``) is under ``single.<arm>.gateway``,
-and over the whole run under ``gateways_whole_run``. Writes ``$OUT/gpu_gateway.json``; every gateway logs to
+``single.<arm>.ttft_ms_in_order``), then a Poisson ladder per arm with the throughput within a 500 ms p95 TTFT SLO
+(an ``auto`` arm's step also holds its choices so far and its learned prefill cost, ``steps[k].auto``, from its
+``/metrics``). Each gateway's own split of its single requests (mean preparation, the trim included, and the
+upstream's mean time to first event, from its ``/metrics``) is under ``single.<arm>.gateway``, and over the whole run
+under ``gateways_whole_run``. Writes ``$OUT/gpu_gateway.json``; every gateway logs to
 ``$OUT/gateways.log``.
 """
 
@@ -44,7 +46,7 @@ from ragtrim_bench.gpu.backends import OpenAICompletionsBackend, engine_cli_args
 from ragtrim_bench.gpu.load import LoadSpec, run_load
 from ragtrim_bench.gpu.metrics import summarize_records, throughput_at_slo
 from ragtrim_bench.gpu.prompts import INSTRUCTION, context_block, format_prompt
-from ragtrim_bench.serve.auto_e2e import gateway_stats, metrics_text
+from ragtrim_bench.serve.auto_e2e import auto_metrics, gateway_stats, metrics_text
 from ragtrim_bench.serve.load import free_port, stop_process
 
 GATEWAY_TOML = """
@@ -172,6 +174,8 @@ async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any
                                                                        prompt_offset=offset + 2), arm=name)
             offset = (offset + n + 2) % len(rows)
             s = timed(records, duration, args.slo_ms) | {"request_rate": rate}
+            if name in ports and ARMS[name].scorer == "auto":  # its choices and learned cost so far (cumulative)
+                s["auto"] = auto_metrics(metrics_text(ports[name]))
             steps.append(s)
             if s["p95_ttft_ms"] > 4 * args.slo_ms or s["failed"]:
                 break

@@ -95,7 +95,7 @@ def metrics_text(port: int) -> str:
         return str(r.read().decode())
 
 
-def _metrics(text: str) -> dict[str, Any]:
+def auto_metrics(text: str) -> dict[str, Any]:
     """The auto arm's choices (recipe and why -> count) and learned prefill cost, from its /metrics ``text``."""
     choices: dict[str, int] = {}
     for m in re.finditer(r'^ragtrim_serve_auto_recipe_total\{([^}]*)\} ([0-9.e+]+)$', text, re.MULTILINE):
@@ -188,7 +188,7 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
                         failed[name] += 1
                         errors.append(f"{name}: {record.error[:200]}")
         texts = {name: metrics_text(port) for name, port in ports.items()}
-        auto_metrics = _metrics(texts["auto"]) if "auto" in texts else None
+        auto_seen = auto_metrics(texts["auto"]) if "auto" in texts else None
         gateways = {name: gateway_stats(text, before.get(name, "")) for name, text in texts.items()}
     finally:
         for proc in procs:
@@ -205,7 +205,7 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
                 arms[name][f"{q}_gain_vs_{ref}"] = theirs / mine if mine and theirs else None
     return {"per_1k_ms": per_1k, "base_ms": config.base_ms, "arms": arms,
             "learning_phase": {name: _summary(learning[name], 0) for name in arms_run},
-            "auto": auto_metrics, "gateways": gateways, "errors": errors[:20]}
+            "auto": auto_seen, "gateways": gateways, "errors": errors[:20]}
 
 
 def rows(config: AutoE2EConfig) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
