@@ -406,6 +406,8 @@ class Gateway:
             if attempt and not self.upstream.has_fallback:
                 break
             use_fallback = attempt
+            if not rec.sent:
+                self.auto.sent()
             rec.sent = True
             try:
                 resp = await self.upstream.request("POST", path, content=content, fallback=attempt, headers=headers)
@@ -578,6 +580,9 @@ class Gateway:
             rec.charged_tokens = total
 
     def _finish(self, rec: Record) -> None:
+        if rec.sent and not rec.finished:
+            self.auto.done()
+        rec.finished = True
         self.auto.observe_request(rec.prepared, rec.upstream_ttft_ms, rec.outcome)
         m = self.metrics
         m.requests.labels(rec.endpoint, rec.outcome).inc()

@@ -148,6 +148,7 @@ class AutoTrim:
         """``recipes``: what this host can run (default: ``ragtrim.recipes.available_recipes``, asked per call)."""
         self.prefill = PrefillModel()
         self.costs = costs if costs is not None else RecipeCosts()
+        self.in_flight = 0  # requests sent to the upstream and not finished (the gateway's event loop counts them)
         self._recipes_of = recipes
         self._calibrated = False
         self._lock = threading.Lock()
@@ -167,6 +168,15 @@ class AutoTrim:
 
     def _recipes(self) -> tuple[Any, ...]:
         return self._recipes_of() if self._recipes_of is not None else recipes.available_recipes()
+
+    # -- load ---------------------------------------------------------------------------------------------------
+    def sent(self) -> None:
+        """A request went to the upstream (called on the gateway's event loop)."""
+        self.in_flight += 1
+
+    def done(self) -> None:
+        """A request sent to the upstream finished, whatever its outcome (on the event loop)."""
+        self.in_flight = max(0, self.in_flight - 1)
 
     # -- learning -------------------------------------------------------------------------------------------------
     def observe_request(self, prepared: Any, ttft_ms: float | None, outcome: str) -> None:
@@ -236,8 +246,13 @@ class AutoTrim:
             self.warm_up(tokenizer)
         basis = (f"{per_token:.4f} ms per prompt token learned from {self.prefill.observations} requests"
                  if learned is not None else f"trim.prefill_ms_per_token {per_token:g}")
+        # Every token sent also delays the requests the upstream serves beside it (their prefill waits, their
+        # decoding shares the steps): untrimmed prompts under load would make the upstream busier still.
+        sharing = 1 + self.in_flight
+        if sharing > 1:
+            basis += f", times {sharing}: {sharing - 1} other request{'s' if sharing > 2 else ''} in flight upstream"
         choice = choose_recipe(tokens_before=tokens_before, budget=budget, costs=self.costs, recipes=pool,
-                               saving_ms=lambda before, after: per_token * (before - after), basis=basis)
+                               saving_ms=lambda before, after: per_token * (before - after) * sharing, basis=basis)
         if hard_budget and choice.recipe == "clean" and budget is not None and budget < tokens_before:
             cheapest = pool[-1] if pool else "bm25"
             choice = RecipeChoice(cheapest, f"{cheapest}: the request set its own budget, which holds; "  # type: ignore[arg-type]

@@ -134,6 +134,21 @@ class TestAutoTrimChoice:
         choice = auto.choose(prior_ms_per_token=0.001, **args)
         assert choice.recipe == "bm25" and "learned from" in choice.reason
 
+    def test_requests_in_flight_upstream_share_the_saving(self) -> None:
+        """Each token sent also delays the requests the upstream serves beside it: under load a trim that would
+        not pay for one request alone pays, instead of untrimmed prompts making a busy upstream busier."""
+        auto = auto_with({"bm25": 0.002})  # 4 ms on 2,000 tokens
+        args: dict[str, Any] = {"tokens_before": 2000, "budget": 500, "hard_budget": False,
+                                "prior_ms_per_token": 0.002}  # 3 ms saved by one request alone
+        assert auto.choose(**args).recipe == "clean"
+        for _ in range(3):
+            auto.sent()
+        busy = auto.choose(**args)
+        assert busy.recipe == "bm25" and "3 other requests in flight upstream" in busy.reason
+        for _ in range(4):
+            auto.done()
+        assert auto.in_flight == 0 and auto.choose(**args).recipe == "clean"
+
     def test_a_budget_the_client_set_holds(self) -> None:
         choice = auto_with({"bm25": 0.002}).choose(tokens_before=2000, budget=500, prior_ms_per_token=0.0001,
                                                    hard_budget=True)
@@ -189,6 +204,33 @@ class TestGatewayLearnsAndChooses:
         metrics = httpx.get(gw.url + "/metrics").text
         assert 'ragtrim_serve_auto_recipe_total{recipe="bm25",why="pays"} 1.0' in metrics
         assert "ragtrim_serve_prefill_ms_per_token" in metrics
+
+    def test_requests_in_flight_upstream_are_counted_until_they_end(self, fake: Any, gateway: Any) -> None:
+        import threading
+
+        up = fake(base_ms=300, per_1k_ms=0.001)
+        gw, g = gateway({"upstream": {"url": up.url + "/v1"},
+                         "trim": {"budget": 0.25, "scorer": "auto", "prefill_ms_per_token": 0.0000001}})
+        body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hello"}]}
+
+        def send() -> None:
+            with httpx.stream("POST", gw.url + CHAT, json=body) as r:
+                r.read()
+
+        threads = [threading.Thread(target=send) for _ in range(3)]
+        for t in threads:
+            t.start()
+        seen = 0
+        for _ in range(200):
+            seen = max(seen, g.auto.in_flight)
+            if seen == 3:
+                break
+            threading.Event().wait(0.005)
+        for t in threads:
+            t.join()
+        assert seen == 3 and g.auto.in_flight == 0
+        httpx.post(gw.url + CHAT, json={"model": "m", "messages": [{"role": "user", "content": "q"}]})
+        assert g.auto.in_flight == 0
 
     def test_fast_upstream_is_not_trimmed(self, fake: Any, gateway: Any) -> None:
         up = fake(base_ms=2, per_1k_ms=0.001)  # prefill costs nothing: trimming never pays
