@@ -489,6 +489,8 @@ class Gateway:
             except UpstreamError as exc:
                 rec.outcome, rec.error, rec.error_code = "upstream_error", str(exc), "upstream_body_broken"
                 raise BodyBroken() from None
+            finally:
+                self._upstream_done(rec)
             self._release(rec, held)
             rec.extra["usage"] = usage_in_tail(tail)
 
@@ -515,7 +517,7 @@ class Gateway:
         first = True
         rec.extra["content_events"] = 0
         try:
-            async for piece in resp.chunks():
+            async for piece in self._until_upstream_done(rec, resp):
                 if first:
                     first = False
                     rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
@@ -527,6 +529,8 @@ class Gateway:
                     if end < 0:
                         break
                     event, buf = buf[: end + sep], buf[end + sep:]
+                    if b"[DONE]" in event[:16]:
+                        self._upstream_done(rec)  # before the client sees it and sends its next request
                     if b'"usage"' in event and b'"choices":[]' in event.replace(b" ", b""):
                         usage = usage_of(event.partition(b"data:")[2])
                         if usage is not None:
@@ -548,6 +552,15 @@ class Gateway:
             return
         if buf:
             yield buf
+
+    async def _until_upstream_done(self, rec: Record, resp: UpstreamResponse) -> AsyncIterator[bytes]:
+        """``resp.chunks()``, and the request marked done upstream when they end or fail (a stream without a
+        ``data: [DONE]`` event, which marks it as it passes)."""
+        try:
+            async for piece in resp.chunks():
+                yield piece
+        finally:
+            self._upstream_done(rec)
 
     async def _close_stream(self, rec: Record, resp: UpstreamResponse, gates: list[Gate],
                             client_gone: bool) -> None:
@@ -579,10 +592,15 @@ class Gateway:
             await self.admission.adjust(rec.identity.key_id, 0, total - rec.charged_tokens)
             rec.charged_tokens = total
 
-    def _finish(self, rec: Record) -> None:
-        if rec.sent and not rec.finished:
+    def _upstream_done(self, rec: Record) -> None:
+        """The upstream finished with ``rec`` (its answer ended, or it failed): off auto's in-flight count, once.
+        Streams call it as the upstream's last event arrives, before the client can send its next request."""
+        if rec.sent and not rec.upstream_done:
             self.auto.done()
-        rec.finished = True
+        rec.upstream_done = True
+
+    def _finish(self, rec: Record) -> None:
+        self._upstream_done(rec)
         self.auto.observe_request(rec.prepared, rec.upstream_ttft_ms, rec.outcome)
         m = self.metrics
         m.requests.labels(rec.endpoint, rec.outcome).inc()

@@ -52,7 +52,7 @@ class Record:
     charged_tokens: int = 0
     charged: bool = False  # the rate store holds this request's charge (so a refund gives it back)
     sent: bool = False  # the request went to an upstream (from then on, a client that leaves keeps its charge)
-    finished: bool = False  # the gateway recorded its end (counted in its metrics, its upstream slot given back)
+    upstream_done: bool = False  # the upstream finished with it (auto's count of requests in flight upstream)
     error: str = ""
     error_code: str | None = None
     error_client_text: bool = False

@@ -229,6 +229,8 @@ class TestGatewayLearnsAndChooses:
         for t in threads:
             t.join()
         assert seen == 3 and g.auto.in_flight == 0
+        send()
+        assert g.auto.in_flight == 0  # off the count before the client read the stream's end
         httpx.post(gw.url + CHAT, json={"model": "m", "messages": [{"role": "user", "content": "q"}]})
         assert g.auto.in_flight == 0
 
