@@ -47,13 +47,12 @@ from ragtrim.serve.log import Record, RequestLog
 from ragtrim.serve.metrics import GatewayMetrics
 from ragtrim.serve.probes import Probes
 from ragtrim.serve.rate_store import make_store
-from ragtrim.serve.relay import BodyBroken, ClientGone, RelayStream, event_end, until_disconnect
+from ragtrim.serve.relay import BodyBroken, ClientGone, RelayStream, relay_events, until_disconnect
 from ragtrim.serve.render import Prepared, RequestError, prepare_chat, prepare_completion, prepare_embeddings
 from ragtrim.serve.responses import (
     MAX_ERROR_BYTES,
     USAGE_TAIL_BYTES,
     GatewayError,
-    dumps,
     error_response,
     rate_headers,
     relay_error,
@@ -465,8 +464,12 @@ class Gateway:
             return relay_error(resp.status, body, out_headers)
         held = list(gates)
         gates.clear()  # the stream owns the slots now
-        return RelayStream(self._relay(rec, resp, p, t0), headers=out_headers,
-                            on_close=lambda gone: self._close_stream(rec, resp, held, gone))
+        def first_event() -> None:
+            rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
+            self.metrics.upstream_ttft_seconds.observe(rec.upstream_ttft_ms / 1000)
+
+        events = relay_events(rec, resp.chunks(), p.client_wants_usage, first_event, lambda: self._upstream_done(rec))
+        return RelayStream(events, headers=out_headers, on_close=lambda gone: self._close_stream(rec, resp, held, gone))
 
     def _pass_through(self, rec: Record, resp: UpstreamResponse, gates: list[Gate], headers: dict[str, str],
                       t0: float) -> RelayStream:
@@ -509,58 +512,6 @@ class Gateway:
         for g in gates:
             self.admission.release(g, rec.identity.org if rec.identity else "")
         gates.clear()
-
-    async def _relay(self, rec: Record, resp: UpstreamResponse, p: Prepared, t0: float) -> AsyncIterator[bytes]:
-        """Upstream SSE events to the client one by one as they arrive; the usage chunk is read for accounting and
-        passed on only when the client asked for it."""
-        buf = b""
-        first = True
-        rec.extra["content_events"] = 0
-        try:
-            async for piece in self._until_upstream_done(rec, resp):
-                if first:
-                    first = False
-                    rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
-                    self.metrics.upstream_ttft_seconds.observe(rec.upstream_ttft_ms / 1000)
-                buf += piece
-                out = []
-                while True:
-                    end, sep = event_end(buf)
-                    if end < 0:
-                        break
-                    event, buf = buf[: end + sep], buf[end + sep:]
-                    if b"[DONE]" in event[:16]:
-                        self._upstream_done(rec)  # before the client sees it and sends its next request
-                    if b'"usage"' in event and b'"choices":[]' in event.replace(b" ", b""):
-                        usage = usage_of(event.partition(b"data:")[2])
-                        if usage is not None:
-                            rec.completion_tokens = usage.get("completion_tokens")
-                            rec.extra["usage"] = usage
-                        if not p.client_wants_usage:
-                            continue
-                    elif b'"content"' in event or b'"text"' in event:
-                        rec.extra["content_events"] += 1
-                    out.append(event)
-                if out:
-                    yield b"".join(out)
-        except UpstreamError as exc:
-            # Headers are gone already: tell the client in the stream, OpenAI-style, and end it.
-            rec.outcome, rec.error, rec.error_code = "upstream_error", str(exc), "upstream_stream_error"
-            err = {"error": {"message": f"upstream failed mid-stream: {exc}", "type": "upstream_error",
-                             "param": None, "code": "upstream_stream_error"}}
-            yield buf + b"data: " + dumps(err) + b"\n\n"
-            return
-        if buf:
-            yield buf
-
-    async def _until_upstream_done(self, rec: Record, resp: UpstreamResponse) -> AsyncIterator[bytes]:
-        """``resp.chunks()``, and the request marked done upstream when they end or fail (a stream without a
-        ``data: [DONE]`` event, which marks it as it passes)."""
-        try:
-            async for piece in resp.chunks():
-                yield piece
-        finally:
-            self._upstream_done(rec)
 
     async def _close_stream(self, rec: Record, resp: UpstreamResponse, gates: list[Gate],
                             client_gone: bool) -> None:

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ragtrim.errors import ServeError
-from ragtrim.serve.responses import GatewayError
+from ragtrim.serve.responses import GatewayError, dumps, usage_of
+from ragtrim.serve.upstream import UpstreamError
+
+if TYPE_CHECKING:
+    from ragtrim.serve.log import Record
 
 
 class ClientGone(ServeError):
@@ -31,6 +36,61 @@ def event_end(buf: bytes) -> tuple[int, int]:
     if crlf >= 0 and (lf < 0 or crlf < lf):
         return crlf, 4
     return lf, 2
+
+
+async def relay_events(rec: Record, chunks: AsyncIterator[bytes], client_wants_usage: bool,
+                       first_event: Callable[[], None], upstream_done: Callable[[], None]) -> AsyncIterator[bytes]:
+    """The upstream's SSE events (``chunks``) to the client one by one as they arrive; the usage chunk is read for
+    accounting (into ``rec``) and passed on only when the client asked for it. ``first_event`` is called as the
+    first piece arrives; ``upstream_done`` as the ``data: [DONE]`` event passes, before the client sees it (and can
+    send its next request), or when the pieces end or fail without one."""
+    buf = b""
+    first = True
+    rec.extra["content_events"] = 0
+    try:
+        async for piece in _then(chunks, upstream_done):
+            if first:
+                first = False
+                first_event()
+            buf += piece
+            out = []
+            while True:
+                end, sep = event_end(buf)
+                if end < 0:
+                    break
+                event, buf = buf[: end + sep], buf[end + sep:]
+                if b"[DONE]" in event[:16]:
+                    upstream_done()
+                if b'"usage"' in event and b'"choices":[]' in event.replace(b" ", b""):
+                    usage = usage_of(event.partition(b"data:")[2])
+                    if usage is not None:
+                        rec.completion_tokens = usage.get("completion_tokens")
+                        rec.extra["usage"] = usage
+                    if not client_wants_usage:
+                        continue
+                elif b'"content"' in event or b'"text"' in event:
+                    rec.extra["content_events"] += 1
+                out.append(event)
+            if out:
+                yield b"".join(out)
+    except UpstreamError as exc:
+        # Headers are gone already: tell the client in the stream, OpenAI-style, and end it.
+        rec.outcome, rec.error, rec.error_code = "upstream_error", str(exc), "upstream_stream_error"
+        err = {"error": {"message": f"upstream failed mid-stream: {exc}", "type": "upstream_error",
+                         "param": None, "code": "upstream_stream_error"}}
+        yield buf + b"data: " + dumps(err) + b"\n\n"
+        return
+    if buf:
+        yield buf
+
+
+async def _then(chunks: AsyncIterator[bytes], done: Callable[[], None]) -> AsyncIterator[bytes]:
+    """``chunks``, and ``done()`` once they end or fail."""
+    try:
+        async for piece in chunks:
+            yield piece
+    finally:
+        done()
 
 
 async def disconnected(receive: Receive) -> None:
