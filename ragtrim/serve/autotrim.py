@@ -9,12 +9,13 @@ request of a size is the one that waited least behind others; under load most re
 nothing to do with their size, and a fit over all of them finds no cost per token at all, so ``auto`` would stop
 trimming when the upstream is busiest and the untrimmed prompts would make it busier still. Keeping each band's own
 recent requests also matters once the gateway trims: the prompts it then sends are all about the budget's size,
-which alone cannot show what a token costs, and the untrimmed sizes it saw before stay in the fit. Until the cost is learned
-(``MIN_OBSERVATIONS`` requests whose sizes spread over ``MIN_SPREAD_TOKENS``), the configured
+which alone cannot show what a token costs, and the untrimmed sizes it saw before stay in the fit. Until the cost is
+learned (``MIN_OBSERVATIONS`` requests whose sizes spread over ``MIN_SPREAD_TOKENS``), the configured
 ``trim.prefill_ms_per_token`` stands in; without one nothing is trimmed that might cost more than it saves: ``clean``
 runs (a budget the request set itself still holds, with the cheapest recipe that enforces it), and the untrimmed
-prompts it sends are what the gateway learns from. The choice and its reason are counted in ``/metrics``
-(``ragtrim_serve_auto_recipe_total``) and sent in the ``x-ragtrim-recipe`` header.
+prompts it sends are what the gateway learns from. A trim's saving counts once more for every other request the
+gateway has in flight upstream (``AutoTrim.in_flight``): each token sent also delays those. The choice and its reason
+are counted in ``/metrics`` (``ragtrim_serve_auto_recipe_total``) and sent in the ``x-ragtrim-recipe`` header.
 """
 
 from __future__ import annotations
