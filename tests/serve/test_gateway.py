@@ -205,6 +205,14 @@ class TestTrimming:
         assert r.headers["x-ragtrim-history-folded"] == "10"
 
 
+def upstream_settled(g: Any) -> int:
+    """Requests ``auto`` still counts in flight upstream, once the gateway has had 3 s to finish every one."""
+    deadline = time.monotonic() + 3
+    while g.auto.in_flight and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return int(g.auto.in_flight)
+
+
 class TestLimits:
     def test_max_output_tokens_clamps_and_sets(self, fake: Any, gateway: Any) -> None:
         up = fake()
@@ -365,6 +373,7 @@ class TestLimits:
                 time.sleep(0.02)
             gate = g.org_gates["acme"]
             assert gate is not None and gate.in_use == 0 and gate.queued == 0
+            assert upstream_settled(g) == 0
         metrics = httpx.get(gw.url + "/metrics").text
         assert 'ragtrim_serve_requests_total{endpoint="chat",outcome="client_closed"} 2.0' in metrics
 
@@ -380,14 +389,16 @@ class TestLimits:
         while gate is not None and gate.in_use and time.monotonic() < deadline:
             time.sleep(0.02)
         assert gate is not None and gate.in_use == 0
+        assert upstream_settled(g) == 0
 
     def test_upstream_errors_relayed(self, fake: Any, gateway: Any) -> None:
         up = fake()
-        gw, _ = gateway({"upstream": {"url": up.url + "/v1"}})
+        gw, g = gateway({"upstream": {"url": up.url + "/v1"}})
         r = httpx.post(gw.url + CHAT, json={**chat_body(), "model": "fail-400"})
         assert r.status_code == 400 and r.json()["error"]["message"] == "fake upstream fake answers 400"
         r = httpx.post(gw.url + CHAT, json={**chat_body(stream=True), "model": "fail-500"})
         assert r.status_code == 500 and "error" in r.json()
+        assert upstream_settled(g) == 0
 
     def test_upstream_failing_mid_stream_ends_with_an_error_event(self, fake: Any, gateway: Any) -> None:
         up = fake(output_tokens=5)
@@ -402,28 +413,31 @@ class TestLimits:
         while gate is not None and gate.in_use and time.monotonic() < deadline:
             time.sleep(0.02)
         assert gate is not None and gate.in_use == 0
+        assert upstream_settled(g) == 0
 
     def test_upstream_down_is_502_openai_style(self, gateway: Any) -> None:
         from tests.serve.conftest import free_port
 
-        gw, _ = gateway({"upstream": {"url": f"http://127.0.0.1:{free_port()}/v1"}})
+        gw, g = gateway({"upstream": {"url": f"http://127.0.0.1:{free_port()}/v1"}})
         r = httpx.post(gw.url + CHAT, json=chat_body())
         assert r.status_code == 502
         assert r.json()["error"]["code"] == "upstream_unreachable"
+        assert upstream_settled(g) == 0
 
     def test_fallback_on_5xx_and_connect_error(self, fake: Any, gateway: Any) -> None:
         from tests.serve.conftest import free_port
 
         broken = fake(fail_status=503)
         backup = fake(name="backup")
-        gw, _ = gateway({"upstream": {"url": broken.url + "/v1", "fallback_url": backup.url + "/v1"}})
+        gw, g = gateway({"upstream": {"url": broken.url + "/v1", "fallback_url": backup.url + "/v1"}})
         r = httpx.post(gw.url + CHAT, json=chat_body())
         assert r.status_code == 200 and r.headers["x-ragtrim-upstream"] == "fallback"
-        gw2, _ = gateway({"upstream": {"url": f"http://127.0.0.1:{free_port()}/v1",
-                                       "fallback_url": backup.url + "/v1"}})
+        gw2, g2 = gateway({"upstream": {"url": f"http://127.0.0.1:{free_port()}/v1",
+                                        "fallback_url": backup.url + "/v1"}})
         r = httpx.post(gw2.url + CHAT, json=chat_body(stream=True))
         assert r.status_code == 200 and sse_events(r.text)[-1] == "[DONE]"
         assert len(debug_requests(backup)) == 2
+        assert upstream_settled(g) == 0 and upstream_settled(g2) == 0  # one count a request, both tries
 
     def test_fallback_on_queue_overflow(self, fake: Any, gateway: Any) -> None:
         main = fake(base_ms=400)
