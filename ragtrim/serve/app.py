@@ -47,7 +47,7 @@ from ragtrim.serve.log import Record, RequestLog
 from ragtrim.serve.metrics import GatewayMetrics
 from ragtrim.serve.probes import Probes
 from ragtrim.serve.rate_store import make_store
-from ragtrim.serve.relay import BodyBroken, ClientGone, RelayStream, relay_events, until_disconnect
+from ragtrim.serve.relay import BodyBroken, ClientGone, RelayStream, relay_events, then_done, until_disconnect
 from ragtrim.serve.render import Prepared, RequestError, prepare_chat, prepare_completion, prepare_embeddings
 from ragtrim.serve.responses import (
     MAX_ERROR_BYTES,
@@ -436,8 +436,7 @@ class Gateway:
                 body = await resp.read(None if resp.status == 200 else MAX_ERROR_BYTES)
             except UpstreamError as exc:
                 raise upstream_failed(exc) from None
-            rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
-            self.metrics.upstream_ttft_seconds.observe(rec.upstream_ttft_ms / 1000)
+            self._answered(rec, t0)
             for g in gates:
                 self.admission.release(g, rec.identity.org if rec.identity else "")
             gates.clear()
@@ -464,11 +463,8 @@ class Gateway:
             return relay_error(resp.status, body, out_headers)
         held = list(gates)
         gates.clear()  # the stream owns the slots now
-        def first_event() -> None:
-            rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
-            self.metrics.upstream_ttft_seconds.observe(rec.upstream_ttft_ms / 1000)
-
-        events = relay_events(rec, resp.chunks(), p.client_wants_usage, first_event, lambda: self._upstream_done(rec))
+        events = relay_events(rec, resp.chunks(), p.client_wants_usage, lambda: self._answered(rec, t0),
+                              lambda: self._upstream_done(rec))
         return RelayStream(events, headers=out_headers, on_close=lambda gone: self._close_stream(rec, resp, held, gone))
 
     def _pass_through(self, rec: Record, resp: UpstreamResponse, gates: list[Gate], headers: dict[str, str],
@@ -482,18 +478,15 @@ class Gateway:
         async def body() -> AsyncIterator[bytes]:
             tail = b""
             try:
-                async for piece in resp.chunks():
+                async for piece in then_done(resp.chunks(), lambda: self._upstream_done(rec)):
                     if rec.upstream_ttft_ms is None:
-                        rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
-                        self.metrics.upstream_ttft_seconds.observe(rec.upstream_ttft_ms / 1000)
+                        self._answered(rec, t0)
                     tail = (tail + piece)[-USAGE_TAIL_BYTES:] if len(piece) < USAGE_TAIL_BYTES \
                         else piece[-USAGE_TAIL_BYTES:]
                     yield piece
             except UpstreamError as exc:
                 rec.outcome, rec.error, rec.error_code = "upstream_error", str(exc), "upstream_body_broken"
                 raise BodyBroken() from None
-            finally:
-                self._upstream_done(rec)
             self._release(rec, held)
             rec.extra["usage"] = usage_in_tail(tail)
 
@@ -542,6 +535,11 @@ class Gateway:
         if rec.charged and rec.identity is not None and isinstance(total, int):
             await self.admission.adjust(rec.identity.key_id, 0, total - rec.charged_tokens)
             rec.charged_tokens = total
+
+    def _answered(self, rec: Record, t0: float) -> None:
+        """The upstream's first byte (or whole answer) for ``rec`` arrived: its time to first event, from ``t0``."""
+        rec.upstream_ttft_ms = (time.perf_counter() - t0) * 1000
+        self.metrics.upstream_ttft_seconds.observe(rec.upstream_ttft_ms / 1000)
 
     def _upstream_done(self, rec: Record) -> None:
         """The upstream finished with ``rec`` (its answer ended, or it failed): off auto's in-flight count, once.

@@ -48,7 +48,7 @@ async def relay_events(rec: Record, chunks: AsyncIterator[bytes], client_wants_u
     first = True
     rec.extra["content_events"] = 0
     try:
-        async for piece in _then(chunks, upstream_done):
+        async for piece in then_done(chunks, upstream_done):
             if first:
                 first = False
                 first_event()
@@ -84,7 +84,7 @@ async def relay_events(rec: Record, chunks: AsyncIterator[bytes], client_wants_u
         yield buf
 
 
-async def _then(chunks: AsyncIterator[bytes], done: Callable[[], None]) -> AsyncIterator[bytes]:
+async def then_done(chunks: AsyncIterator[bytes], done: Callable[[], None]) -> AsyncIterator[bytes]:
     """``chunks``, and ``done()`` once they end or fail."""
     try:
         async for piece in chunks:
