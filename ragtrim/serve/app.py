@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from ragtrim._util import gcfreeze
 from ragtrim._util.redact import get_logger
 from ragtrim.errors import ConfigError, RagtrimError, require
 
@@ -138,11 +139,16 @@ class Gateway:
             if hup:  # signal handlers can only be set from the main thread (a server run by `ragtrim serve`)
                 asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload)
             await run_in_threadpool(self.warm_up)
+            frozen = self.config.serve.freeze_gc  # read once: a reload cannot change it (RESTART_ONLY)
+            if frozen:
+                logger.debug("ragtrim serve: %d start-up objects frozen", gcfreeze.freeze_start_up())
             try:
                 yield
             finally:
                 if hup:
                     asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+                if frozen:
+                    gcfreeze.release()
                 await self.aclose()
 
         return Starlette(routes=[

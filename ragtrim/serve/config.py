@@ -110,9 +110,13 @@ class LogConfig:
 @dataclass(frozen=True, slots=True)
 class ServeConfig:
     """``drain_timeout_s``: on SIGTERM or SIGINT, how long requests in flight may take to finish (new ones get 503)
-    before each unfinished stream is ended with an error event and ``[DONE]`` (``ragtrim.serve.drain``)."""
+    before each unfinished stream is ended with an error event and ``[DONE]`` (``ragtrim.serve.drain``).
+    ``freeze_gc``: after the warm-up, move every object the start made (modules, models, tokenizers) out of the
+    cyclic garbage collector's reach (``gc.freeze``), so that no full collection walks them in the middle of a
+    request; undone when the gateway stops."""
 
     drain_timeout_s: float = 25.0  # under Kubernetes' default 30 s grace period, so the cut streams end cleanly
+    freeze_gc: bool = True
 
 
 DRAIN_TIMEOUT_DEFAULT_S = 25.0
@@ -144,8 +148,9 @@ class GatewayConfig:
 
 _SECTIONS = ("upstream", "trim", "limits", "keys", "orgs", "log", "metrics", "serve")
 RESTART_ONLY = ("upstream", "log", "limits.state", "limits.window_s", "limits.state_timeout_s",
-                "limits.state_breaker_s", "trim.vector_store", "trim.vector_store_max_mb")
-"""Config keys a reload cannot change in a running process (a new client, store, tokenizer or log file)."""
+                "limits.state_breaker_s", "trim.vector_store", "trim.vector_store_max_mb", "serve.freeze_gc")
+"""Config keys a reload cannot change in a running process (a new client, store, tokenizer or log file; the
+garbage collector's freeze, made once after the warm-up)."""
 
 
 def restart_only_changes(old: GatewayConfig, new: GatewayConfig) -> list[str]:
@@ -389,7 +394,7 @@ def _serve(t: Mapping[str, Any]) -> ServeConfig:
     if drain > DRAIN_TIMEOUT_MAX_S:
         raise ConfigError(f"serve.drain_timeout_s must be at most {DRAIN_TIMEOUT_MAX_S:g} seconds, got {drain:g}; "
                           "0 ends streams at once on SIGTERM")
-    return ServeConfig(drain_timeout_s=drain)
+    return ServeConfig(drain_timeout_s=drain, freeze_gc=_bool("serve.freeze_gc", t.get("freeze_gc", True)))
 
 
 # A path segment that names an API version: /v1, /v1beta, /v2 (Gemini's OpenAI layer is /v1beta/openai).

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ragtrim.errors import ConfigError
-from ragtrim.serve.config import load_config, parse_config
+from ragtrim.serve.config import load_config, parse_config, restart_only_changes
 
 EXAMPLE = '''
 [upstream]
@@ -164,6 +164,20 @@ class TestDrainTimeout:
     def test_unknown_serve_key(self) -> None:
         with pytest.raises(ConfigError, match=r"unknown config key 'serve.drain_timeout'"):
             parse_config(base(serve={"drain_timeout": 5}))
+
+
+class TestFreezeGc:
+    def test_default_on_and_turned_off(self) -> None:
+        assert parse_config(base()).serve.freeze_gc is True
+        assert parse_config(base(serve={"freeze_gc": False})).serve.freeze_gc is False
+
+    def test_not_a_boolean_is_named(self) -> None:
+        with pytest.raises(ConfigError, match=r"serve.freeze_gc must be"):
+            parse_config(base(serve={"freeze_gc": "no"}))
+
+    def test_a_reload_cannot_change_it(self) -> None:
+        assert restart_only_changes(parse_config(base()), parse_config(base(serve={"freeze_gc": False}))) == [
+            "serve.freeze_gc"]
 
 
 class TestApiRootWarning:

@@ -11,7 +11,8 @@ its own port; the gateways start while vLLM does. Arms (``ARMS``): ``gpu-4x`` / 
 (``balanced``: MiniLM on the GPU) at a quarter and an eighth of the document tokens; ``cpu-4x`` / ``cpu-8x``: the
 same with the gateway's process denied the GPU (``CUDA_VISIBLE_DEVICES=""``: int8 MiniLM on the host's CPU);
 ``cpu-auto-4x``: ``trim.scorer = "auto"`` on the CPU, which trims only as far as it pays, starting from
-``trim.prefill_ms_per_token`` = ``--prefill-ms-per-token`` and learning the rest; ``bm25-4x``: BM25 with the GPU visible.
+``trim.prefill_ms_per_token`` = ``--prefill-ms-per-token`` and learning the rest; ``bm25-4x``: BM25 with the GPU visible;
+``gpu-4x-nofreeze`` / ``cpu-4x-nofreeze``: ``gpu-4x`` / ``cpu-4x`` with ``[serve] freeze_gc = false``.
 The harness's OpenAI-compatible streaming client sends the same golden questions to each:
   direct    vLLM, the untrimmed prompt
   <arm>     that gateway, the prompt with the passages inside ``<context>...</context>``; the gateway trims them in
@@ -72,12 +73,13 @@ queue_timeout_s = 60
 @dataclass(frozen=True)
 class Arm:
     """One gateway: its document budget (share of the documents' tokens), scorer, whether its process may use the
-    GPU, and the request rates of its ladder."""
+    GPU, the request rates of its ladder, and ``[serve] freeze_gc``."""
 
     budget: float
     scorer: str
     gpu: bool
     rates: tuple[float, ...]
+    freeze_gc: bool = True
 
 
 ARMS: dict[str, Arm] = {
@@ -87,6 +89,8 @@ ARMS: dict[str, Arm] = {
     "cpu-8x": Arm(0.125, "balanced", False, (4, 8, 16, 32, 48)),
     "cpu-auto-4x": Arm(0.25, "auto", False, (8, 16, 32, 48)),
     "bm25-4x": Arm(0.25, "bm25", True, (8, 16, 32, 48, 64)),
+    "gpu-4x-nofreeze": Arm(0.25, "balanced", True, (8, 16, 32, 48, 64), freeze_gc=False),
+    "cpu-4x-nofreeze": Arm(0.25, "balanced", False, (4, 8, 16, 32, 48), freeze_gc=False),
 }
 DIRECT_RATES = (4, 8, 12, 16)
 
@@ -109,7 +113,8 @@ def parse_rates(spec: str) -> dict[str, tuple[float, ...]]:
 
 def gateway_config(arm: Arm, vllm_port: int, prefill_ms_per_token: float) -> str:
     extra = f"prefill_ms_per_token = {prefill_ms_per_token}\n" if arm.scorer == "auto" else ""
-    return GATEWAY_TOML.format(vllm_port=vllm_port, budget=arm.budget, scorer=arm.scorer, extra=extra)
+    serve = "" if arm.freeze_gc else "\n[serve]\nfreeze_gc = false\n"
+    return GATEWAY_TOML.format(vllm_port=vllm_port, budget=arm.budget, scorer=arm.scorer, extra=extra) + serve
 
 
 EMPTY = "no tokens streamed"

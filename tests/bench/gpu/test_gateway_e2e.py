@@ -18,12 +18,21 @@ def test_every_arm_is_a_valid_gateway_config(name: str) -> None:
     assert config.trim.vector_store == "off"
     assert config.trim.prefill_ms_per_token == (0.037 if arm.scorer == "auto" else None)
     assert config.upstream.url == "http://127.0.0.1:8000/v1"
+    assert config.serve.freeze_gc is arm.freeze_gc
 
 
 def test_arms_measure_the_default_recipe_on_both_devices() -> None:
     assert {(a.scorer, a.gpu, a.budget) for a in ARMS.values()} >= {
         ("balanced", True, 0.25), ("balanced", True, 0.125), ("balanced", False, 0.25), ("balanced", False, 0.125)}
     assert all(list(a.rates) == sorted(a.rates) for a in ARMS.values())
+
+
+def test_each_nofreeze_arm_differs_from_its_arm_in_freeze_gc_alone() -> None:
+    for name, arm in ARMS.items():
+        if name.endswith("-nofreeze"):
+            twin = ARMS[name.removesuffix("-nofreeze")]
+            assert not arm.freeze_gc and twin.freeze_gc
+            assert (arm.budget, arm.scorer, arm.gpu, arm.rates) == (twin.budget, twin.scorer, twin.gpu, twin.rates)
 
 
 def test_rates_replace_an_arms_ladder() -> None:
