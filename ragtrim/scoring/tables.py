@@ -29,6 +29,13 @@ MIN_TABLE_ROWS = 3
 """A text is read as a table when at least this many of its lines are table rows."""
 
 
+def is_table(text: str) -> bool:
+    """True when at least ``MIN_TABLE_ROWS`` lines of ``text`` are pipe or tab-separated table rows."""
+    if text.count("|") + text.count("\t") < MIN_TABLE_ROWS:
+        return False
+    return sum(1 for line in text.split("\n") if is_table_row(line)) >= MIN_TABLE_ROWS
+
+
 def table_view(query_terms: frozenset[str], text: str, *, best_rows: int = 6, rest: bool = True) -> str:
     """``text`` as a scorer should read it for a question of ``query_terms`` (see the module docstring): a table's
     header, caption and its at most ``best_rows`` rows with the most distinct query words (ties: the earlier row;
@@ -49,9 +56,9 @@ def table_view(query_terms: frozenset[str], text: str, *, best_rows: int = 6, re
 def _lead_lines(text: str, query_terms: frozenset[str], best_rows: int) -> tuple[int, ...]:
     """The line numbers a table's view starts with (``table_view``), or () for a text that is not a table or has no
     matching row. Cached: the prefetch and the scoring call, and each scorer of a mix, read the same view's lead."""
-    lines = text.split("\n")
-    if sum(1 for line in lines if is_table_row(line)) < MIN_TABLE_ROWS:
+    if not is_table(text):
         return ()
+    lines = text.split("\n")
     found = [len(query_terms.intersection(tokenize_sentence(line.strip()))) if line.strip() else 0
              for line in lines]
     ranked = [i for i in sorted(range(len(lines)), key=lambda i: (-found[i], i)) if found[i] > 0][:best_rows]

@@ -3,11 +3,12 @@ blind ratio.
 
 The probability comes from a calibration of the relevance scores on the dev part of every column of the quality
 matrix (``ragtrim/data/retention_calibration.json``, written by ``ragtrim-bench relevance retention calibrate``):
-for requests that look alike (the query's script and length, and how decisive the scores are), how often the
-answer-bearing chunk was among the k best. The stage keeps the k best whole, for the smallest k whose calibrated
-share, read with a margin for requests unlike the dev ones (``SHARE_Z``), reaches ``keep``; where ranking is unsure (long legal questions, scores without a clear leader) that k is
-large, and the stage says so (``info["unsure"]``) instead of losing the answer. The chunks kept are not compressed:
-the compressor's sentence choice is not part of the calibration.
+for requests that look alike (whether a chunk is a table, else the query's script; the query's length; how decisive
+the scores are), how often the answer-bearing chunk was among the k best. The stage keeps the k best whole, for the
+smallest k whose calibrated share, read with a margin for requests unlike the dev ones (``SHARE_Z``), reaches
+``keep``; where ranking is unsure (long legal questions, scores without a clear leader) that k is large, and the
+stage says so (``info["unsure"]``) instead of losing the answer. The chunks kept are not compressed: the
+compressor's sentence choice is not part of the calibration.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ragtrim.components import component
 from ragtrim.errors import ConfigError
 from ragtrim.models import Removal, StageOutput, TrimContext
 from ragtrim.scoring.hybrid import decisiveness
+from ragtrim.scoring.tables import is_table
 from ragtrim.stages.base import Stage, chunk_tokens, register_stage, score_order
 from ragtrim.text.scripts import CJK_SCRIPTS, query_length, share_in
 from ragtrim.text.tokens import TokenCounter
@@ -35,28 +37,30 @@ CALIBRATION_FILE = "retention_calibration.json"
 CALIBRATION_CHUNKS = 20
 """The calibration's requests have 20 chunks; a request of n chunks scales the k it needs by n / 20."""
 MIN_CELL_REQUESTS = 40
-"""A calibration cell with fewer dev requests than this gives way to its parent (script and length, then script)."""
+"""A calibration cell with fewer dev requests than this gives way to its parent (kind and length, then kind)."""
 SHARE_Z = 1.0
 """A cell's share is read as the lower end of its Wilson interval at ``z`` standard errors: the dev requests are a
 sample, and documents unlike them (another company's reports, another firm's contracts) rank their answers lower
 than the cell's average, so the stage keeps the k whose share is at least ``keep`` with that margin. The calibration
-file holds the ``z`` chosen for it per script (``share_z``: the smallest that held the target of every column's
-requests of that script when the calibration was cross-validated by document on dev); this is the margin of a file
+file holds the ``z`` chosen for it per kind of request (``share_z``: the smallest that held the target of every
+column's requests of that kind when the calibration was cross-validated by document on dev); this is the margin of a file
 without one."""
 _LENGTH_EDGES = (12, 25)
 _DECISIVE_EDGES = (0.2, 0.4, 0.6)
 
 
-def features(query: str, scores: list[float]) -> tuple[str, str, str]:
-    """The calibration cell of a request: the query's script (``cjk`` or ``other``), its length
-    (``ragtrim.text.scripts.query_length``: ``short`` up to 12, ``medium`` up to 25, ``long``) and the scores'
-    decisiveness bucket (``ragtrim.scoring.hybrid.decisiveness``: ``d0`` below 0.2, ``d1``, ``d2``, ``d3`` from 0.6)."""
+def features(query: str, scores: list[float], *, tables: bool = False) -> tuple[str, str, str]:
+    """The calibration cell of a request: its kind (``tables`` when a chunk is a table, ``ragtrim.scoring.tables.
+    is_table``, whatever the query's script: a report's tables rank their answers lower than prose does; else the
+    query's script, ``cjk`` or ``other``), the query's length (``ragtrim.text.scripts.query_length``: ``short`` up to
+    12, ``medium`` up to 25, ``long``) and the scores' decisiveness bucket (``ragtrim.scoring.hybrid.decisiveness``:
+    ``d0`` below 0.2, ``d1``, ``d2``, ``d3`` from 0.6)."""
     cjk = (share_in(query, CJK_SCRIPTS) or 0.0) >= 0.5
     length = query_length(query)
     size = "short" if length <= _LENGTH_EDGES[0] else "medium" if length <= _LENGTH_EDGES[1] else "long"
     d = decisiveness(np.asarray(scores, dtype=np.float64))
     bucket = sum(1 for edge in _DECISIVE_EDGES if d >= edge)
-    return ("cjk" if cjk else "other"), size, f"d{bucket}"
+    return ("tables" if tables else "cjk" if cjk else "other"), size, f"d{bucket}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +95,10 @@ def calibrated_scorers() -> tuple[str, ...]:
 
 
 def cell_names(cell: tuple[str, str, str]) -> tuple[str, ...]:
-    """A request's cell (``features``) and its parents, most specific first: script/length/decisiveness,
-    script/length, script, every request."""
-    script, size, bucket = cell
-    return f"{script}/{size}/{bucket}", f"{script}/{size}", script, "all"
+    """A request's cell (``features``) and its parents, most specific first: kind/length/decisiveness,
+    kind/length, kind, every request."""
+    kind, size, bucket = cell
+    return f"{kind}/{size}/{bucket}", f"{kind}/{size}", kind, "all"
 
 
 def lookup(table: dict[str, Any], cell: tuple[str, str, str], z: float) -> Cell | None:
@@ -106,21 +110,25 @@ def lookup(table: dict[str, Any], cell: tuple[str, str, str], z: float) -> Cell 
     return None
 
 
-def share_z(data: dict[str, Any], script: str) -> float:
-    """The margin a calibration file gives requests of ``script`` (``cjk`` or ``other``): its ``share_z``, one
-    number or one per script; ``SHARE_Z`` where it names none."""
+def share_z(data: dict[str, Any], kind: str) -> float:
+    """The margin a calibration file gives requests of ``kind`` (``tables``, ``cjk`` or ``other``): its
+    ``share_z``, one number or one per kind (a kind it does not name takes ``other``'s); ``SHARE_Z`` where it names
+    none."""
     z = data.get("share_z", SHARE_Z)
-    return float(z.get(script, SHARE_Z) if isinstance(z, dict) else z)
+    if not isinstance(z, dict):
+        return float(z)
+    return float(z[kind] if kind in z else z.get("other", SHARE_Z))
 
 
-def cell_for(scorer: str, query: str, scores: list[float]) -> Cell:
-    """The most specific cell with at least ``MIN_CELL_REQUESTS`` dev requests: script/length/decisiveness, else
-    script/length, else script, else every request; its shares read with the calibration's ``share_z``."""
+def cell_for(scorer: str, query: str, scores: list[float], *, tables: bool = False) -> Cell:
+    """The most specific cell with at least ``MIN_CELL_REQUESTS`` dev requests: kind/length/decisiveness, else
+    kind/length, else kind, else every request (``features``; ``tables``: a chunk is a table); its shares read with
+    the calibration's ``share_z`` for that kind."""
     data = calibration()
     table = data["tables"].get(scorer)
     if table is None:
         raise ConfigError(f"no retention calibration for scorer {scorer!r}; calibrated: {list(calibrated_scorers())}")
-    cell = lookup(table, (found := features(query, scores)), share_z(data, found[0]))
+    cell = lookup(table, (found := features(query, scores, tables=tables)), share_z(data, found[0]))
     if cell is None:
         raise ConfigError(f"the retention calibration of {scorer!r} has no cell 'all'")
     return cell
@@ -179,7 +187,8 @@ class RetentionFilter(Stage):
                                               "reason": "nothing ranked: every chunk kept"})
         order = [i for i in score_order(chunks) if not chunks[i].pinned]
         scores = [float(chunks[i].score or 0.0) for i in candidates]
-        cell = cell_for(self.calibration, context.query, scores)
+        cell = cell_for(self.calibration, context.query, scores,
+                        tables=any(is_table(chunks[i].text) for i in candidates))
         k, estimate = chunks_needed(cell, self.keep, len(order))
         capped = False
         if self.max_tokens is not None:

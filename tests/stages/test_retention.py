@@ -116,8 +116,35 @@ class TestRetentionFilter:
         assert RetentionFilter.from_dict(s.to_dict()).get_params() == s.get_params()
 
 
+class TestTables:
+    """A request whose chunks hold a table is its own kind of request, with its own cells and margin."""
+
+    TABLE_CHUNK = "| | 2019 | 2018 |\n| Revenue | 1,200 | 1,100 |\n| Cost of sales | 700 | 650 |"
+
+    def test_a_table_among_the_chunks_makes_the_kind(self) -> None:
+        assert features("a short question", [9.0, 0.0], tables=True) == ("tables", "short", "d3")
+        assert features("他司职什么位置", [9.0, 0.0], tables=True)[0] == "tables"  # whatever the query's script
+        assert retention.cell_names(("tables", "short", "d3")) == ("tables/short/d3", "tables/short", "tables", "all")
+
+    def test_the_stage_reads_the_tables_cell_with_its_margin(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        table = {"tables": {"bm25": {**TABLE["tables"]["bm25"], "tables": {"n": 300, "cdf": UNSURE}}},
+                 "share_z": {"other": 0.0, "tables": 1.0}}
+        monkeypatch.setattr(retention, "calibration", lambda: table)
+        chunks = _chunks(19) + [{"text": self.TABLE_CHUNK, "id": "t"}]
+        scores = {c["text"]: float(20 - i) for i, c in enumerate(chunks)}
+        pipe = Pipeline([RelevanceFilter(scorer=FixedScorer(scores=scores), top_k=None),
+                         RetentionFilter(keep=0.9, calibration="bm25")], tokenizer="whitespace")
+        info = next(x.info for x in pipe.run(chunks, query="a short question").trace if x.stage == "retention")
+        assert info["cell"] == "tables" and info["chunks_kept"] == 11  # UNSURE: 0.92 at k = 11, 0.904 with margin 1
+        info = next(x.info for x in pipe.run(chunks[:19], query="a short question").trace if x.stage == "retention")
+        assert info["cell"] == "other" and info["chunks_kept"] == 2  # SURE, no margin: 0.90 at k = 2
+
+    def test_a_file_without_a_tables_margin_gives_them_others(self) -> None:
+        assert retention.share_z({"share_z": {"cjk": 0.0, "other": 2.5}}, "tables") == 2.5
+
+
 def test_the_margin_is_read_per_script(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file's ``share_z`` gives each script its margin; ``SHARE_Z`` where it names none."""
+    """A file's ``share_z`` gives each kind its margin; ``SHARE_Z`` where it names none."""
     assert retention.share_z({"share_z": {"cjk": 0.0, "other": 2.5}}, "cjk") == 0.0
     assert retention.share_z({"share_z": {"cjk": 0.0, "other": 2.5}}, "other") == 2.5
     assert retention.share_z({"share_z": 1.5}, "cjk") == 1.5
@@ -135,7 +162,7 @@ def test_the_packaged_calibration_is_whole() -> None:
 
     tables = PACKAGED()["tables"]
     assert resolve_scorer("auto") in tables and "bm25" in tables
-    assert set(PACKAGED()["share_z"]) == {"cjk", "other"}
+    assert set(PACKAGED()["share_z"]) == {"tables", "cjk", "other"}
     for scorer, table in tables.items():
         assert table["all"]["n"] >= MIN_CELL_REQUESTS, scorer
         for name, cell in table.items():

@@ -73,6 +73,7 @@ def rank_request(request: Request, scorer: Any, group: str = "") -> Ranked:
     """Score ``request`` as the default pipeline does before its budget stages (``scorer``: a name or a scorer),
     and find the answer's best rank."""
     from ragtrim import Pipeline
+    from ragtrim.scoring.tables import is_table
     from ragtrim.stages.dedup import DuplicateFilter
     from ragtrim.stages.html import HtmlCleaner
     from ragtrim.stages.relevance import RelevanceFilter
@@ -83,17 +84,18 @@ def rank_request(request: Request, scorer: Any, group: str = "") -> Ranked:
         chunks, query=request.question)
     kept = sorted(result.chunks, key=lambda c: -(c.score or 0.0))  # stable: ties keep input order, as score_order
     rank = next((k for k, c in enumerate(kept, start=1) if answer_substring_in_text(request.answers, c.text)), None)
-    return Ranked(request.column, request.id, features(request.question, [c.score or 0.0 for c in result.chunks]),
-                  rank, len(kept), group)
+    cell = features(request.question, [c.score or 0.0 for c in result.chunks],
+                    tables=any(is_table(c.text) for c in result.chunks))
+    return Ranked(request.column, request.id, cell, rank, len(kept), group)
 
 
 def cell_table(ranked: Sequence[Ranked]) -> dict[str, dict[str, Any]]:
-    """Per cell name (``script/length/decisiveness``, ``script/length``, ``script``, ``all``): how many requests
+    """Per cell name (``kind/length/decisiveness``, ``kind/length``, ``kind``, ``all``): how many requests
     and ``cdf[k - 1]``, the share whose answer ranked k-th or better, with one pseudo-miss (``count / (n + 1)``)."""
     groups: dict[str, list[int | None]] = {}
     for r in ranked:
-        script, size, bucket = r.cell
-        for name in (f"{script}/{size}/{bucket}", f"{script}/{size}", script, "all"):
+        kind, size, bucket = r.cell
+        for name in (f"{kind}/{size}/{bucket}", f"{kind}/{size}", kind, "all"):
             groups.setdefault(name, []).append(r.rank)
     return {name: {"n": len(ranks), "cdf": [round(sum(1 for x in ranks if x is not None and x <= k)
                                                   / (len(ranks) + 1), 4) for k in range(1, N_RANKS + 1)]}
@@ -106,7 +108,9 @@ FOLDS = 5
 CV_SLACK = 0.01
 """A margin holds a column when its cross-validated retention is at least ``keep - CV_SLACK`` at every target."""
 MIN_CV_REQUESTS = 40
-"""A column judges a script's margin only with at least this many requests of that script."""
+"""A column judges a kind's margin only with at least this many requests of that kind."""
+KINDS = ("tables", "cjk", "other")
+"""The first part of a calibration cell (``ragtrim.stages.retention.features``); each has its own margin."""
 
 
 def _documents() -> dict[str, str]:
@@ -125,8 +129,8 @@ def _fold(r: Ranked) -> int:
 
 
 def cross_validate(ranked: Sequence[Ranked], keeps: Sequence[float], z: float) -> dict[str, dict[str, Any]]:
-    """Per script (the first part of a cell: ``cjk``, ``other``) and column, the share of the column's requests of
-    that script whose answer the stage would keep at each target, with a table built from the other folds (by
+    """Per kind (the first part of a cell: ``tables``, ``cjk``, ``other``) and column, the share of the column's
+    requests of that kind whose answer the stage would keep at each target, with a table built from the other folds (by
     document: a report or a contract is never on both sides) and margin ``z``; ``n`` the requests."""
     from ragtrim.stages.retention import chunks_needed, lookup
 
@@ -140,17 +144,17 @@ def cross_validate(ranked: Sequence[Ranked], keeps: Sequence[float], z: float) -
                 kept.setdefault((r.cell[0], r.column), {}).setdefault(keep, []).append(
                     r.rank is not None and r.rank <= k)
     out: dict[str, dict[str, Any]] = {}
-    for (script, column), by_keep in sorted(kept.items()):
-        out.setdefault(script, {})[column] = {"n": len(next(iter(by_keep.values()))),
+    for (kind, column), by_keep in sorted(kept.items()):
+        out.setdefault(kind, {})[column] = {"n": len(next(iter(by_keep.values()))),
                                               **{f"{keep:g}": round(sum(b) / len(b), 4) for keep, b in by_keep.items()}}
     return out
 
 
-def choose_z(cv: dict[float, dict[str, dict[str, Any]]], keeps: Sequence[float], script: str) -> float:
-    """The smallest margin under which, for every column with at least ``MIN_CV_REQUESTS`` requests of ``script``,
+def choose_z(cv: dict[float, dict[str, dict[str, Any]]], keeps: Sequence[float], kind: str) -> float:
+    """The smallest margin under which, for every column with at least ``MIN_CV_REQUESTS`` requests of ``kind``,
     their cross-validated retention reaches ``keep - CV_SLACK`` at every target; the largest tried when none does."""
     for z in sorted(cv):
-        columns = [c for c in cv[z].get(script, {}).values() if c["n"] >= MIN_CV_REQUESTS]
+        columns = [c for c in cv[z].get(kind, {}).values() if c["n"] >= MIN_CV_REQUESTS]
         if all(c[f"{keep:g}"] >= keep - CV_SLACK for c in columns for keep in keeps):
             return z
     return max(cv)
@@ -177,12 +181,12 @@ def calibrate(scorers: Sequence[str], limit: int, columns: Sequence[str], comman
         tables[scorer] = cell_table(ranked)
         per_column[scorer] = {c: cell_table([r for r in ranked if r.column == c])["all"] for c in columns}
         cv[scorer] = {z: cross_validate(ranked, KEEPS, z) for z in Z_GRID}
-    share_z = {script: max(choose_z(by_z, KEEPS, script) for by_z in cv.values()) for script in ("cjk", "other")}
+    share_z = {kind: max(choose_z(by_z, KEEPS, kind) for by_z in cv.values()) for kind in KINDS}
     return {"about": "share of dev requests of the quality matrix whose answer-bearing chunk ranked k-th or better "
                      "(cdf[k-1]), per calibration cell of ragtrim.stages.retention.features, one pseudo-miss per "
-                     "cell; share_z: per script, the margin the stage reads each share with (the lower end of its "
+                     "cell; share_z: per kind, the margin the stage reads each share with (the lower end of its "
                      f"Wilson interval), the smallest under which the {FOLDS}-fold cross-validated retention (folds "
-                     f"by document) of every column's requests of that script reached keep - {CV_SLACK} at every "
+                     f"by document) of every column's requests of that kind reached keep - {CV_SLACK} at every "
                      f"keep of {list(KEEPS)}",
             "command": command, "git_commit": _commit(),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "split": "dev",
