@@ -35,6 +35,23 @@ def context_block(documents: Iterable[str], *, tag: str = "context") -> str:
     return f"<{tag}>\n" + "\n\n".join(documents) + f"\n</{tag}>"
 
 
+def cold_prompts(n: int, *, distinct: int = 400) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """``n`` requests on the golden NQ questions (``golden_multidoc``, the first ``distinct`` used in turn), every
+    passage made new by the request's number after it, so that no passage reaches a trimmer twice: cold trims in a
+    warm process, its caches filling as in service. (id, prompt) pairs, untrimmed for an upstream directly, and with
+    the passages in ``<context>`` for a gateway."""
+    from ragtrim_bench.datasets.nq import golden_multidoc
+
+    questions = golden_multidoc(min(n, distinct))
+    direct, wrapped = [], []
+    for k in range(n):
+        q = questions[k % len(questions)]
+        passages = [f"{p.content} ({k})" for p in q.passages]
+        direct.append((f"{q.id}-{k}", format_prompt(q.question, passages)))
+        wrapped.append((f"{q.id}-{k}", f"{INSTRUCTION}\n\n{context_block(passages)}\n\nQuestion: {q.question}\nAnswer:"))
+    return direct, wrapped
+
+
 @dataclass(frozen=True)
 class ArmPrompt:
     """One request of one arm: the prompt and what is needed to score the answer."""

@@ -2,14 +2,14 @@
 
 Each arm is a fresh process that starts the gateway as ``ragtrim serve`` does (its lifespan: the warm-up, then the
 freeze when ``freeze_gc`` is on) and prepares ``--requests`` completion requests in a row through the gateway's own
-preparation (``ragtrim.serve.intake.parse_and_prepare``: read, trim, render, count), on the golden NQ prompts of
-``ragtrim-bench gpu gateway_e2e`` (20 passages each, every passage new: the request's number after it). Caches are
-kept between requests, as in a server, so its per-text caches fill as they do in service. Every full (generation 2)
-collection is recorded with its length and the request it fell in (``gc.callbacks``), beside each request's time,
-and one more full collection is forced at the end and timed: what each one costs in that process. ``--torch``
-imports torch and transformers before the start, as ragtrim's CUDA check does on any host with an NVIDIA driver
-(the GPU hidden or not): they add about 200,000 long-lived objects for a full collection to walk. Arms alternate,
-in a new process each round.
+preparation (``ragtrim.serve.intake.parse_and_prepare``: read, trim, render, count), on the golden NQ questions of
+``ragtrim-bench gpu gateway_e2e`` with 20 passages each, every passage new (``ragtrim_bench.gpu.prompts.
+cold_prompts``). Caches are kept between requests, as in a server, so its per-text caches fill as they do in
+service. Every full (generation 2) collection is recorded with its length and the request it fell in
+(``gc.callbacks``), beside each request's time, and one more full collection is forced at the end and timed: what
+each one costs in that process. ``--torch`` imports torch and transformers before the start, as ragtrim's CUDA check
+does on any host with an NVIDIA driver (the GPU hidden or not): they add about 200,000 long-lived objects for a full
+collection to walk. Arms alternate, in a new process each round.
 Run: ragtrim-bench serve gc_pauses [--torch] [--scorer balanced] [--requests 2000] [--rounds 2]
      -> benchmarks/results/serve/gc_pauses.json
 """
@@ -35,9 +35,6 @@ WARM_UP = 4
 """Requests prepared after the start and before the timed ones (not timed)."""
 
 ARMS = {"freeze_gc off": False, "freeze_gc on": True}
-DISTINCT_QUESTIONS = 400
-"""Golden questions used in turn; each request's passages are made new by its number (cold, as a server meets new
-documents), so the per-text caches fill as they do in service."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,20 +62,14 @@ def child(config: GcPausesConfig, freeze: bool) -> dict[str, Any]:
     from ragtrim.serve.config import parse_config
     from ragtrim.serve.intake import parse_and_prepare
     from ragtrim.serve.render import prepare_completion
-    from ragtrim_bench.datasets.nq import golden_multidoc
     from ragtrim_bench.gpu.gateway_e2e import GATEWAY_TOML
-    from ragtrim_bench.gpu.prompts import INSTRUCTION, context_block
+    from ragtrim_bench.gpu.prompts import cold_prompts
 
     extra = "" if freeze else "[serve]\nfreeze_gc = false\n"
     toml = GATEWAY_TOML.format(vllm_port=1, budget=config.budget, scorer=config.scorer, extra="") + extra
     gateway = Gateway(parse_config(tomllib.loads(toml)))
     app = gateway.app()
-    questions = golden_multidoc(min(config.requests + WARM_UP, DISTINCT_QUESTIONS))
-
-    def prompt(k: int) -> str:  # every passage new: the request's number after each
-        q = questions[k % len(questions)]
-        block = context_block(f"{p.content} ({k})" for p in q.passages)
-        return f"{INSTRUCTION}\n\n{block}\n\nQuestion: {q.question}\nAnswer:"
+    _, wrapped = cold_prompts(config.requests + WARM_UP)
     pauses: list[tuple[int, float]] = []
     current = [-1]
     started = [0.0]
@@ -96,9 +87,9 @@ def child(config: GcPausesConfig, freeze: bool) -> dict[str, Any]:
             tracked, frozen = len(gc.get_objects()), gc.get_freeze_count()
             gc.callbacks.append(on_gc)
             times = []
-            for k in range(config.requests + WARM_UP):
+            for k, (_, prompt) in enumerate(wrapped):
                 current[0] = k - WARM_UP
-                body = bytearray(json.dumps({"model": "m", "prompt": prompt(k), "max_tokens": 8,
+                body = bytearray(json.dumps({"model": "m", "prompt": prompt, "max_tokens": 8,
                                              "stream": True}).encode())
                 t = time.perf_counter()
                 parse_and_prepare(body, prepare_completion, gateway.config, gateway.counter)
