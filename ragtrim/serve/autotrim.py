@@ -10,7 +10,7 @@ nothing to do with their size, and a fit over all of them finds no cost per toke
 trimming when the upstream is busiest and the untrimmed prompts would make it busier still. Keeping each band's own
 recent requests also matters once the gateway trims: the prompts it then sends are all about the budget's size,
 which alone cannot show what a token costs, and the untrimmed sizes it saw before stay in the fit. Until the cost is
-learned (``MIN_OBSERVATIONS`` requests whose sizes spread over ``MIN_SPREAD_TOKENS``), the configured
+learned (``MIN_OBSERVATIONS`` requests, the bands' sizes spread over ``MIN_SPREAD_TOKENS``), the configured
 ``trim.prefill_ms_per_token`` stands in; without one nothing is trimmed that might cost more than it saves: ``clean``
 runs (a budget the request set itself still holds, with the cheapest recipe that enforces it), and the untrimmed
 prompts it sends are what the gateway learns from. A trim's saving counts once more for every other request the
@@ -38,8 +38,9 @@ BAND_KEEP = 128
 BANDS_PER_OCTAVE = 4
 MIN_OBSERVATIONS = 20
 MIN_SPREAD_TOKENS = 256
-"""The prompt sizes seen must span at least this many tokens (10th to 90th percentile) for a slope to mean
-anything: a gateway that always sends about the same size cannot see what a token costs."""
+"""The prompt sizes the fit reads (each band's fastest request) must span at least this many tokens (10th to 90th
+percentile) for a slope to mean anything: a gateway that always sends about the same size cannot see what a token
+costs."""
 REFIT_EVERY = 8
 """The slope is refitted after this many new observations (a fit over 500 requests is 125,000 pairs)."""
 
@@ -113,16 +114,17 @@ class PrefillModel:
                     self._fit, self._fit_number = fitted, number
         with self._lock:
             fit = self._fit
-        tokens = np.array([t for t, _ in seen], dtype=np.float64)
-        lo, hi = np.percentile(tokens, [10, 90])
-        if hi - lo < MIN_SPREAD_TOKENS or fit is None:
+        if fit is None or self.spread_tokens() < MIN_SPREAD_TOKENS:
             return None
         return max(0.0, fit[1])
 
     def spread_tokens(self) -> float:
-        """How far the kept prompt sizes spread (10th to 90th percentile), for the reason of a choice."""
+        """How far the sizes the fit reads spread (each band's fastest request, 10th to 90th percentile). Over the
+        bands, not over every kept request: once the gateway trims, nearly every prompt it sends is about the
+        budget's size, and over every request the few untrimmed ones that taught the slope fell outside the
+        percentiles, so the cost became unknown again under load, when trimming pays most."""
         with self._lock:
-            tokens = [t for kept in self._bands.values() for t, _ in kept]
+            tokens = [t for t, _ in self._envelope()]
         if len(tokens) < 2:
             return 0.0
         lo, hi = np.percentile(np.array(tokens, dtype=np.float64), [10, 90])

@@ -67,6 +67,22 @@ class TestPrefillModel:
             model.observe(tokens, 20.0 + 0.037 * tokens)
         assert model.per_token_ms() == pytest.approx(0.037, rel=0.05)
 
+    def test_a_few_untrimmed_requests_keep_the_cost_known_among_many_trimmed(self) -> None:
+        """Under load ``auto`` trims nearly every request to the budget's size: the 25 untrimmed requests that taught
+        the slope are then under a tenth of those kept, and over every kept request their sizes fell outside the
+        10th-90th percentile, so the cost became unknown and ``auto`` sent requests untrimmed again (``clean``).
+        The spread is read over the bands the fit reads, as the fit itself is."""
+        model = PrefillModel()
+        for tokens in range(1800, 3000, 48):
+            model.observe(tokens, 20.0 + 0.037 * tokens)
+        assert model.per_token_ms() == pytest.approx(0.037, rel=0.05)
+        for k in range(400):
+            tokens = 580 + k % 40
+            model.observe(tokens, 20.0 + 0.037 * tokens + (300.0 if k % 3 else 0.0))
+        assert model.observations == 263  # 25 untrimmed, 238 trimmed (two bands, at most 128 each): under a tenth
+        assert model.spread_tokens() >= 1000
+        assert model.per_token_ms() == pytest.approx(0.037, rel=0.05)
+
     def test_a_refit_made_due_by_a_request_is_fitted_by_the_next_reader(self, monkeypatch: pytest.MonkeyPatch
                                                                          ) -> None:
         """Recording a request never fits (the gateway records on its event loop); the next ``per_token_ms``
