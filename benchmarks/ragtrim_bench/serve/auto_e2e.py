@@ -144,28 +144,40 @@ def _summary(ttfts: Sequence[float], failed: int) -> dict[str, Any]:
             "p99_ttft_ms": percentile(ttfts, 99) if ttfts else None, "max_ttft_ms": max(ttfts, default=None)}
 
 
-async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tuple[str, str]],
-                 wrapped_rows: Sequence[tuple[str, str]]) -> dict[str, Any]:
+def start_servers(procs: list[Any], fake_args: Sequence[str], arms: Sequence[str]) -> tuple[dict[str, int],
+                                                                                              dict[str, Any]]:
+    """Start the fake upstream (``ragtrim serve-fake-upstream`` with ``fake_args``) and one gateway for each arm of
+    ``TRIMS`` in ``arms``, each process appended to ``procs`` as it starts (the caller stops them). Returns the
+    gateways' ports and a streaming client per arm, ``direct`` (the fake itself) included."""
     from ragtrim_bench.gpu.backends import OpenAICompletionsBackend
-    from ragtrim_bench.serve.load import free_port, start_process, stop_process
+    from ragtrim_bench.serve.load import free_port, start_process
 
     up_port = free_port()
-    procs = [start_process(["serve-fake-upstream", "--port", str(up_port), "--base-ms", str(config.base_ms),
-                            "--per-1k-ms", str(per_1k), "--output-tokens", str(config.max_tokens)],
-                           f"http://127.0.0.1:{up_port}/v1/models")]
+    procs.append(start_process(["serve-fake-upstream", "--port", str(up_port), *fake_args],
+                               f"http://127.0.0.1:{up_port}/v1/models"))
     ports: dict[str, int] = {}
+    folder = Path(tempfile.mkdtemp(prefix="ragtrim-auto-"))
+    for name, trim in TRIMS.items():
+        if name not in arms:
+            continue
+        ports[name] = free_port()
+        toml = folder / f"{name}.toml"
+        toml.write_text(GATEWAY_TOML.format(port=up_port, trim=trim), encoding="utf-8")
+        procs.append(start_process(["serve", "--config", str(toml), "--port", str(ports[name])],
+                                   f"http://127.0.0.1:{ports[name]}/healthz", timeout_s=120))
+    backends = {"direct": OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{up_port}", model="fake")}
+    backends |= {n: OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{p}", model="fake") for n, p in ports.items()}
+    return ports, backends
+
+
+async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tuple[str, str]],
+                 wrapped_rows: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    from ragtrim_bench.serve.load import stop_process
+
+    procs: list[Any] = []
     try:
-        folder = Path(tempfile.mkdtemp(prefix="ragtrim-auto-e2e-"))
-        for name, trim in TRIMS.items():
-            if name not in config.arms:
-                continue
-            ports[name] = free_port()
-            toml = folder / f"{name}.toml"
-            toml.write_text(GATEWAY_TOML.format(port=up_port, trim=trim), encoding="utf-8")
-            procs.append(start_process(["serve", "--config", str(toml), "--port", str(ports[name])],
-                                       f"http://127.0.0.1:{ports[name]}/healthz", timeout_s=120))
-        backends = {"direct": OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{up_port}", model="fake")}
-        backends |= {n: OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{p}", model="fake") for n, p in ports.items()}
+        ports, backends = start_servers(procs, ["--base-ms", str(config.base_ms), "--per-1k-ms", str(per_1k),
+                                                "--output-tokens", str(config.max_tokens)], config.arms)
         arms_run = config.arms
         learning: dict[str, list[float]] = {name: [] for name in arms_run}
         timed: dict[str, list[float]] = {name: [] for name in arms_run}

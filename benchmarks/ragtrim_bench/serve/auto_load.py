@@ -26,14 +26,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ragtrim_bench.common.results import measure_and_write
-from ragtrim_bench.serve.auto_e2e import GATEWAY_TOML, TRIMS, auto_metrics, metrics_text
+from ragtrim_bench.serve.auto_e2e import TRIMS, auto_metrics, metrics_text, start_servers
 
 ARMS = ("direct", *TRIMS)
 
@@ -61,30 +60,18 @@ def step_requests(config: AutoLoadConfig) -> list[int]:
 
 
 async def _ladder(config: AutoLoadConfig) -> dict[str, Any]:
-    from ragtrim_bench.gpu.backends import OpenAICompletionsBackend
     from ragtrim_bench.gpu.load import LoadSpec, run_load
     from ragtrim_bench.gpu.metrics import summarize_records, throughput_at_slo
     from ragtrim_bench.gpu.prompts import cold_prompts
-    from ragtrim_bench.serve.load import free_port, start_process, stop_process
+    from ragtrim_bench.serve.load import stop_process
 
     per_arm = config.learn + sum(step_requests(config)) + 2 * len(config.rates)  # + 2 warm-ups a step
     direct_rows, wrapped_rows = cold_prompts(per_arm)
-    up_port = free_port()
-    procs = [start_process(["serve-fake-upstream", "--port", str(up_port), "--base-ms", str(config.base_ms),
-                            "--per-1k-ms", str(config.per_1k_ms), "--slots", "1",
-                            "--output-tokens", str(config.max_tokens)], f"http://127.0.0.1:{up_port}/v1/models")]
-    ports: dict[str, int] = {}
+    procs: list[Any] = []
     out: dict[str, Any] = {}
     try:
-        folder = Path(tempfile.mkdtemp(prefix="ragtrim-auto-load-"))
-        for name, trim in TRIMS.items():
-            ports[name] = free_port()
-            toml = folder / f"{name}.toml"
-            toml.write_text(GATEWAY_TOML.format(port=up_port, trim=trim), encoding="utf-8")
-            procs.append(start_process(["serve", "--config", str(toml), "--port", str(ports[name])],
-                                       f"http://127.0.0.1:{ports[name]}/healthz", timeout_s=120))
-        backends = {"direct": OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{up_port}", model="fake")}
-        backends |= {n: OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{p}", model="fake") for n, p in ports.items()}
+        ports, backends = start_servers(procs, ["--base-ms", str(config.base_ms), "--per-1k-ms", str(config.per_1k_ms),
+                                                "--slots", "1", "--output-tokens", str(config.max_tokens)], ARMS)
         for name in ARMS:
             print(f"[auto_load] {name} ...", file=sys.stderr, flush=True)
             rows = direct_rows if name == "direct" else wrapped_rows
