@@ -19,6 +19,9 @@
 #                                              on the GPU (twice: the model pass's short switch interval on and
 #                                              off; COST_SWITCH=0 leaves the second out) and on the host's
 #                                              CPU only; COST_LIMIT requests per NQ column (50); about 2 minutes
+#   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh gc      the gateway's full garbage collections with [serve] freeze_gc on and
+#                                              off (serve/gc_pauses.py): the default with MiniLM on the GPU, and BM25
+#                                              with the GPU hidden (torch is loaded either way); GC_REQUESTS (2000)
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh latency ragtrim serve (the default recipe on the GPU and on the CPU only, 4x and
 #                                              8x; trim.scorer = "auto" on the CPU) in front of vllm serve vs vLLM
 #                                              alone: single requests and the ladder (gateway_e2e.py --arms ...);
@@ -29,7 +32,7 @@ set -uo pipefail
 if [ ! -d /tmp/g ] && ls /tmp/ge/e2e.part.* > /dev/null 2>&1; then
   mkdir -p /tmp/g && cat /tmp/ge/e2e.part.* | tar xJf - -C /tmp/g || { echo "unpacking /tmp/ge failed" >&2; exit 1; }
 fi
-step=${1:?usage: run_e2e.sh setup|host|serve|gateway|cost|latency}
+step=${1:?usage: run_e2e.sh setup|host|serve|gateway|cost|gc|latency}
 out=${OUT:?OUT must name the output folder}
 if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
   bash /tmp/st/gpu-setup.sh || exit 1
@@ -86,5 +89,10 @@ case $step in
       --single ${SINGLE:-50} --step-s ${STEP_S:-5} --budget-s ${BUDGET_S:-420} --rates "${RATES:-}" \
       > "$out/latency.log" 2>&1
     grep -v -i warn "$out/latency.log" | tail -60 ;;
+  gc)
+    { python3 -m ragtrim_bench.serve.gc_pauses --requests ${GC_REQUESTS:-2000} -o "$out/gc_pauses_h200_cuda.json"
+      CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.serve.gc_pauses --scorer bm25 --requests ${GC_REQUESTS:-2000} \
+        -o "$out/gc_pauses_h200_hidden_bm25.json"; } > "$out/gc.log" 2>&1
+    grep "^|" "$out/gc.log" ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
