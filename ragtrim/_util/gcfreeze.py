@@ -4,9 +4,9 @@ A process that has loaded its models holds hundreds of thousands of long-lived o
 transformers alone makes about 200,000). CPython's full collection walks every one of them, and it runs when the
 objects that survived younger collections reach a quarter of the long-lived ones: in a server whose per-text caches
 fill with each request's passages, every few hundred requests, each time stopping every thread for as long as the
-walk takes (about 100 ms with torch loaded on a server core), which lands on whichever request is running.
+walk takes, which lands on whichever requests are running (``ragtrim-bench serve gc_pauses`` measures it).
 ``gc.freeze()`` moves every object alive at that moment into a permanent generation that no collection visits;
-objects made later are collected as before. ``ragtrim-bench serve gc_pauses`` measures it.
+objects made later are collected as before.
 
 The freeze is process-wide, so it is counted: each ``freeze_start_up()`` is matched by one ``release()``, and the
 frozen objects go back to the collector when the last holder releases them (several gateways in one process, as in
