@@ -150,11 +150,10 @@ def start_servers(procs: list[Any], fake_args: Sequence[str], arms: Sequence[str
     ``TRIMS`` in ``arms``, each process appended to ``procs`` as it starts (the caller stops them). Returns the
     gateways' ports and a streaming client per arm, ``direct`` (the fake itself) included."""
     from ragtrim_bench.gpu.backends import OpenAICompletionsBackend
-    from ragtrim_bench.serve.load import free_port, start_process
+    from ragtrim_bench.serve.load import free_port, launch, wait_ready
 
     up_port = free_port()
-    procs.append(start_process(["serve-fake-upstream", "--port", str(up_port), *fake_args],
-                               f"http://127.0.0.1:{up_port}/v1/models"))
+    starting = [(["serve-fake-upstream", "--port", str(up_port), *fake_args], f"http://127.0.0.1:{up_port}/v1/models")]
     ports: dict[str, int] = {}
     folder = Path(tempfile.mkdtemp(prefix="ragtrim-auto-"))
     for name, trim in TRIMS.items():
@@ -163,8 +162,12 @@ def start_servers(procs: list[Any], fake_args: Sequence[str], arms: Sequence[str
         ports[name] = free_port()
         toml = folder / f"{name}.toml"
         toml.write_text(GATEWAY_TOML.format(port=up_port, trim=trim), encoding="utf-8")
-        procs.append(start_process(["serve", "--config", str(toml), "--port", str(ports[name])],
-                                   f"http://127.0.0.1:{ports[name]}/healthz", timeout_s=120))
+        starting.append((["serve", "--config", str(toml), "--port", str(ports[name])],
+                         f"http://127.0.0.1:{ports[name]}/healthz"))
+    for args, _ in starting:  # side by side: each gateway's warm-up takes seconds
+        procs.append(launch(args))
+    for proc, (args, url) in zip(list(procs[-len(starting):]), starting, strict=True):
+        wait_ready(proc, args, url, timeout_s=120)
     backends = {"direct": OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{up_port}", model="fake")}
     backends |= {n: OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{p}", model="fake") for n, p in ports.items()}
     return ports, backends

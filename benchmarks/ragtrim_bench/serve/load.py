@@ -157,7 +157,19 @@ def free_port() -> int:
 
 def start_process(args: Sequence[str], ready_url: str, timeout_s: float = 60.0) -> subprocess.Popen[bytes]:
     """Start ``python -m ragtrim <args>`` and wait until ``ready_url`` answers 200."""
-    proc = subprocess.Popen([sys.executable, "-m", "ragtrim", *args], stdout=subprocess.DEVNULL)
+    return wait_ready(launch(args), args, ready_url, timeout_s)
+
+
+def launch(args: Sequence[str]) -> subprocess.Popen[bytes]:
+    """Start ``python -m ragtrim <args>`` without waiting (``wait_ready`` waits): servers launched together start
+    side by side."""
+    return subprocess.Popen([sys.executable, "-m", "ragtrim", *args], stdout=subprocess.DEVNULL)
+
+
+def wait_ready(proc: subprocess.Popen[bytes], args: Sequence[str], ready_url: str,
+               timeout_s: float = 60.0) -> subprocess.Popen[bytes]:
+    """Wait until ``ready_url`` answers 200 (RuntimeError when ``proc`` exits first or ``timeout_s`` passes, and
+    then ``proc`` is terminated)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
