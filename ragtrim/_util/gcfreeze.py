@@ -1,7 +1,7 @@
 """Keep a long-running server's start-up objects out of the cyclic garbage collector's full collections.
 
 A process that has loaded its models holds hundreds of thousands of long-lived objects (importing torch and
-transformers alone makes about 200,000). CPython's full collection walks every one of them, and it runs when the
+transformers adds most of them). CPython's full collection walks every one of them, and it runs when the
 objects that survived younger collections reach a quarter of the long-lived ones: in a server whose per-text caches
 fill with each request's passages, every few hundred requests, each time stopping every thread for as long as the
 walk takes, which lands on whichever requests are running (``ragtrim-bench serve gc_pauses`` measures it).

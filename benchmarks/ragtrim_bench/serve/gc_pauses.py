@@ -8,8 +8,8 @@ cold_prompts``). Caches are kept between requests, as in a server, so its per-te
 service. Every full (generation 2) collection is recorded with its length and the request it fell in
 (``gc.callbacks``), beside each request's time, and one more full collection is forced at the end and timed: what
 each one costs in that process. ``--torch`` imports torch and transformers before the start, as ragtrim's CUDA check
-does on any host with an NVIDIA driver (the GPU hidden or not): they add about 200,000 long-lived objects for a full
-collection to walk. Arms alternate, in a new process each round.
+does on any host with an NVIDIA driver (the GPU hidden or not): they add most of the long-lived objects a full collection
+walks (``objects_tracked_after_start`` in the result). Arms alternate, in a new process each round.
 Run: ragtrim-bench serve gc_pauses [--torch] [--scorer balanced] [--requests 2000] [--rounds 2]
      -> benchmarks/results/serve/gc_pauses.json
 """
