@@ -141,7 +141,8 @@ class Gateway:
             await run_in_threadpool(self.warm_up)
             frozen = self.config.serve.freeze_gc  # read once: a reload cannot change it (RESTART_ONLY)
             if frozen:
-                logger.debug("ragtrim serve: %d start-up objects frozen", gcfreeze.freeze_start_up())
+                count = gcfreeze.freeze_start_up()
+                logger.debug("ragtrim serve: %d start-up objects frozen", count)
             try:
                 yield
             finally:

@@ -166,7 +166,7 @@ def start_servers(procs: list[Any], fake_args: Sequence[str], arms: Sequence[str
                          f"http://127.0.0.1:{ports[name]}/healthz"))
     for args, _ in starting:  # side by side: each gateway's warm-up takes seconds
         procs.append(launch(args))
-    for proc, (args, url) in zip(list(procs[-len(starting):]), starting, strict=True):
+    for proc, (args, url) in zip(procs[-len(starting):], starting, strict=True):
         wait_ready(proc, args, url, timeout_s=120)
     backends = {"direct": OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{up_port}", model="fake")}
     backends |= {n: OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{p}", model="fake") for n, p in ports.items()}

@@ -64,6 +64,7 @@ def child(config: GcPausesConfig, freeze: bool) -> dict[str, Any]:
     from ragtrim.serve.render import prepare_completion
     from ragtrim_bench.gpu.gateway_e2e import GATEWAY_TOML
     from ragtrim_bench.gpu.prompts import cold_prompts
+    from ragtrim_bench.serve.prepare_cost import completion_body
 
     extra = "" if freeze else "[serve]\nfreeze_gc = false\n"
     toml = GATEWAY_TOML.format(vllm_port=1, budget=config.budget, scorer=config.scorer, extra="") + extra
@@ -89,8 +90,7 @@ def child(config: GcPausesConfig, freeze: bool) -> dict[str, Any]:
             times = []
             for k, (_, prompt) in enumerate(wrapped):
                 current[0] = k - WARM_UP
-                body = bytearray(json.dumps({"model": "m", "prompt": prompt, "max_tokens": 8,
-                                             "stream": True}).encode())
+                body = completion_body(prompt)
                 t = time.perf_counter()
                 parse_and_prepare(body, prepare_completion, gateway.config, gateway.counter)
                 if k >= WARM_UP:

@@ -40,6 +40,11 @@ class PrepareCostConfig:
                              f"{self.budget}")
 
 
+def completion_body(prompt: str) -> bytearray:
+    """A streamed completion request for ``prompt``, as the harness's client sends it: the body the gateway reads."""
+    return bytearray(json.dumps({"model": "m", "prompt": prompt, "max_tokens": 8, "stream": True}).encode())
+
+
 def measure(config: PrepareCostConfig) -> dict[str, Any]:
     import tomllib
 
@@ -65,7 +70,7 @@ def measure(config: PrepareCostConfig) -> dict[str, Any]:
         getattr(counter, "clear_cache", lambda: None)()
 
     def prepare(prompt: str) -> float:
-        body = bytearray(json.dumps({"model": "m", "prompt": prompt, "max_tokens": 8, "stream": True}).encode())
+        body = completion_body(prompt)
         cold()
         started = time.perf_counter()
         parse_and_prepare(body, prepare_completion, gateway, counter)
