@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +89,8 @@ ARMS: dict[str, Arm] = {
     "cpu-8x": Arm(0.125, "balanced", False, (4, 8, 16, 32, 48)),
     "cpu-auto-4x": Arm(0.25, "auto", False, (8, 16, 32, 48)),
     "bm25-4x": Arm(0.25, "bm25", True, (8, 16, 32, 48, 64)),
-    "gpu-4x-nofreeze": Arm(0.25, "balanced", True, (8, 16, 32, 48, 64), freeze_gc=False),
-    "cpu-4x-nofreeze": Arm(0.25, "balanced", False, (4, 8, 16, 32, 48), freeze_gc=False),
 }
+ARMS |= {f"{name}-nofreeze": replace(ARMS[name], freeze_gc=False) for name in ("gpu-4x", "cpu-4x")}
 DIRECT_RATES = (4, 8, 12, 16)
 
 
