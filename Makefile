@@ -9,7 +9,7 @@ RAY_STAMP := $(VENV)/.ray-installed
 # sentence-transformers does not pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: bench test test-ray test-models test-all test-wheel bench-llamacpp lint typecheck clean
+.PHONY: bench test test-property test-ray test-models test-all test-wheel bench-llamacpp lint typecheck clean
 
 # The library with its extras, and the evaluation package (benchmarks/ragtrim_bench: benchmarks by topic, started as
 # `ragtrim-bench <topic> <name>`; results in benchmarks/results/<topic>/).
@@ -53,6 +53,12 @@ bench-llamacpp: $(MODEL_STAMP)
 test: $(CORE_STAMP)
 	$(BIN)/python -m pytest -q
 
+## The property tests (Hypothesis, marker property) with new cases each run: `make test` runs the same tests on a
+## fixed set of cases (profile ci, tests/conftest.py), so CI is repeatable; this target looks for new failures (each
+## prints the case and a `@reproduce_failure` line; add the case to the test as an explicit `@example`).
+test-property: $(CORE_STAMP)
+	$(BIN)/python -m pytest -q -m 'property and not model and not ray' --hypothesis-profile=explore
+
 ## The Ray engine's tests (marker ray; not in `make test`, whose budget a Ray instance's start-up on 2 cores would
 ## take): a Ray instance of 2 CPUs on free ports, the audit and index jobs on it against the local engine.
 test-ray: $(RAY_STAMP)
@@ -62,7 +68,7 @@ test-ray: $(RAY_STAMP)
 test-models: $(MODEL_STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m model
 
-test-all: test test-ray test-models
+test-all: test test-property test-ray test-models
 
 ## API reference generated from the docstrings (pdoc, dev extra) into docs/api/ (not committed: 8 MB of generated
 ## HTML; tests/test_api_docs.py builds it in `make test`, so CI fails when it stops building).

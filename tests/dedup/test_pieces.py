@@ -38,17 +38,17 @@ def whole_key(folded: str) -> bytes:
 
 
 class TestSameAsWhole:
-    @settings(max_examples=400, deadline=None, derandomize=True)
+    @settings(max_examples=400, deadline=None)
     @given(texts)
     def test_nfkc_lower(self, text: str) -> None:
         assert pieces.nfkc_lower(text) == unicodedata.normalize("NFKC", text).lower()
 
-    @settings(max_examples=400, deadline=None, derandomize=True)
+    @settings(max_examples=400, deadline=None)
     @given(texts)
     def test_exact_key(self, text: str) -> None:
         assert pieces.exact_key(text) == whole_key(text)
 
-    @settings(max_examples=400, deadline=None, derandomize=True)
+    @settings(max_examples=400, deadline=None)
     @given(texts)
     def test_words_and_characters(self, text: str) -> None:
         folded = unicodedata.normalize("NFKC", text).lower()

@@ -31,7 +31,7 @@ def small_passes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class TestSameHashesAsOnePass:
-    @settings(max_examples=300, deadline=None, derandomize=True)
+    @settings(max_examples=300, deadline=None)
     @given(st.lists(lines, max_size=8), st.integers(1, 5))
     def test_ordinary_text(self, texts: list[str], k: int) -> None:
         expected = reference.batch_shingle_hashes(texts, k)
@@ -76,7 +76,7 @@ def dedup(texts: list[str]) -> list[tuple[str, str, str | None, str]]:
 
 
 class TestSameDuplicates:
-    @settings(max_examples=150, deadline=None, derandomize=True)
+    @settings(max_examples=150, deadline=None)
     @given(st.lists(st.lists(lines, min_size=1, max_size=3).map("\n".join), min_size=2, max_size=6), st.data())
     def test_in_small_passes_as_in_one(self, texts: list[str], data: st.DataObject) -> None:
         # near copies: some texts again with a word changed or a line added, and with other spacing and case
