@@ -249,8 +249,8 @@ class RedisRateStore:
     def _redis(self) -> Any:
         if self._client is None:
             import redis.asyncio as aioredis
+            from redis.asyncio.retry import Retry
             from redis.backoff import NoBackoff
-            from redis.retry import Retry
 
             # No retries: a down Redis must cost one fast failure, then fail_open decides.
             self._client = aioredis.Redis.from_url(

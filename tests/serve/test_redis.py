@@ -175,3 +175,27 @@ def test_redis_down_follows_fail_open(fail_open: bool, fake: Any, gateway: Any) 
     finally:
         redis.stop()
         shutil.rmtree(redis.dir, ignore_errors=True)
+
+
+def test_the_rate_store_client_never_retries_and_warns_of_nothing(redis_server: RedisServer) -> None:
+    """The asyncio client gets redis' asyncio retry policy (no retries: a down Redis costs one fast failure), not
+    the synchronous one, which redis converts with a warning and without its behaviour."""
+    import warnings
+
+    import redis.asyncio.retry
+
+    from ragtrim.serve.rate_store import RedisRateStore
+
+    async def run() -> Any:
+        store = RedisRateStore(url=redis_server.url, window_s=60, prefix="t:warn")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            client = store._redis()
+            await client.ping()
+        retry = client.get_retry()
+        await store.close()
+        return retry
+
+    retry = asyncio.run(run())
+    assert isinstance(retry, redis.asyncio.retry.Retry)
+    assert retry.get_retries() == 0
