@@ -22,6 +22,9 @@
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh gc      the gateway's full garbage collections with [serve] freeze_gc on and
 #                                              off (serve/gc_pauses.py): the default with MiniLM on the GPU, and BM25
 #                                              with the GPU hidden (torch is loaded either way); GC_REQUESTS (2000)
+#   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh workers a cold BM25 trim with each passage's analysis handed to 1, 2, 4 and 8
+#                                              worker processes against the trim as it is (pipeline/analysis_workers.py,
+#                                              GPU hidden: no model); WORKERS_LIMIT requests per NQ column (50); about a minute
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh latency ragtrim serve (the default recipe on the GPU and on the CPU only, 4x and
 #                                              8x; trim.scorer = "auto" on the CPU) in front of vllm serve vs vLLM
 #                                              alone: single requests and the ladder (gateway_e2e.py --arms ...);
@@ -32,7 +35,7 @@ set -uo pipefail
 if [ ! -d /tmp/g ] && ls /tmp/ge/e2e.part.* > /dev/null 2>&1; then
   mkdir -p /tmp/g && cat /tmp/ge/e2e.part.* | tar xJf - -C /tmp/g || { echo "unpacking /tmp/ge failed" >&2; exit 1; }
 fi
-step=${1:?usage: run_e2e.sh setup|host|serve|gateway|cost|gc|latency}
+step=${1:?usage: run_e2e.sh setup|host|serve|gateway|cost|gc|workers|latency}
 out=${OUT:?OUT must name the output folder}
 if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
   bash /tmp/st/gpu-setup.sh || exit 1
@@ -94,5 +97,9 @@ case $step in
       CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.serve.gc_pauses --scorer bm25 --requests ${GC_REQUESTS:-2000} \
         -o "$out/gc_pauses_h200_hidden_bm25.json"; } > "$out/gc.log" 2>&1
     grep "^|" "$out/gc.log" ;;
+  workers)
+    CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.pipeline.analysis_workers --workers 1,2,4,8 \
+      --limit ${WORKERS_LIMIT:-50} --rounds 3 --no-progress -o "$out/analysis_workers_h200.json" > "$out/workers.log" 2>&1
+    tail -6 "$out/workers.log" ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
