@@ -95,6 +95,7 @@ def instrumented(pipeline: Any, phases: Phases) -> Iterator[None]:
     """Time ``pipeline``'s phases into ``phases`` while the block runs (everything is restored after)."""
     import ragtrim.pipeline as pipeline_module
     from ragtrim.scoring.embedding import CachedEmbedder
+    from ragtrim.text.counting import PendingCounts
 
     def get() -> Phases:
         return phases
@@ -103,6 +104,7 @@ def instrumented(pipeline: Any, phases: Phases) -> Iterator[None]:
     original_counts = pipeline_module._verified_counts
     original_fill = CachedEmbedder._fill
     original_guard = type(pipeline)._final_budget_guard
+    original_result = PendingCounts.result
 
     def counts(*args: Any, **kwargs: Any) -> Any:
         calls["counts"] += 1
@@ -117,9 +119,13 @@ def instrumented(pipeline: Any, phases: Phases) -> Iterator[None]:
     pipeline_module._verified_counts = counts
     CachedEmbedder._fill = _timed_method(get, MODEL_PASS, original_fill)  # type: ignore[method-assign]
     type(pipeline)._final_budget_guard = _timed_method(get, FINAL_GUARD, original_guard)
+    # the wait for the input's counts from the counting threads is part of counting the input (the pipeline asks
+    # for them as it calls _verified_counts, so that wrapper alone would leave the wait to OTHER)
+    PendingCounts.result = _timed_method(get, COUNT_INPUT, original_result)  # type: ignore[method-assign]
     try:
         yield
     finally:
+        PendingCounts.result = original_result  # type: ignore[method-assign]
         pipeline_module._verified_counts = original_counts
         CachedEmbedder._fill = original_fill  # type: ignore[method-assign]
         type(pipeline)._final_budget_guard = original_guard

@@ -64,3 +64,17 @@ def test_instrumentation_times_every_phase_and_restores_the_pipeline() -> None:
     with instrumented(pipe, Phases()):
         assert "run" in vars(pipe.stages[0])
     assert "run" not in vars(pipe.stages[0])
+
+
+def test_the_wait_for_counting_threads_is_counting_the_input() -> None:
+    """The pipeline asks the counting threads for the input's counts while it calls ``_verified_counts``: that wait
+    belongs to ``count input``, not to ``other``."""
+    from ragtrim import get_counter
+    from ragtrim.text.counting import PendingCounts
+
+    original = PendingCounts.result
+    phases = Phases()
+    with instrumented(default_pipeline(budget=20, scorer="bm25"), phases):
+        PendingCounts(get_counter(None), ["some words to count"]).result()
+    assert COUNT_INPUT in phases.wall
+    assert PendingCounts.result is original
