@@ -51,13 +51,20 @@ def count_workers() -> int:
 
 def submit_count(fn: Callable[..., T], *args: Any) -> Future[T]:
     """Run ``fn(*args)`` on ragtrim's counting threads (made on first use): native counting that releases the GIL,
-    started before the pipeline's stages and collected when they need it; never queued behind a model pass."""
+    started before the pipeline's stages and collected when they need it; never queued behind a model pass. Until
+    it is done the switch interval is ``SWITCH_INTERVAL_S`` (when the host's is longer): the counting thread needs
+    the GIL to start and to hand its counts back, and the caller's thread, busy with the stages' Python work, would
+    keep it for a whole default interval each time, so the counting would wait for the stages instead of overlapping
+    them."""
     global _COUNT
     with _STATE_LOCK:
         if _COUNT is None:
             _COUNT = ThreadPoolExecutor(max_workers=count_workers(), thread_name_prefix="ragtrim-count")
         executor = _COUNT
-    return executor.submit(fn, *args)
+    _short_interval_begin()
+    future = executor.submit(fn, *args)
+    future.add_done_callback(_short_interval_end)
+    return future
 
 
 _MODEL: ThreadPoolExecutor | None = None
@@ -112,12 +119,29 @@ _IN_FLIGHT_LOCK = fork_safe_lock()
 
 
 SWITCH_INTERVAL_S = 0.0005
-"""The interpreter's thread switch interval while a model pass is in flight (its default is 5 ms): the pass runs
-native code that releases the GIL, and each time it comes back for the GIL (after the tokenizer, to launch the
-model, to collect the vectors) it waited up to a whole interval for the caller's thread, which is busy with the
-CPU stages, so on a GPU host the pass took several times its own length (``ragtrim-bench pipeline stage_cost
---switch-interval-s 0.005`` measures it with the default interval). Restored when no pass is in flight."""
+"""The interpreter's thread switch interval while a model pass or a count is in flight (its default is 5 ms): the
+pass runs native code that releases the GIL, and each time it comes back for the GIL (after the tokenizer, to
+launch the model, to collect the vectors) it waited up to a whole interval for the caller's thread, which is busy
+with the CPU stages, so on a GPU host the pass took several times its own length (``ragtrim-bench pipeline
+stage_cost --switch-interval-s 0.005`` measures it with the default interval). Restored when nothing is in
+flight."""
 _SAVED_INTERVAL: list[float] = []
+_SHORT = [0]  # tasks in flight that want the short switch interval (model passes and counts)
+
+
+def _short_interval_begin() -> None:
+    with _IN_FLIGHT_LOCK:
+        _SHORT[0] += 1
+        if _SHORT[0] == 1 and not _SAVED_INTERVAL and sys.getswitchinterval() > SWITCH_INTERVAL_S:
+            _SAVED_INTERVAL.append(sys.getswitchinterval())
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
+
+
+def _short_interval_end(_: object = None) -> None:
+    with _IN_FLIGHT_LOCK:
+        _SHORT[0] -= 1
+        if _SHORT[0] == 0 and _SAVED_INTERVAL:
+            sys.setswitchinterval(_SAVED_INTERVAL.pop())
 
 
 def submit_background(fn: Callable[..., T], *args: Any) -> Future[T]:
@@ -130,9 +154,7 @@ def submit_background(fn: Callable[..., T], *args: Any) -> Future[T]:
     with _IN_FLIGHT_LOCK:
         idle = _IN_FLIGHT[0] == 0
         _IN_FLIGHT[0] += 1
-        if idle and not _SAVED_INTERVAL and sys.getswitchinterval() > SWITCH_INTERVAL_S:
-            _SAVED_INTERVAL.append(sys.getswitchinterval())
-            sys.setswitchinterval(SWITCH_INTERVAL_S)
+    _short_interval_begin()
     started = threading.Event()
 
     def task() -> T:
@@ -149,8 +171,7 @@ def submit_background(fn: Callable[..., T], *args: Any) -> Future[T]:
 def _task_done(_: Future[Any]) -> None:
     with _IN_FLIGHT_LOCK:
         _IN_FLIGHT[0] -= 1
-        if _IN_FLIGHT[0] == 0 and _SAVED_INTERVAL:
-            sys.setswitchinterval(_SAVED_INTERVAL.pop())
+    _short_interval_end()
 
 
 def background_busy() -> bool:
@@ -170,6 +191,7 @@ def _after_fork_in_child() -> None:
     _COUNT = None
     _MODEL = None
     _IN_FLIGHT[0] = 0
+    _SHORT[0] = 0
     if _SAVED_INTERVAL:
         sys.setswitchinterval(_SAVED_INTERVAL.pop())
 

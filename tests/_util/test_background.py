@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -29,6 +30,51 @@ class TestBackgroundThread:
                 break
             threading.Event().wait(0.01)
         assert not background_busy()
+
+
+class TestSwitchInterval:
+    """While a model pass or a count is in flight the interpreter switches threads every ``SWITCH_INTERVAL_S``, so
+    the task gets the GIL back soon from a caller busy with Python work; the host's interval returns after."""
+
+    @staticmethod
+    def _wait_for(condition: Callable[[], bool]) -> None:
+        for _ in range(200):
+            if condition():
+                return
+            threading.Event().wait(0.01)
+
+    def test_a_count_in_flight_shortens_it_until_done(self) -> None:
+        import sys
+
+        from ragtrim._util.background import SWITCH_INTERVAL_S, submit_count
+
+        host = sys.getswitchinterval()
+        assert host > SWITCH_INTERVAL_S
+        release = threading.Event()
+        future = submit_count(lambda: release.wait(5))
+        assert sys.getswitchinterval() == SWITCH_INTERVAL_S
+        release.set()
+        future.result(5)
+        self._wait_for(lambda: sys.getswitchinterval() == host)
+        assert sys.getswitchinterval() == host
+
+    def test_a_pass_and_a_count_share_it(self) -> None:
+        import sys
+
+        from ragtrim._util.background import SWITCH_INTERVAL_S, submit_background, submit_count
+
+        host = sys.getswitchinterval()
+        release_pass, release_count = threading.Event(), threading.Event()
+        passing = submit_background(lambda: release_pass.wait(5))
+        counting = submit_count(lambda: release_count.wait(5))
+        release_pass.set()
+        passing.result(5)
+        threading.Event().wait(0.05)
+        assert sys.getswitchinterval() == SWITCH_INTERVAL_S  # the count still runs
+        release_count.set()
+        counting.result(5)
+        self._wait_for(lambda: sys.getswitchinterval() == host)
+        assert sys.getswitchinterval() == host
 
 
 class TestRunParallel:
