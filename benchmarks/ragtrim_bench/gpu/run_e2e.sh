@@ -17,8 +17,10 @@
 #                                              the Poisson ladder (e2e.py --skip tps)
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh cost    the default trim()'s cold cost per stage (pipeline stage_cost) with MiniLM
 #                                              on the GPU (twice: the model pass's short switch interval on and
-#                                              off; COST_SWITCH=0 leaves the second out) and on the host's
-#                                              CPU only; COST_LIMIT requests per NQ column (50); about 2 minutes
+#                                              off; COST_SWITCH=0 leaves the second out), on the host's
+#                                              CPU only, and with the input counted in the caller's thread
+#                                              (--count-threads 1); COST_LIMIT requests per NQ column (50); about
+#                                              3 minutes
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh gc      the gateway's full garbage collections with [serve] freeze_gc on and
 #                                              off (serve/gc_pauses.py): the default with MiniLM on the GPU, and BM25
 #                                              with the GPU hidden (torch is loaded either way); GC_REQUESTS (2000)
@@ -83,7 +85,10 @@ case $step in
           -o "$out/stage_cost_h200_cuda_switch5ms.json"
       fi
       CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" \
-        -o "$out/stage_cost_h200_cpu.json"; } > "$out/cost.log" 2>&1
+        -o "$out/stage_cost_h200_cpu.json"
+      # the input counted in the caller's thread (rs-bpe) instead of on the counting threads (tiktoken)
+      python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" --count-threads 1 \
+        -o "$out/stage_cost_h200_cuda_count_caller.json"; } > "$out/cost.log" 2>&1
     grep -v -i warn "$out/cost.log" | grep -E "^[a-z]|cold p50|model pass|relevance|count input" | head -40 ;;
   latency)
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv > "$out/gpus.txt" 2>&1

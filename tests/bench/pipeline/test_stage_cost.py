@@ -78,3 +78,20 @@ def test_the_wait_for_counting_threads_is_counting_the_input() -> None:
         PendingCounts(get_counter(None), ["some words to count"]).result()
     assert COUNT_INPUT in phases.wall
     assert PendingCounts.result is original
+
+
+def test_count_threads_one_counts_in_the_callers_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragtrim._util import background
+    from ragtrim.text import counting
+    from ragtrim.text.tokens import TiktokenCounter
+    from ragtrim_bench.pipeline.stage_cost import use_count_threads
+
+    monkeypatch.setenv("RAGTRIM_FAST_COUNT", "off")  # tiktoken: the counter that counts on threads
+    counter = TiktokenCounter()  # a new one reads the variable as it loads
+    monkeypatch.setattr(background, "count_workers", background.count_workers)
+    monkeypatch.setattr(counting, "count_workers", counting.count_workers)
+    texts = [f"passage {i} " + "word " * 2000 for i in range(4)]
+    use_count_threads(2)
+    assert counting.start_counts(counter, texts)._futures
+    use_count_threads(1)
+    assert not counting.start_counts(counter, texts)._futures
