@@ -22,6 +22,11 @@ FAST_PARALLEL_WORKERS = 4
 texts are counted on worker threads by tiktoken only where at least this many threads count at once."""
 PARALLEL_MIN_CHARS = 4_096
 """Fewer characters than this in all are counted in the caller's thread: handing them over costs more."""
+FEW_THREADS_MIN_CHARS = 32_768
+"""With fewer than ``FAST_PARALLEL_WORKERS`` counting threads (a host of two or three cores), fewer characters than
+this in all are counted in the caller's thread too: there the threads share the cores with the caller's stages, and
+on a request of passages (``ragtrim-bench pipeline stage_cost``, NQ, tiktoken on two threads against the caller's
+thread) they cost the trim more than they saved; a raw page's markup is worth the hand-over."""
 
 
 def splits_additively(counter: TokenCounter) -> bool:
@@ -107,7 +112,8 @@ def _count_blocks(enc: object, blocks: list[str]) -> list[int]:
 
 def start_counts(counter: TokenCounter, texts: Sequence[str]) -> PendingCounts:
     """Start counting ``texts`` on ragtrim's counting threads when that can overlap the caller's work (a tiktoken
-    counter with cl100k's pre-tokenizer, texts not in its cache, enough characters to be worth a hand-over); the
+    counter with cl100k's pre-tokenizer, texts not in its cache, enough characters to be worth a hand-over:
+    ``PARALLEL_MIN_CHARS``, or ``FEW_THREADS_MIN_CHARS`` with fewer than ``FAST_PARALLEL_WORKERS`` threads); the
     rest is counted when ``result()`` or ``counter.count`` asks."""
     pending = PendingCounts(counter, texts)
     if count_workers() < 2 or not splits_additively(counter):
@@ -119,7 +125,8 @@ def start_counts(counter: TokenCounter, texts: Sequence[str]) -> PendingCounts:
     long_run = getattr(counter, "LONG_RUN", None)
     todo = [t for t in dict.fromkeys(texts) if t and not (callable(cached) and cached(t))
             and not (long_run is not None and _has_long_run(t, long_run))]
-    if sum(map(len, todo)) >= PARALLEL_MIN_CHARS:
+    threshold = PARALLEL_MIN_CHARS if count_workers() >= FAST_PARALLEL_WORKERS else FEW_THREADS_MIN_CHARS
+    if sum(map(len, todo)) >= threshold:
         pending.texts = todo
         pending._start(count_workers())
     return pending

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtrim.text.counting import (
+    FEW_THREADS_MIN_CHARS,
     PARALLEL_MIN_CHARS,
     additive_blocks,
     splits_additively,
@@ -85,7 +86,7 @@ class TestStartCounts:
 
         monkeypatch.setattr(counting, "_count_blocks", spy)
         monkeypatch.setattr(counting, "count_workers", lambda: 2)
-        start_counts(TiktokenCounter(), ["x y\n" * PARALLEL_MIN_CHARS]).result()
+        start_counts(TiktokenCounter(), ["x y\n" * FEW_THREADS_MIN_CHARS]).result()
         assert threads and all(t.startswith("ragtrim-count") for t in threads)
 
     def test_shares_per_worker_keep_each_texts_count(self) -> None:
@@ -100,10 +101,23 @@ class TestStartCounts:
 
         monkeypatch.setattr(counting, "count_workers", lambda: 2)
         counter = TiktokenCounter()
-        blob, prose = "Q" * (counter.LONG_RUN + 1), "x y\n" * PARALLEL_MIN_CHARS
+        blob, prose = "Q" * (counter.LONG_RUN + 1), "x y\n" * FEW_THREADS_MIN_CHARS
         got = start_counts(counter, [blob, prose]).result()
         assert blob not in got and got[prose] == TiktokenCounter().count(prose)
         assert counter.count(blob) == TiktokenCounter().count(blob)
+
+    def test_with_few_threads_a_request_of_passages_counts_in_the_caller(self,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+        from ragtrim.text import counting
+
+        passages = [f"passage {i}\n" + "some words here.\n" * 40 for i in range(20)]  # about 14 KB
+        assert PARALLEL_MIN_CHARS <= sum(map(len, passages)) < FEW_THREADS_MIN_CHARS
+        monkeypatch.setattr(counting, "count_workers", lambda: 2)
+        assert not start_counts(TiktokenCounter(), passages)._futures
+        page = ["<p>x y</p>\n" * (FEW_THREADS_MIN_CHARS // 10)]  # a raw page's markup: worth the hand-over
+        assert start_counts(TiktokenCounter(), page)._futures
+        monkeypatch.setattr(counting, "count_workers", lambda: counting.FAST_PARALLEL_WORKERS)
+        assert start_counts(TiktokenCounter(), passages)._futures
 
     def test_small_or_other_inputs_count_in_the_caller(self) -> None:
         assert start_counts(TiktokenCounter(), ["tiny"]).result() == {}
