@@ -23,19 +23,22 @@ from ragtrim.text.stopwords import STOPWORDS
 from ragtrim.text.structure import cells, is_table_row
 
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
-_MONTH = re.compile(
-    r"\b(january|february|march|april|may|june|july|august|september|october|november|december|century)\b", re.IGNORECASE
-)
+_MONTH_WORDS = "january|february|march|april|may|june|july|august|september|october|november|december|century"
+_TIME_WORDS = "noon|midnight|o'clock|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_MONTH = re.compile(rf"\b({_MONTH_WORDS})\b", re.IGNORECASE)
 _TIME = re.compile(
     r"\b(?:[01]?\d|2[0-3]):[0-5]\d\b"  # 09:40, 21:05
     r"|\b(?:[01]?\d|2[0-3])[.:][0-5]\d\s?[ap]\.?m\b"  # 9.40 am (a bare 3.50 is a price, not a time)
     r"|\b(?:1[0-2]|0?[1-9])\s?[ap]\.?m\b"  # 9 a.m., 9pm
-    r"|\b(?:noon|midnight|o'clock|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+    rf"|\b(?:{_TIME_WORDS})\b",
     re.IGNORECASE,
 )
 """A clock time or a weekday: "When does the ferry leave?" asks for one as often as "when was it built" asks for a
 year."""
 _DIGIT = re.compile(r"\d")
+_DATE_WORD = re.compile(rf"\b(?:{_MONTH_WORDS}|{_TIME_WORDS})\b", re.IGNORECASE)
+"""The words of ``_MONTH`` and ``_TIME`` in one pattern: all of the three date patterns that can match a text
+without a digit (a year and every clock time need one), found in one scan instead of three."""
 _WHEN = re.compile(r"^\s*(?:(?:in|during|for|by) )?(when\b|what (year|date|day|time|century)|which year|how long ago)",
                    re.IGNORECASE)
 """A question for a date, at its start, maybe after a preposition ("In which year was ... larger?")."""
@@ -83,6 +86,8 @@ def holds_kind(kind: AnswerKind | None, sentence: str) -> float:
     if kind == "reason":
         return 1.0 if _REASON.search(sentence) else 0.0
     if kind == "date":
+        if not _DIGIT.search(sentence):  # _YEAR, _MONTH or _TIME, in one scan (_DATE_WORD)
+            return 1.0 if _DATE_WORD.search(sentence) else 0.0
         return 1.0 if (_YEAR.search(sentence) or _MONTH.search(sentence) or _TIME.search(sentence)) else 0.0
     if kind == "number":
         return 1.0 if _DIGIT.search(sentence) else 0.0

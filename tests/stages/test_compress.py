@@ -540,3 +540,19 @@ class TestLongSentence:
         result = trim([text, "短い。"], query="東京の人口は", budget=5, scorer="bm25")
         assert get_counter(None).count(result.text) <= 5
         assert not any(r.reason == "truncated" for r in result.removals)
+
+
+_DATE_ALPHABET = st.sampled_from(["may", "MAY", "Monday", "noon", "o'clock", "century", "1999", "2019s", "9pm",
+                                  "9 a.m.", "09:40", "3.50", "٣", "dismay", "mayday", "ſunday", "K", "_", " ", ".",
+                                  "\n", "é", "日本"])
+
+
+@given(st.lists(_DATE_ALPHABET, max_size=12).map("".join) | st.text(max_size=80))
+@example("Saturday")
+@example("It costs 3.50 euros on ſunday")
+def test_a_date_is_read_as_the_three_date_patterns_read_it(text: str) -> None:
+    """``holds_kind("date", ...)`` scans a text without a digit once; it must agree with the three patterns."""
+    from ragtrim.text import answer_kind as ak
+
+    expected = 1.0 if (ak._YEAR.search(text) or ak._MONTH.search(text) or ak._TIME.search(text)) else 0.0
+    assert holds_kind("date", text) == expected
