@@ -92,6 +92,17 @@ def write_result(path: Path, result: Mapping[str, Any] | Sequence[Mapping[str, A
     return path
 
 
+def write_and_report(module: str, argv: Sequence[str] | None, output: Path | None, result: Mapping[str, Any], *,
+                     report: str | None = None, packages: Sequence[str] = ()) -> Path:
+    """Print ``report`` (when given), write ``result`` to ``output`` (else the module's default path) with the
+    command that reruns it, and say where; returns the path."""
+    if report is not None:
+        print(report)
+    out = write_result(output or result_path(module), result, command=command_line(module, argv), packages=packages)
+    print(f"wrote {out}")
+    return out
+
+
 def measure_and_write(module: str, argv: Sequence[str] | None, output: Path | None, config: Mapping[str, Any],
                       measure: Callable[[], Any], report: Callable[[Mapping[str, Any]], str],
                       packages: Sequence[str] = ()) -> Path:

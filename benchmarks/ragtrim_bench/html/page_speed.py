@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragtrim_bench.common.results import command_line, result_path, write_result
+from ragtrim_bench.common.results import write_and_report
 from ragtrim_bench.common.stats import mean, percentile
 from ragtrim_bench.html.extraction import HtmlBenchConfig, load_pages
 
@@ -106,10 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = PageSpeedConfig(limit=args.limit, warmup=args.warmup, query=args.query)
     result = {"benchmark": "page_speed", "config": config.__dict__, **measure(config)}
-    print(report(result))
-    out = write_result(args.output or result_path(__spec__.name), result, command=command_line(__spec__.name, argv),
-                       packages=PACKAGES)
-    print(f"wrote {out}")
+    write_and_report(__spec__.name, argv, args.output, result, report=report(result), packages=PACKAGES)
     return 0
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrim.errors import ConfigError
-from ragtrim_bench.common.results import command_line, result_path, write_result
+from ragtrim_bench.common.results import write_and_report
 from ragtrim_bench.common.stats import mean, percentile
 from ragtrim_bench.pipeline.stage_cost import budgeted_requests, drain_background, warm_up
 from ragtrim_bench.relevance.columns import COLUMNS, Split
@@ -251,10 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    columns=tuple(x for x in args.columns.split(",") if x), split=split,
                                    limit=args.limit, ratio=args.ratio, rounds=args.rounds)
     result = run(config, progress=not args.no_progress)
-    print(report(result))
-    out = write_result(args.output or result_path(__spec__.name), result, command=command_line(__spec__.name, argv),
-                       packages=PACKAGES)
-    print(f"wrote {out}")
+    write_and_report(__spec__.name, argv, args.output, result, report=report(result), packages=PACKAGES)
     return 0
 
 

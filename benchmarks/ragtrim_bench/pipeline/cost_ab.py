@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrim.errors import ConfigError
-from ragtrim_bench.common.results import command_line, result_path, write_result
+from ragtrim_bench.common.results import write_and_report
 from ragtrim_bench.common.stats import mean, percentile
 from ragtrim_bench.relevance.columns import COLUMNS, Split
 
@@ -219,10 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(measure_all(config)))
         return 0
     result = run(config, progress=not args.no_progress, ref_root=args.ref_root)
-    print(report(result))
-    out = write_result(args.output or result_path(__spec__.name), result, command=command_line(__spec__.name, argv),
-                       packages=("ragtrim", "numpy", "tiktoken", "onnxruntime"))
-    print(f"wrote {out}")
+    write_and_report(__spec__.name, argv, args.output, result, report=report(result), packages=("ragtrim", "numpy", "tiktoken", "onnxruntime"))
     return 0
 
 
