@@ -8,6 +8,7 @@ never raises for a failed request: the error goes into the record.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import json
 import os
@@ -295,10 +296,12 @@ class TransformersBackend:
         out_ids: list[int] = []
         past = None
         cur = ids
+        # transformers names the cache ``cache`` from 5.x on (``past_key_values`` is deprecated there)
+        cache_arg = "cache" if "cache" in inspect.signature(self._model.forward).parameters else "past_key_values"
         with torch.no_grad():
             for _ in range(max_tokens):
-                res = self._model(input_ids=cur, past_key_values=past, use_cache=True)
-                past = res.past_key_values
+                res = self._model(input_ids=cur, use_cache=True, **{cache_arg: past})
+                past = getattr(res, cache_arg)
                 nxt = int(res.logits[0, -1].argmax())
                 times.append(time.perf_counter())
                 out_ids.append(nxt)
