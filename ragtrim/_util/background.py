@@ -62,7 +62,11 @@ def submit_count(fn: Callable[..., T], *args: Any) -> Future[T]:
             _COUNT = ThreadPoolExecutor(max_workers=count_workers(), thread_name_prefix="ragtrim-count")
         executor = _COUNT
     _short_interval_begin()
-    future = executor.submit(fn, *args)
+    try:
+        future = executor.submit(fn, *args)
+    except BaseException:
+        _short_interval_end()  # never submitted (the interpreter is shutting down): nothing will end it
+        raise
     future.add_done_callback(_short_interval_end)
     return future
 

@@ -58,6 +58,21 @@ class TestSwitchInterval:
         self._wait_for(lambda: sys.getswitchinterval() == host)
         assert sys.getswitchinterval() == host
 
+    def test_a_count_that_cannot_be_submitted_gives_it_back(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import sys
+
+        from ragtrim._util import background
+
+        class Closed:
+            def submit(self, *_: object) -> None:
+                raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+        host = sys.getswitchinterval()
+        monkeypatch.setattr(background, "_COUNT", Closed())
+        with pytest.raises(RuntimeError, match="cannot schedule"):
+            background.submit_count(lambda: None)
+        assert sys.getswitchinterval() == host
+
     def test_a_pass_and_a_count_share_it(self) -> None:
         import sys
 
