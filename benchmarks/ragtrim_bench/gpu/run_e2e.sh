@@ -31,6 +31,8 @@
 #                                              8x; trim.scorer = "auto" on the CPU) in front of vllm serve vs vLLM
 #                                              alone: single requests and the ladder (gateway_e2e.py --arms ...);
 #                                              setup included, about 7 minutes, 6 files in $OUT
+# cost and workers run without vLLM: VLLM=0 bash benchmarks/ragtrim_bench/gpu/run_e2e.sh cost (and workers) after
+# stage_e2e.sh's pieces alone (stage.sh's vLLM pieces need not travel for them).
 # Results land in $OUT; copy the JSON to benchmarks/results/gpu/ and summarize the logs with
 # `ragtrim-bench gpu engine_logs $OUT` (raw logs are not committed).
 set -uo pipefail
@@ -39,8 +41,11 @@ if [ ! -d /tmp/g ] && ls /tmp/ge/e2e.part.* > /dev/null 2>&1; then
 fi
 step=${1:?usage: run_e2e.sh setup|host|serve|gateway|cost|gc|workers|latency}
 out=${OUT:?OUT must name the output folder}
+# VLLM=0 (cost and workers need no vLLM): only the e2e pieces travel, no vLLM is installed and the model folders are
+# not written; a later step without it does the whole set-up
+vllm=${VLLM:-1}
 if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
-  bash /tmp/st/gpu-setup.sh || exit 1
+  if [ "$vllm" = 1 ]; then bash /tmp/st/gpu-setup.sh || exit 1; fi
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/g/whl/*.whl 2>&1 | grep -v WARNING
   # the gateway's packages, only where the image lacks them (vLLM brings most; .gpu/whl2 carries the rest)
   for m in aiohttp orjson prometheus_client; do
@@ -51,11 +56,13 @@ if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
   fi
   # the bundled-MiniLM package ragtrim looks for, pointing at the fp16 copy (stage_e2e.sh writes it)
   if [ -d /tmp/g/shim ]; then cp -r /tmp/g/shim/* /tmp/site/; fi
-  touch /tmp/site/.ragtrim-e2e-ready
+  if [ "$vllm" = 1 ]; then touch /tmp/site/.ragtrim-e2e-ready; fi
 fi
 export PYTHONPATH=/tmp/site:$PWD:$PWD/benchmarks PYTHONUNBUFFERED=1 RAGTRIM_MINILM=/tmp/g/minilm RAGTRIM_CACHE_DIR=/tmp/g/cache \
   RAGTRIM_DATA=/tmp/g/data VLLM_CACHE_ROOT=/tmp/vllm-cache RAGTRIM_GGUF=${RAGTRIM_GGUF:-/tmp/gemma/gemma-3-270m-q4_k_m.gguf}
-python3 -m ragtrim_bench.gpu.suites --prepare-only > "$out/prepare.log" 2>&1 || { tail -20 "$out/prepare.log"; exit 1; }
+if [ "$vllm" = 1 ]; then
+  python3 -m ragtrim_bench.gpu.suites --prepare-only > "$out/prepare.log" 2>&1 || { tail -20 "$out/prepare.log"; exit 1; }
+fi
 case $step in
   setup)
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv > "$out/gpus.txt" 2>&1
