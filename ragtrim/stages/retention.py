@@ -45,6 +45,8 @@ than the cell's average, so the stage keeps the k whose share is at least ``keep
 file holds the ``z`` chosen for it per kind of request (``share_z``: the smallest that held the target of every
 column's requests of that kind when the calibration was cross-validated by document on dev); this is the margin of a file
 without one."""
+CELL_KINDS: tuple[str, ...] = ("tables", "cjk", "other")
+"""The first part of a calibration cell (``features``); the calibration gives each its own margin (``share_z``)."""
 _LENGTH_EDGES = (12, 25)
 _DECISIVE_EDGES = (0.2, 0.4, 0.6)
 

@@ -92,10 +92,11 @@ def rank_request(request: Request, scorer: Any, group: str = "") -> Ranked:
 def cell_table(ranked: Sequence[Ranked]) -> dict[str, dict[str, Any]]:
     """Per cell name (``kind/length/decisiveness``, ``kind/length``, ``kind``, ``all``): how many requests
     and ``cdf[k - 1]``, the share whose answer ranked k-th or better, with one pseudo-miss (``count / (n + 1)``)."""
+    from ragtrim.stages.retention import cell_names
+
     groups: dict[str, list[int | None]] = {}
     for r in ranked:
-        kind, size, bucket = r.cell
-        for name in (f"{kind}/{size}/{bucket}", f"{kind}/{size}", kind, "all"):
+        for name in cell_names(r.cell):
             groups.setdefault(name, []).append(r.rank)
     return {name: {"n": len(ranks), "cdf": [round(sum(1 for x in ranks if x is not None and x <= k)
                                                   / (len(ranks) + 1), 4) for k in range(1, N_RANKS + 1)]}
@@ -109,8 +110,6 @@ CV_SLACK = 0.01
 """A margin holds a column when its cross-validated retention is at least ``keep - CV_SLACK`` at every target."""
 MIN_CV_REQUESTS = 40
 """A column judges a kind's margin only with at least this many requests of that kind."""
-KINDS = ("tables", "cjk", "other")
-"""The first part of a calibration cell (``ragtrim.stages.retention.features``); each has its own margin."""
 
 
 def _documents() -> dict[str, str]:
@@ -170,6 +169,8 @@ def _commit() -> str | None:
 def calibrate(scorers: Sequence[str], limit: int, columns: Sequence[str], command: str) -> dict[str, Any]:
     """Every scorer's table, and the margin (``share_z``): the smallest of ``Z_GRID`` under which every scorer's
     cross-validated retention holds on every column (``choose_z``)."""
+    from ragtrim.stages.retention import CELL_KINDS
+
     tables: dict[str, Any] = {}
     per_column: dict[str, Any] = {}
     cv: dict[str, dict[float, Any]] = {}
@@ -181,7 +182,7 @@ def calibrate(scorers: Sequence[str], limit: int, columns: Sequence[str], comman
         tables[scorer] = cell_table(ranked)
         per_column[scorer] = {c: cell_table([r for r in ranked if r.column == c])["all"] for c in columns}
         cv[scorer] = {z: cross_validate(ranked, KEEPS, z) for z in Z_GRID}
-    share_z = {kind: max(choose_z(by_z, KEEPS, kind) for by_z in cv.values()) for kind in KINDS}
+    share_z = {kind: max(choose_z(by_z, KEEPS, kind) for by_z in cv.values()) for kind in CELL_KINDS}
     return {"about": "share of dev requests of the quality matrix whose answer-bearing chunk ranked k-th or better "
                      "(cdf[k-1]), per calibration cell of ragtrim.stages.retention.features, one pseudo-miss per "
                      "cell; share_z: per kind, the margin the stage reads each share with (the lower end of its "

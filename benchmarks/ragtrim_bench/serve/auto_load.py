@@ -113,7 +113,7 @@ def report(result: Mapping[str, Any]) -> str:
              "| --- | --- | --- | --- | --- |"]
     for name, a in result["results"]["arms"].items():
         for s in a["steps"]:
-            choices = s.get("auto", {}).get("choices", "") if "auto" in s else ""
+            choices = s.get("auto", {}).get("choices", "")
             lines.append(f"| {name} | {s['request_rate']:g} | {s['request_throughput']:.1f} | "
                          f"{s['p50_ttft_ms']:.0f} / {s['p95_ttft_ms']:.0f} | {choices} |")
         gain = a.get("throughput_gain_vs_notrim")
