@@ -31,11 +31,23 @@
 #                                              8x; trim.scorer = "auto" on the CPU) in front of vllm serve vs vLLM
 #                                              alone: single requests and the ladder (gateway_e2e.py --arms ...);
 #                                              setup included, about 7 minutes, 6 files in $OUT
+# ../shared/gpu/stage.sh's and stage_e2e.sh's pieces take about 19 calls; stage_light.sh's about 10 (/tmp/gl: no
+# GGUF, the 12B folder written on the CPU machine), enough for every step here.
 # cost and workers run without vLLM: VLLM=0 bash benchmarks/ragtrim_bench/gpu/run_e2e.sh cost (and workers) after
 # stage_e2e.sh's pieces alone (stage.sh's vLLM pieces need not travel for them).
 # Results land in $OUT; copy the JSON to benchmarks/results/gpu/ and summarize the logs with
 # `ragtrim-bench gpu engine_logs $OUT` (raw logs are not committed).
 set -uo pipefail
+# stage_light.sh's pieces (/tmp/gl): vLLM and its dependencies, the 12B folder and stage_e2e.sh's carries in one stream
+if [ ! -d /tmp/site/vllm ] && ls /tmp/gl/light.part.* > /dev/null 2>&1; then
+  mkdir -p /tmp/gl/b /tmp/g /tmp/site /tmp/gemma-dummy
+  { cat /tmp/gl/light.part.* | tar xf - -C /tmp/gl/b && tar xJf /tmp/gl/b/e2e.tar.xz -C /tmp/g \
+      && tar xJf /tmp/gl/b/vllm-nofa2.tar.xz -C /tmp/site \
+      && tar xJf /tmp/gl/b/dummy.tar.xz -C /tmp/gl/b && mv /tmp/gl/b/gemma-3-12b-dummy /tmp/gemma-dummy/12b; } || { echo "unpacking /tmp/gl failed" >&2; exit 1; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    /tmp/gl/b/deps/*.whl 2>&1 | grep -v WARNING
+  rm -rf /tmp/gl
+fi
 if [ ! -d /tmp/g ] && ls /tmp/ge/e2e.part.* > /dev/null 2>&1; then
   mkdir -p /tmp/g && cat /tmp/ge/e2e.part.* | tar xJf - -C /tmp/g || { echo "unpacking /tmp/ge failed" >&2; exit 1; }
 fi
@@ -45,7 +57,10 @@ out=${OUT:?OUT must name the output folder}
 # not written; a later step without it does the whole set-up
 vllm=${VLLM:-1}
 if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
-  if [ "$vllm" = 1 ]; then bash /tmp/st/gpu-setup.sh || exit 1; fi
+  if [ "$vllm" = 1 ] && [ -d /tmp/st ]; then bash /tmp/st/gpu-setup.sh || exit 1; fi
+  if [ "$vllm" = 1 ] && [ ! -d /tmp/site/vllm ]; then
+    echo "no vLLM in /tmp/site: carry stage.sh's or stage_light.sh's pieces first" >&2; exit 1
+  fi
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/g/whl/*.whl 2>&1 | grep -v WARNING
   # the gateway's packages, only where the image lacks them (vLLM brings most; .gpu/whl2 carries the rest)
   for m in aiohttp orjson prometheus_client; do
@@ -60,7 +75,8 @@ if [ ! -f /tmp/site/.ragtrim-e2e-ready ]; then
 fi
 export PYTHONPATH=/tmp/site:$PWD:$PWD/benchmarks PYTHONUNBUFFERED=1 RAGTRIM_MINILM=/tmp/g/minilm RAGTRIM_CACHE_DIR=/tmp/g/cache \
   RAGTRIM_DATA=/tmp/g/data VLLM_CACHE_ROOT=/tmp/vllm-cache RAGTRIM_GGUF=${RAGTRIM_GGUF:-/tmp/gemma/gemma-3-270m-q4_k_m.gguf}
-if [ "$vllm" = 1 ]; then
+# the model folders from the GGUF (stage.sh); stage_light.sh brings the 12B folder instead, and no GGUF
+if [ "$vllm" = 1 ] && [ -f "$RAGTRIM_GGUF" ]; then
   python3 -m ragtrim_bench.gpu.suites --prepare-only > "$out/prepare.log" 2>&1 || { tail -20 "$out/prepare.log"; exit 1; }
 fi
 case $step in
