@@ -31,7 +31,7 @@
 #                                              8x; trim.scorer = "auto" on the CPU) in front of vllm serve vs vLLM
 #                                              alone: single requests and the ladder (gateway_e2e.py --arms ...);
 #                                              setup included, about 7 minutes, 6 files in $OUT
-# ../shared/gpu/stage.sh's and stage_e2e.sh's pieces take about 19 calls; stage_light.sh's about 10 (/tmp/gl: no
+# ../shared/gpu/stage.sh's and stage_e2e.sh's pieces take about 19 calls; stage_light.sh's 7 to 10 (/tmp/gl: no
 # GGUF, the 12B folder written on the CPU machine), enough for every step here.
 # cost and workers run without vLLM: VLLM=0 bash benchmarks/ragtrim_bench/gpu/run_e2e.sh cost (and workers) after
 # stage_e2e.sh's pieces alone (stage.sh's vLLM pieces need not travel for them).
@@ -46,8 +46,12 @@ if [ ! -d /tmp/site/vllm ] && ls /tmp/gl/light.part.* > /dev/null 2>&1; then
       && tar xJf /tmp/gl/b/dummy.tar.xz -C /tmp/gl/b && mv /tmp/gl/b/gemma-3-12b-dummy /tmp/gemma-dummy/12b; } || { echo "unpacking /tmp/gl failed" >&2; exit 1; }
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     /tmp/gl/b/deps/*.whl 2>&1 | grep -v WARNING
+  if [ -f /tmp/gl/b/model.int8.onnx ]; then mv /tmp/gl/b/model.int8.onnx /tmp/g/; fi
   rm -rf /tmp/gl
 fi
+# the shipped int8 MiniLM, where it came in stage_light.sh's pieces instead of the tree (light_tree.sh on model)
+model=ragtrim/data/all-MiniLM-L6-v2/model.int8.onnx
+if [ ! -f $model ] && [ -f /tmp/g/model.int8.onnx ]; then cp /tmp/g/model.int8.onnx $model; fi
 if [ ! -d /tmp/g ] && ls /tmp/ge/e2e.part.* > /dev/null 2>&1; then
   mkdir -p /tmp/g && cat /tmp/ge/e2e.part.* | tar xJf - -C /tmp/g || { echo "unpacking /tmp/ge failed" >&2; exit 1; }
 fi

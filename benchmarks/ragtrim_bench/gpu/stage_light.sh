@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Everything run_e2e.sh's steps need on the GPU machine in about 10 device calls instead of about 19: vLLM and its
+# Everything run_e2e.sh's steps need on the GPU machine in 7 to 10 device calls instead of about 19: vLLM and its
 # dependencies as ../shared/gpu/stage.sh selects them, but without the Gemma 3 270M GGUF (250 MB, about half of
 # stage.sh's bundle): run_e2e.sh serves the Gemma-3-12B shape with dummy weights, which needs only the 12B
 # config.json and the 270M tokenizer (same vocabulary), written here from the GGUF; and stage_e2e.sh's carries in the
 # same stream, so that no piece travels half empty.
-# Run on the CPU machine from the project root, with benchmarks/results/ left behind
-# (bash benchmarks/ragtrim_bench/gpu/light_tree.sh on; off again before committing). It writes .gpu/l0 .. .gpu/lN
+# Run on the CPU machine from the project root, with benchmarks/results/ and the shipped int8 MiniLM left behind
+# (bash benchmarks/ragtrim_bench/gpu/light_tree.sh on model; off again before committing: the model then travels in
+# the pieces, which the smaller tree leaves room for; 7 calls instead of 10). It writes .gpu/l0 .. .gpu/lN
 # (RAGTRIM_LIGHT_CHUNK each, default what the tree leaves of a call's 64 MiB, less 1 MiB); carry each in its own
 # run, back to back, copying it to /tmp/gl:
 #   mkdir -p /tmp/gl && cp .gpu/lK/* /tmp/gl/
@@ -27,6 +28,9 @@ mv .gpu/e0/e2e.part.00 "$b/e2e.tar.xz"
 PYTHONPATH=$PWD:$PWD/benchmarks $py -m ragtrim_bench.models.gemma --out .gpu/dummy --dummy 12b --skip-weights
 tar cf - -C .gpu/dummy gemma-3-12b-dummy | xz -T0 -6 > "$b/dummy.tar.xz"   # its tokenizer.json is 32 MB, 3.5 compressed
 rm -rf .gpu/dummy
+# the shipped int8 MiniLM, where light_tree.sh left it behind ("on model"): run_e2e.sh puts it back in place
+model=ragtrim/data/all-MiniLM-L6-v2/model.int8.onnx
+if [ -z "$(git ls-files -- "$model")" ]; then cp "$model" "$b/"; fi
 rm -rf .gpu/s[0-9]* .gpu/e[0-9]* .gpu/l[0-9]*
 tar cf .gpu/light.tar -C "$b" .
 rm -rf "$b"
