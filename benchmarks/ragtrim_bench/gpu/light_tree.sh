@@ -14,11 +14,11 @@ set -euo pipefail
 exclude=$(git rev-parse --git-path info/exclude)
 results=benchmarks/results
 model=ragtrim/data/all-MiniLM-L6-v2/model.int8.onnx
-travelling() {
-  local bytes
-  bytes=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } | xargs -0 -r du -cb 2>/dev/null \
+travelling() {  # disk usage, rounded up to whole MiB: the device's limit counts more than the files' bytes
+  local kib
+  kib=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } | xargs -0 -r du -ck 2>/dev/null \
     | awk '$2 == "total" { s += $1 } END { print s + 0 }')
-  echo "$((bytes / 1048576)) MiB of tracked and untracked files travel (64 MiB in all with what a call carries)"
+  echo "$(((kib + 1023) / 1024)) MiB of tracked and untracked files travel (64 MiB in all with what a call carries)"
 }
 is_on() { grep -qxF "/$results/" "$exclude" 2>/dev/null; }
 model_left() { grep -qxF "/$model" "$exclude" 2>/dev/null; }
