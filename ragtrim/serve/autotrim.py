@@ -13,9 +13,14 @@ which alone cannot show what a token costs, and the untrimmed sizes it saw befor
 learned (``MIN_OBSERVATIONS`` requests, the bands' sizes spread over ``MIN_SPREAD_TOKENS``), the configured
 ``trim.prefill_ms_per_token`` stands in; without one nothing is trimmed that might cost more than it saves: ``clean``
 runs (a budget the request set itself still holds, with the cheapest recipe that enforces it), and the untrimmed
-prompts it sends are what the gateway learns from. A trim's saving counts once more for every other request the
-gateway has in flight upstream (``AutoTrim.in_flight``): each token sent also delays those. The choice and its reason
-are counted in ``/metrics`` (``ragtrim_serve_auto_recipe_total``) and sent in the ``x-ragtrim-recipe`` header.
+prompts it sends are what the gateway learns from. With one, the gateway would trim every prompt to about the
+budget's size and never see sizes spread enough to learn from, so the figure it was given would stand for good:
+while the sizes seen do not spread, a streamed request larger than every one seen that finds nothing else in flight
+upstream goes untrimmed (``clean``, counted as ``learning``); the trimmed requests after it bring the small sizes.
+That request is never slower than not trimming, and no other waits behind it. A trim's saving counts once more for
+every other request the gateway has in flight upstream (``AutoTrim.in_flight``): each token sent also delays those.
+The choice and its reason are counted in ``/metrics`` (``ragtrim_serve_auto_recipe_total``) and sent in the
+``x-ragtrim-recipe`` header.
 """
 
 from __future__ import annotations
@@ -118,6 +123,11 @@ class PrefillModel:
             return None
         return max(0.0, fit[1])
 
+    def largest_tokens(self) -> int:
+        """The largest prompt among the requests kept (0 for none)."""
+        with self._lock:
+            return max((t for kept in self._bands.values() for t, _ in kept), default=0)
+
     def spread_tokens(self) -> float:
         """How far the sizes the fit reads spread (each band's fastest request, 10th to 90th percentile). Over the
         bands, not over every kept request: once the gateway trims, nearly every prompt it sends is about the
@@ -163,7 +173,9 @@ class AutoTrim:
 
             self.chosen = Counter("ragtrim_serve_auto_recipe", "Recipes trim.scorer='auto' chose, by why: pays (its "
                                   "cost is below the prefill it saves), nothing_pays (clean only), no_budget, "
-                                  "not_learned (clean, or the cheapest recipe for a budget the request set)", ["recipe", "why"], registry=registry)
+                                  "not_learned (clean, or the cheapest recipe for a budget the request set), "
+                                  "learning (clean: an untrimmed request that teaches the prefill cost)",
+                                  ["recipe", "why"], registry=registry)
             self.learned = Gauge("ragtrim_serve_prefill_ms_per_token", "The upstream's prefill cost per prompt "
                                  "token as learned from streamed requests (0 until learned)", registry=registry)
             self.recipe_cost = Gauge("ragtrim_serve_recipe_cost_ms_per_token", "What each recipe costs here per "
@@ -223,15 +235,28 @@ class AutoTrim:
 
     # -- choosing -------------------------------------------------------------------------------------------------
     def choose(self, *, tokens_before: int, budget: int | None, prior_ms_per_token: float | None,
-               hard_budget: bool, tokenizer: Any = None) -> RecipeChoice:
+               hard_budget: bool, tokenizer: Any = None, streamed: bool = False) -> RecipeChoice:
         """The recipe for one request. ``hard_budget``: the client set the budget itself, so it holds (the cheapest
-        recipe that enforces it at least)."""
+        recipe that enforces it at least). ``streamed``: the request streams, so its time to first token will teach
+        the prefill cost (only such a request goes untrimmed to learn it)."""
         learned = self.prefill.per_token_ms()
         self._show_learned(learned)
         per_token = learned if learned is not None else prior_ms_per_token
         pool = self._recipes()
         if hard_budget:
             pool = tuple(r for r in pool if r != "clean")
+        cuts = budget is not None and budget < tokens_before
+        spread = self.prefill.spread_tokens() if learned is None and prior_ms_per_token is not None else 0.0
+        if (learned is None and prior_ms_per_token is not None and streamed and cuts and not hard_budget
+                and self.in_flight == 0 and spread < MIN_SPREAD_TOKENS
+                and self.prefill.largest_tokens() < tokens_before):
+            choice = RecipeChoice("clean", f"clean: learning the upstream's prefill cost (the sizes seen spread over "
+                                           f"{spread:.0f} tokens, {MIN_SPREAD_TOKENS} needed, none as large as this "
+                                           f"request's documents); an untrimmed request with nothing else in flight "
+                                           f"upstream shows what a token costs, and trim.prefill_ms_per_token "
+                                           f"{prior_ms_per_token:g} stands in meanwhile", 0.0, 0.0)
+            self._count(choice, "learning")
+            return choice
         if per_token is None:
             unknown = (f"the upstream's prefill cost is not learned yet ({self.prefill.observations} streamed requests "
                        f"kept, sizes spread over {self.prefill.spread_tokens():.0f} tokens; {MIN_OBSERVATIONS} over "
@@ -261,8 +286,7 @@ class AutoTrim:
             choice = RecipeChoice(cheapest, f"{cheapest}: the request set its own budget, which holds; "  # type: ignore[arg-type]
                                   f"{choice.reason}", choice.expected_cost_ms, choice.expected_saving_ms,
                                   choice.considered)
-        why = "no_budget" if budget is None or budget >= tokens_before else (
-            "nothing_pays" if choice.recipe == "clean" else "pays")
+        why = "no_budget" if not cuts else ("nothing_pays" if choice.recipe == "clean" else "pays")
         self._count(choice, why)
         return choice
 

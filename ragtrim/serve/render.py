@@ -133,7 +133,8 @@ def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter, *, aut
     untrimmed = _with_documents(clean, docs, q_index is not None)
     ahead = count_ahead([_text_of(m.get("content")) for m in untrimmed] if docs else [], counter)
 
-    kept, doc_before, doc_after, choice = _trim_documents(docs, query, config, counter, budget_override, auto)
+    kept, doc_before, doc_after, choice = _trim_documents(docs, query, config, counter, budget_override, auto,
+                                                          streamed=body.get("stream") is True)
     folded_messages, n_folded, hist_before, hist_after = _fold_history(clean, q_index, config, counter)
 
     final = _with_documents(folded_messages, kept, q_index is not None)
@@ -181,7 +182,7 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter, 
             docs = split_chunks(match.group(1))
             query = (prompt[: match.start()] + prompt[match.end():]).strip()
             kept, doc_before, doc_after, choice = _trim_documents(docs, query, config, counter, budget_override,
-                                                                  auto)
+                                                                  auto, streamed=body.get("stream") is True)
             prompt = prompt[: match.start()] + render_documents(kept) + prompt[match.end():]
             out["prompt"] = prompt
         ahead.result()
@@ -317,10 +318,11 @@ def document_budget(doc_tokens: int, config_budget: float | str | None, override
 
 
 def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter: TokenCounter,
-                    override: int | None, auto: AutoTrim | None = None,
+                    override: int | None, auto: AutoTrim | None = None, *, streamed: bool = False,
                     ) -> tuple[list[str], int, int, RecipeChoice | None]:
     """The documents kept, their tokens before and after, and (``trim.scorer = "auto"`` with the gateway's
-    ``AutoTrim``) the recipe chosen by cost."""
+    ``AutoTrim``) the recipe chosen by cost; ``streamed``: the request streams (its time to first token teaches
+    ``auto`` the upstream's prefill cost)."""
     if not docs:
         return [], 0, 0, None
     tokens = sum(count_text(d, counter) for d in docs)
@@ -341,7 +343,7 @@ def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter:
                                   keep=keep).run(docs, query=query)
         return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, None
     choice = auto.choose(tokens_before=tokens, budget=budget, prior_ms_per_token=config.trim.prefill_ms_per_token,
-                         hard_budget=override is not None, tokenizer=counter)
+                         hard_budget=override is not None, tokenizer=counter, streamed=streamed)
     started = time.perf_counter()
     result = recipe_pipeline(choice.recipe, budget=budget, tokenizer=counter).run(docs, query=query)
     auto.observe_trim(choice.recipe, tokens, time.perf_counter() - started)

@@ -165,6 +165,34 @@ class TestAutoTrimChoice:
             auto.done()
         assert auto.in_flight == 0 and auto.choose(**args).recipe == "clean"
 
+    def test_with_a_prior_an_idle_streamed_request_goes_untrimmed_until_sizes_spread(self) -> None:
+        """Trimmed prompts are all about the budget's size and cannot teach the slope: without a request of another
+        size the configured figure would stand for good."""
+        registry = CollectorRegistry()
+        auto = auto_with({"bm25": 0.002}, registry)
+        args: dict[str, Any] = {"tokens_before": 2000, "budget": 500, "prior_ms_per_token": 1.0}
+        learning = auto.choose(hard_budget=False, streamed=True, **args)
+        assert learning.recipe == "clean" and "learning the upstream's prefill cost" in learning.reason
+        assert registry.get_sample_value("ragtrim_serve_auto_recipe_total",
+                                         {"recipe": "clean", "why": "learning"}) == 1
+        # what teaches nothing, or would delay another request, or must hold a budget, follows the prior
+        assert auto.choose(hard_budget=False, streamed=False, **args).recipe == "bm25"
+        assert auto.choose(hard_budget=True, streamed=True, **args).recipe == "bm25"
+        assert auto.choose(tokens_before=400, budget=500, prior_ms_per_token=1.0, hard_budget=False,
+                           streamed=True).recipe == "clean"  # nothing to cut: no_budget, not learning
+        auto.sent()
+        assert auto.choose(hard_budget=False, streamed=True, **args).recipe == "bm25"
+        auto.done()
+        auto.prefill.observe(2050, 100.0)  # the untrimmed request it sent: the next ones trim and bring small sizes
+        assert auto.choose(hard_budget=False, streamed=True, **args).recipe == "bm25"
+        assert auto.choose(hard_budget=False, streamed=True, tokens_before=4000, budget=1000,
+                           prior_ms_per_token=1.0).recipe == "clean"  # larger than any seen: teaches more
+        for tokens in (480, 500, 520) * 7:
+            auto.prefill.observe(tokens, 20.0 + 0.04 * tokens)
+        assert auto.prefill.spread_tokens() >= 256 and auto.prefill.per_token_ms() is not None
+        assert auto.choose(hard_budget=False, streamed=True, tokens_before=4000, budget=1000,
+                           prior_ms_per_token=1.0).recipe == "bm25"  # learned: no more untrimmed requests
+
     def test_a_budget_the_client_set_holds(self) -> None:
         choice = auto_with({"bm25": 0.002}).choose(tokens_before=2000, budget=500, prior_ms_per_token=0.0001,
                                                    hard_budget=True)
@@ -249,6 +277,22 @@ class TestGatewayLearnsAndChooses:
         assert g.auto.in_flight == 0  # off the count before the client read the stream's end
         httpx.post(gw.url + CHAT, json={"model": "m", "messages": [{"role": "user", "content": "q"}]})
         assert g.auto.in_flight == 0
+
+    def test_with_a_prior_the_first_streamed_request_teaches_then_trims(self, fake: Any, gateway: Any) -> None:
+        up = fake(base_ms=2, per_1k_ms=400)
+        gw, g = gateway({"upstream": {"url": up.url + "/v1"},
+                         "trim": {"budget": 0.25, "scorer": "auto", "prefill_ms_per_token": 0.4}})
+        body = {"model": "m", "stream": True, "documents": DOCS,
+                "messages": [{"role": "user", "content": "when did the tower open"}]}
+        recipes = []
+        for _ in range(3):
+            with httpx.stream("POST", gw.url + CHAT, json=body) as r:
+                r.read()
+                recipes.append(r.headers["x-ragtrim-recipe"])
+        assert recipes == ["clean", "bm25", "bm25"]
+        assert g.auto.prefill.spread_tokens() >= 256  # the untrimmed size beside the trimmed ones
+        metrics = httpx.get(gw.url + "/metrics").text
+        assert 'ragtrim_serve_auto_recipe_total{recipe="clean",why="learning"} 1.0' in metrics
 
     def test_fast_upstream_is_not_trimmed(self, fake: Any, gateway: Any) -> None:
         up = fake(base_ms=2, per_1k_ms=0.001)  # prefill costs nothing: trimming never pays
