@@ -14,6 +14,8 @@ finds their token counts, sentences and vectors cached, and one that only cleane
             it learns the upstream's cost from the streamed requests of its learning phase (``--learn`` requests,
             reported apart), then picks per request the recipe that pays, down to cleaning only
   default   a gateway with the ``balanced`` default at the same budget, whatever it costs
+  auto-prior  (only when named in ``--arms``) ``auto`` with ``prefill_ms_per_token = 0.037`` to start from: it trims
+            from the first request and still has to learn the upstream's own cost (``auto_prior`` in the result)
 Then ``--requests`` single requests (one at a time) go to the arms in turn, the order rotated each request, so the
 arms share the host's noise. TTFT runs from send to the first streamed token at the client, so a gateway arm's TTFT
 includes the gateway's own time and the trim. The auto arm's choices are read from its ``/metrics``
@@ -63,7 +65,12 @@ TRIMS = {
     "auto": 'budget = 0.25\nscorer = "auto"\n',
     "default": 'budget = 0.25\nscorer = "balanced"\n',
 }
-ARMS = ("direct", *TRIMS)
+PRIOR_TRIMS = {"auto-prior": 'budget = 0.25\nscorer = "auto"\nprefill_ms_per_token = 0.037\n'}
+"""Arms run only when named (``--arms``): ``auto-prior`` is ``auto`` told a 12B-on-H200 prefill cost to start from,
+which it trims by at once and must still learn the upstream's own cost from."""
+ALL_TRIMS = TRIMS | PRIOR_TRIMS
+ARMS = ("direct", *ALL_TRIMS)
+DEFAULT_ARMS = ("direct", *TRIMS)
 ROWS = ("single-use", "golden")
 HELD_OUT = 1062
 """NQ-open questions from here on are held out from tuning (as in ``ragtrim-bench relevance net_latency``)."""
@@ -76,7 +83,7 @@ class AutoE2EConfig:
     requests: int = 60
     learn: int = 40
     max_tokens: int = 4
-    arms: tuple[str, ...] = ARMS
+    arms: tuple[str, ...] = DEFAULT_ARMS
     rows: str = "single-use"
 
     def __post_init__(self) -> None:
@@ -156,7 +163,7 @@ def start_servers(procs: list[Any], fake_args: Sequence[str], arms: Sequence[str
     starting = [(["serve-fake-upstream", "--port", str(up_port), *fake_args], f"http://127.0.0.1:{up_port}/v1/models")]
     ports: dict[str, int] = {}
     folder = Path(tempfile.mkdtemp(prefix="ragtrim-auto-"))
-    for name, trim in TRIMS.items():
+    for name, trim in ALL_TRIMS.items():
         if name not in arms:
             continue
         ports[name] = free_port()
@@ -204,6 +211,7 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
                         errors.append(f"{name}: {record.error[:200]}")
         texts = {name: metrics_text(port) for name, port in ports.items()}
         auto_seen = auto_metrics(texts["auto"]) if "auto" in texts else None
+        prior_seen = auto_metrics(texts["auto-prior"]) if "auto-prior" in texts else None
         gateways = {name: gateway_stats(text, before.get(name, "")) for name, text in texts.items()}
     finally:
         for proc in procs:
@@ -211,7 +219,7 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
     arms = {name: _summary(timed[name], failed[name]) for name in arms_run}
     for name, split in gateways.items():
         split["rest_ms"] = rest_ms(arms[name]["mean_ttft_ms"], split)
-    for name in TRIMS:
+    for name in ALL_TRIMS:
         for ref in ("direct", "notrim"):
             if name == ref or name not in arms or ref not in arms:
                 continue
@@ -220,7 +228,7 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
                 arms[name][f"{q}_gain_vs_{ref}"] = theirs / mine if mine and theirs else None
     return {"per_1k_ms": per_1k, "base_ms": config.base_ms, "arms": arms,
             "learning_phase": {name: _summary(learning[name], 0) for name in arms_run},
-            "auto": auto_seen, "gateways": gateways, "errors": errors[:20]}
+            "auto": auto_seen, "auto_prior": prior_seen, "gateways": gateways, "errors": errors[:20]}
 
 
 def rows(config: AutoE2EConfig) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -273,6 +281,10 @@ def report(result: dict[str, Any]) -> str:
         if s["auto"] is not None:
             learned = s["auto"]["learned_prefill_ms_per_token"]
             lines.append(f"|  | auto chose | {s['auto']['choices']}; learned {f(learned, '.4f')} ms per token | | |")
+        if s.get("auto_prior") is not None:
+            learned = s["auto_prior"]["learned_prefill_ms_per_token"]
+            lines.append(f"|  | auto-prior chose | {s['auto_prior']['choices']}; learned {f(learned, '.4f')} ms per "
+                         "token | | |")
     return "\n".join(lines)
 
 
@@ -282,7 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--base-ms", type=float, default=5.0)
     p.add_argument("--requests", type=int, default=60, help="timed single requests per speed and arm")
     p.add_argument("--learn", type=int, default=40, help="requests per arm before the timed ones (auto learns)")
-    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)} (direct always)")
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
+                   help=f"comma-separated, of {', '.join(ARMS)} (direct always; default {', '.join(DEFAULT_ARMS)})")
     p.add_argument("--rows", default="single-use", choices=ROWS,
                    help="single-use: no passage reaches a gateway twice (cold trims); golden: the GPU benchmarks' "
                         "requests, which repeat passages")
