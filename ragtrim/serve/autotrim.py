@@ -123,10 +123,12 @@ class PrefillModel:
             return None
         return max(0.0, fit[1])
 
-    def largest_tokens(self) -> int:
-        """The largest prompt among the requests kept (0 for none)."""
+    def would_teach(self, prompt_tokens: int) -> bool:
+        """Whether a request of ``prompt_tokens`` sent untrimmed would show what the fit lacks: the sizes seen do not
+        spread over ``MIN_SPREAD_TOKENS`` yet, and none is as large."""
         with self._lock:
-            return max((t for kept in self._bands.values() for t, _ in kept), default=0)
+            largest = max((t for kept in self._bands.values() for t, _ in kept), default=0)
+        return largest < prompt_tokens and self.spread_tokens() < MIN_SPREAD_TOKENS
 
     def spread_tokens(self) -> float:
         """How far the sizes the fit reads spread (each band's fastest request, 10th to 90th percentile). Over the
@@ -246,15 +248,14 @@ class AutoTrim:
         if hard_budget:
             pool = tuple(r for r in pool if r != "clean")
         cuts = budget is not None and budget < tokens_before
-        spread = self.prefill.spread_tokens() if learned is None and prior_ms_per_token is not None else 0.0
         if (learned is None and prior_ms_per_token is not None and streamed and cuts and not hard_budget
-                and self.in_flight == 0 and spread < MIN_SPREAD_TOKENS
-                and self.prefill.largest_tokens() < tokens_before):
+                and self.in_flight == 0 and self.prefill.would_teach(tokens_before)):
             choice = RecipeChoice("clean", f"clean: learning the upstream's prefill cost (the sizes seen spread over "
-                                           f"{spread:.0f} tokens, {MIN_SPREAD_TOKENS} needed, none as large as this "
-                                           f"request's documents); an untrimmed request with nothing else in flight "
-                                           f"upstream shows what a token costs, and trim.prefill_ms_per_token "
-                                           f"{prior_ms_per_token:g} stands in meanwhile", 0.0, 0.0)
+                                           f"{self.prefill.spread_tokens():.0f} tokens, {MIN_SPREAD_TOKENS} needed, "
+                                           f"none as large as this request's documents); an untrimmed request with "
+                                           f"nothing else in flight upstream shows what a token costs, and "
+                                           f"trim.prefill_ms_per_token {prior_ms_per_token:g} stands in meanwhile",
+                                  0.0, 0.0)
             self._count(choice, "learning")
             return choice
         if per_token is None:

@@ -278,13 +278,10 @@ def report(result: dict[str, Any]) -> str:
         for name, g in s["gateways"].items():
             lines.append(f"|  | {name}: mean prepare / upstream / rest ms | {f(g['mean_prepare_ms'])} / "
                          f"{f(g['mean_upstream_ttft_ms'])} / {f(g.get('rest_ms'))} | | |")
-        if s["auto"] is not None:
-            learned = s["auto"]["learned_prefill_ms_per_token"]
-            lines.append(f"|  | auto chose | {s['auto']['choices']}; learned {f(learned, '.4f')} ms per token | | |")
-        if s.get("auto_prior") is not None:
-            learned = s["auto_prior"]["learned_prefill_ms_per_token"]
-            lines.append(f"|  | auto-prior chose | {s['auto_prior']['choices']}; learned {f(learned, '.4f')} ms per "
-                         "token | | |")
+        for key, arm in (("auto", "auto"), ("auto_prior", "auto-prior")):
+            if s.get(key) is not None:
+                learned = s[key]["learned_prefill_ms_per_token"]
+                lines.append(f"|  | {arm} chose | {s[key]['choices']}; learned {f(learned, '.4f')} ms per token | | |")
     return "\n".join(lines)
 
 
