@@ -27,6 +27,10 @@
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh workers a cold BM25 trim with each passage's analysis handed to 1, 2, 4 and 8
 #                                              worker processes against the trim as it is (pipeline/analysis_workers.py,
 #                                              GPU hidden: no model); WORKERS_LIMIT requests per NQ column (50); about a minute
+#   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh prepare the gateway's preparation of a request (read, trim, render, count) beside
+#                                              the trim alone, cold, in one process (serve/prepare_cost.py): the
+#                                              default with MiniLM on the GPU, and BM25 with the GPU hidden;
+#                                              PREPARE_REQUESTS prompts each (60); under a minute
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh latency ragtrim serve (the default recipe on the GPU and on the CPU only, 4x and
 #                                              8x; trim.scorer = "auto" on the CPU) in front of vllm serve vs vLLM
 #                                              alone: single requests and the ladder (gateway_e2e.py --arms ...);
@@ -55,7 +59,7 @@ if [ ! -f $model ] && [ -f /tmp/g/model.int8.onnx ]; then cp /tmp/g/model.int8.o
 if [ ! -d /tmp/g ] && ls /tmp/ge/e2e.part.* > /dev/null 2>&1; then
   mkdir -p /tmp/g && cat /tmp/ge/e2e.part.* | tar xJf - -C /tmp/g || { echo "unpacking /tmp/ge failed" >&2; exit 1; }
 fi
-step=${1:?usage: run_e2e.sh setup|host|serve|gateway|cost|gc|workers|latency}
+step=${1:?usage: run_e2e.sh setup|host|serve|gateway|cost|gc|prepare|workers|latency}
 out=${OUT:?OUT must name the output folder}
 # VLLM=0 (cost and workers need no vLLM): only the e2e pieces travel, no vLLM is installed and the model folders are
 # not written; a later step without it does the whole set-up
@@ -129,6 +133,12 @@ case $step in
       CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.serve.gc_pauses --scorer bm25 --requests ${GC_REQUESTS:-2000} \
         -o "$out/gc_pauses_h200_hidden_bm25.json"; } > "$out/gc.log" 2>&1
     grep "^|" "$out/gc.log" ;;
+  prepare)
+    { python3 -m ragtrim_bench.serve.prepare_cost --scorer balanced --requests ${PREPARE_REQUESTS:-60} \
+        -o "$out/prepare_cost_h200_cuda.json"
+      CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.serve.prepare_cost --scorer bm25 \
+        --requests ${PREPARE_REQUESTS:-60} -o "$out/prepare_cost_h200_hidden_bm25.json"; } > "$out/prepare_cost.log" 2>&1
+    grep -E "^\||adds" "$out/prepare_cost.log" ;;
   workers)
     CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.pipeline.analysis_workers --workers 1,2,4,8 \
       --limit ${WORKERS_LIMIT:-50} --rounds 3 --no-progress -o "$out/analysis_workers_h200.json" > "$out/workers.log" 2>&1
