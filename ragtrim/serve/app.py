@@ -357,6 +357,8 @@ class Gateway:
             raise GatewayError(400, f"ragtrim could not trim this request: {exc}", type_="invalid_request_error",
                                code="trim_failed", outcome="bad_request", client_text=True) from None
         self.metrics.trim_seconds.observe(prepared.trim_ms / 1000)
+        for stage, seconds in prepared.trim_stage_seconds:
+            self.metrics.trim_stage_seconds.labels(stage=stage).observe(seconds)
         return prepared, content, too_large
 
     async def _admit_and_send(self, rec: Record, path: str, p: Prepared, content: bytes) -> Response:

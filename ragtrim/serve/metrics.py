@@ -17,6 +17,10 @@ class GatewayMetrics:
                               "saved (removed by trimming), completion (from usage)", ["kind"], registry=r)
         self.trim_seconds = Histogram("ragtrim_serve_trim_seconds", "Time to prepare (trim, fold, count) a request",
                                       buckets=_LATENCY_BUCKETS, registry=r)
+        self.trim_stage_seconds = Histogram(
+            "ragtrim_serve_trim_stage_seconds", "Where the documents' trim spent its time: stage=pipeline for the "
+            "whole trim (prefetch and model waits included), else each stage of the trace", ["stage"],
+            buckets=_LATENCY_BUCKETS, registry=r)
         self.queue_wait_seconds = Histogram("ragtrim_serve_queue_wait_seconds", "Time queued for a concurrency slot",
                                             ["lane"], buckets=_LATENCY_BUCKETS, registry=r)
         self.upstream_ttft_seconds = Histogram("ragtrim_serve_upstream_ttft_seconds",

@@ -77,6 +77,9 @@ class Prepared:
     largest_input_tokens: int | None = None  # embeddings: the longest input, what max_input_tokens caps
     recipe: str = ""  # trim.scorer = "auto": the recipe chosen for the documents (ragtrim.serve.autotrim)
     recipe_reason: str = ""
+    trim_stage_seconds: tuple[tuple[str, float], ...] = ()
+    """Where the documents' trim spent its time: ``("pipeline", s)`` for the whole run (prefetch and waits for a
+    model pass included), then each stage of its trace with its own seconds; empty when nothing was trimmed."""
 
     @property
     def tokens_saved(self) -> int:
@@ -133,8 +136,8 @@ def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter, *, aut
     untrimmed = _with_documents(clean, docs, q_index is not None)
     ahead = count_ahead([_text_of(m.get("content")) for m in untrimmed] if docs else [], counter)
 
-    kept, doc_before, doc_after, choice = _trim_documents(docs, query, config, counter, budget_override, auto,
-                                                          streamed=body.get("stream") is True)
+    kept, doc_before, doc_after, choice, timings = _trim_documents(docs, query, config, counter, budget_override,
+                                                                   auto, streamed=body.get("stream") is True)
     folded_messages, n_folded, hist_before, hist_after = _fold_history(clean, q_index, config, counter)
 
     final = _with_documents(folded_messages, kept, q_index is not None)
@@ -157,6 +160,7 @@ def prepare_chat(body: Any, config: GatewayConfig, counter: TokenCounter, *, aut
         history_tokens_before=hist_before, history_tokens_after=hist_after, max_output_tokens=max_out,
         trim_ms=(time.perf_counter() - t0) * 1000, removed_fields=removed,
         recipe=choice.recipe if choice else "", recipe_reason=choice.reason if choice else "",
+        trim_stage_seconds=timings,
     )
 
 
@@ -172,6 +176,7 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter, 
     kept: list[str] = []
     doc_before = doc_after = 0
     choice: RecipeChoice | None = None
+    timings: tuple[tuple[str, float], ...] = ()
     n_prompts = 1
     tag = config.trim.context_tag
     if isinstance(prompt, str):
@@ -181,8 +186,8 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter, 
         if match:
             docs = split_chunks(match.group(1))
             query = (prompt[: match.start()] + prompt[match.end():]).strip()
-            kept, doc_before, doc_after, choice = _trim_documents(docs, query, config, counter, budget_override,
-                                                                  auto, streamed=body.get("stream") is True)
+            kept, doc_before, doc_after, choice, timings = _trim_documents(
+                docs, query, config, counter, budget_override, auto, streamed=body.get("stream") is True)
             prompt = prompt[: match.start()] + render_documents(kept) + prompt[match.end():]
             out["prompt"] = prompt
         ahead.result()
@@ -217,6 +222,7 @@ def prepare_completion(body: Any, config: GatewayConfig, counter: TokenCounter, 
         history_tokens_before=0, history_tokens_after=0, max_output_tokens=max_out,
         trim_ms=(time.perf_counter() - t0) * 1000, removed_fields=removed, prompts=n_prompts,
         recipe=choice.recipe if choice else "", recipe_reason=choice.reason if choice else "",
+        trim_stage_seconds=timings,
     )
 
 
@@ -319,12 +325,13 @@ def document_budget(doc_tokens: int, config_budget: float | str | None, override
 
 def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter: TokenCounter,
                     override: int | None, auto: AutoTrim | None = None, *, streamed: bool = False,
-                    ) -> tuple[list[str], int, int, RecipeChoice | None]:
-    """The documents kept, their tokens before and after, and (``trim.scorer = "auto"`` with the gateway's
-    ``AutoTrim``) the recipe chosen by cost; ``streamed``: the request streams (its time to first token teaches
-    ``auto`` the upstream's prefill cost)."""
+                    ) -> tuple[list[str], int, int, RecipeChoice | None, tuple[tuple[str, float], ...]]:
+    """The documents kept, their tokens before and after, (``trim.scorer = "auto"`` with the gateway's ``AutoTrim``)
+    the recipe chosen by cost, and where the trim spent its time (``Prepared.trim_stage_seconds``; empty when
+    nothing ran); ``streamed``: the request streams (its time to first token teaches ``auto`` the upstream's prefill
+    cost)."""
     if not docs:
-        return [], 0, 0, None
+        return [], 0, 0, None, ()
     tokens = sum(count_text(d, counter) for d in docs)
     budget = document_budget(tokens, config.trim.budget, override)
     keep = config.trim.keep
@@ -332,22 +339,26 @@ def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter:
         budget = None  # nothing to cut for it: at most retention mode runs
     from ragtrim.api import default_pipeline, lossless_pipeline, recipe_pipeline
 
+    choice: RecipeChoice | None = None
     if budget is None and keep is None:
         if config.trim.budget != "lossless":
-            return docs, tokens, tokens, None
-        result = lossless_pipeline(tokenizer=counter).run(docs, query=query)
-        return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, None
+            return docs, tokens, tokens, None, ()
+        pipeline = lossless_pipeline(tokenizer=counter)
     # retention mode decides how much to keep by the answer's probability, so it is not chosen by cost
-    if keep is not None or config.trim.scorer != "auto" or auto is None:
-        result = default_pipeline(budget=budget, tokenizer=counter, scorer=config.trim.scorer,
-                                  keep=keep).run(docs, query=query)
-        return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, None
-    choice = auto.choose(tokens_before=tokens, budget=budget, prior_ms_per_token=config.trim.prefill_ms_per_token,
-                         hard_budget=override is not None, tokenizer=counter, streamed=streamed)
+    elif keep is not None or config.trim.scorer != "auto" or auto is None:
+        pipeline = default_pipeline(budget=budget, tokenizer=counter, scorer=config.trim.scorer, keep=keep)
+    else:
+        choice = auto.choose(tokens_before=tokens, budget=budget,
+                             prior_ms_per_token=config.trim.prefill_ms_per_token, hard_budget=override is not None,
+                             tokenizer=counter, streamed=streamed)
+        pipeline = recipe_pipeline(choice.recipe, budget=budget, tokenizer=counter)
     started = time.perf_counter()
-    result = recipe_pipeline(choice.recipe, budget=budget, tokenizer=counter).run(docs, query=query)
-    auto.observe_trim(choice.recipe, tokens, time.perf_counter() - started)
-    return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, choice
+    result = pipeline.run(docs, query=query)
+    seconds = time.perf_counter() - started
+    if choice is not None and auto is not None:
+        auto.observe_trim(choice.recipe, tokens, seconds)
+    timings = (("pipeline", seconds), *((r.stage, r.seconds) for r in result.trace))
+    return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, choice, timings
 
 
 # -- messages -------------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -472,6 +473,25 @@ class TestObservability:
                      'ragtrim_serve_queue_wait_seconds_count{lane="org"} 1.0',
                      "ragtrim_serve_upstream_ttft_seconds_count 1.0", 'ragtrim_serve_in_flight{org="acme"} 0.0'):
             assert name in m, name
+
+    def test_trim_stage_metrics(self, fake: Any, gateway: Any) -> None:
+        """Each trimmed request adds the whole trim and each stage of its trace; the stages run inside the trim, and
+        the trim inside the request's preparation. A request without documents trims nothing and adds nothing."""
+        up = fake()
+        gw, _ = gateway({"upstream": {"url": up.url + "/v1"}, "keys": KEYS, "trim": {"budget": 10}})
+        for _ in range(2):
+            httpx.post(gw.url + CHAT, json=chat_body("capital of France?", documents=DOCS), headers=auth())
+        httpx.post(gw.url + CHAT, json=chat_body(), headers=auth())
+        m = httpx.get(gw.url + "/metrics").text
+        sums = {k: float(v) for k, v in re.findall(r'^ragtrim_serve_trim_stage_seconds_sum\{stage="(\w+)"\} (\S+)$', m,
+                                                     re.MULTILINE)}
+        counts = {k: float(v) for k, v in re.findall(
+            r'^ragtrim_serve_trim_stage_seconds_count\{stage="(\w+)"\} (\S+)$', m, re.MULTILINE)}
+        assert {"pipeline", "dedup", "budget"} <= set(counts), counts
+        assert set(counts.values()) == {2.0}, counts
+        assert sum(v for k, v in sums.items() if k != "pipeline") <= sums["pipeline"]
+        prepare_sum = float(re.search(r"^ragtrim_serve_trim_seconds_sum (\S+)$", m, re.MULTILINE).group(1))
+        assert 0 < sums["pipeline"] <= prepare_sum
 
     def test_jsonl_log_without_text(self, fake: Any, gateway: Any, tmp_path: Path) -> None:
         up = fake()

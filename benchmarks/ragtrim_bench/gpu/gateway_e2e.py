@@ -21,8 +21,9 @@ TTFT is measured by the client from send to the first streamed token, so a gatew
 gateway's own time and the trim. Single requests (one at a time; each one's TTFT is kept, in the order sent, under
 ``single.<arm>.ttft_ms_in_order``), then a Poisson ladder per arm with the throughput within a 500 ms p95 TTFT SLO
 (an ``auto`` arm's step also holds its choices so far and its learned prefill cost, ``steps[k].auto``, from its
-``/metrics``). Each gateway's own split of its single requests (mean preparation, the trim included, and the
-upstream's mean time to first event, from its ``/metrics``) is under ``single.<arm>.gateway``, and over the whole run
+``/metrics``). Each gateway's own split of its single requests (mean preparation, the trim included; the trim's
+mean and its stages'; the upstream's mean time to first event; from its ``/metrics``) is under
+``single.<arm>.gateway``, and over the whole run
 under ``gateways_whole_run``. Writes ``$OUT/gpu_gateway.json``; every gateway logs to
 ``$OUT/gateways.log``.
 """

@@ -112,10 +112,11 @@ def auto_metrics(text: str) -> dict[str, Any]:
     return {"choices": choices, "learned_prefill_ms_per_token": float(learned.group(1)) if learned else None}
 
 
-def gateway_stats(text: str, before: str = "") -> dict[str, float | None]:
+def gateway_stats(text: str, before: str = "") -> dict[str, Any]:
     """What a gateway says of itself in its /metrics ``text``, less what it said in ``before`` (empty: since it
-    started): its mean time to prepare a request (the trim included), the upstream's mean time to first event, and
-    the prompt tokens in and out."""
+    started): its mean time to prepare a request (the trim included), the upstream's mean time to first event, the
+    prompt tokens in and out, and the mean time of the documents' trim and of each of its stages
+    (``ragtrim_serve_trim_stage_seconds``)."""
 
     def value(pattern: str, source: str) -> float | None:
         m = re.search(pattern, source, re.MULTILINE)
@@ -125,17 +126,20 @@ def gateway_stats(text: str, before: str = "") -> dict[str, float | None]:
         now = value(pattern, text)
         return None if now is None else now - (value(pattern, before) or 0.0)
 
-    def mean_ms(name: str) -> float | None:
-        total, n = delta(rf"^{name}_sum ([0-9.e+-]+)$"), delta(rf"^{name}_count ([0-9.e+-]+)$")
+    def mean_ms(name: str, labels: str = "") -> float | None:
+        labels = re.escape(labels)
+        total, n = delta(rf"^{name}_sum{labels} ([0-9.e+-]+)$"), delta(rf"^{name}_count{labels} ([0-9.e+-]+)$")
         return total / n * 1000 if total is not None and n else None
 
+    stages = dict.fromkeys(re.findall(r'^ragtrim_serve_trim_stage_seconds_count\{stage="(\w+)"\}', text, re.MULTILINE))
     return {"mean_prepare_ms": mean_ms("ragtrim_serve_trim_seconds"),
             "mean_upstream_ttft_ms": mean_ms("ragtrim_serve_upstream_ttft_seconds"),
             "prompt_tokens_in": delta(r'^ragtrim_serve_tokens_total\{kind="prompt_in"\} ([0-9.e+-]+)$'),
-            "prompt_tokens_out": delta(r'^ragtrim_serve_tokens_total\{kind="prompt_out"\} ([0-9.e+-]+)$')}
+            "prompt_tokens_out": delta(r'^ragtrim_serve_tokens_total\{kind="prompt_out"\} ([0-9.e+-]+)$'),
+            "mean_trim_stage_ms": {s: mean_ms("ragtrim_serve_trim_stage_seconds", f'{{stage="{s}"}}') for s in stages}}
 
 
-def rest_ms(client_mean_ttft_ms: float | None, gateway: dict[str, float | None]) -> float | None:
+def rest_ms(client_mean_ttft_ms: float | None, gateway: dict[str, Any]) -> float | None:
     """The client's mean TTFT less the gateway's mean preparation and the upstream's mean time to first event: the
     gateway's own time outside the trim (reading, admission, relaying) and the client's."""
     prepare, upstream = gateway.get("mean_prepare_ms"), gateway.get("mean_upstream_ttft_ms")

@@ -33,13 +33,20 @@ def test_config_is_checked() -> None:
 def test_gateway_stats_split_the_requests_after_a_snapshot() -> None:
     before = ('ragtrim_serve_trim_seconds_sum 1.0\nragtrim_serve_trim_seconds_count 10.0\n'
               'ragtrim_serve_upstream_ttft_seconds_sum 4.0\nragtrim_serve_upstream_ttft_seconds_count 10.0\n'
-              'ragtrim_serve_tokens_total{kind="prompt_in"} 1000.0\n')
+              'ragtrim_serve_tokens_total{kind="prompt_in"} 1000.0\n'
+              'ragtrim_serve_trim_stage_seconds_sum{stage="pipeline"} 0.8\n'
+              'ragtrim_serve_trim_stage_seconds_count{stage="pipeline"} 10.0\n')
     after = ('ragtrim_serve_trim_seconds_sum 1.5\nragtrim_serve_trim_seconds_count 20.0\n'
              'ragtrim_serve_upstream_ttft_seconds_sum 5.0\nragtrim_serve_upstream_ttft_seconds_count 20.0\n'
-             'ragtrim_serve_tokens_total{kind="prompt_in"} 3000.0\n')
+             'ragtrim_serve_tokens_total{kind="prompt_in"} 3000.0\n'
+             'ragtrim_serve_trim_stage_seconds_sum{stage="pipeline"} 1.2\n'
+             'ragtrim_serve_trim_stage_seconds_count{stage="pipeline"} 20.0\n'
+             'ragtrim_serve_trim_stage_seconds_sum{stage="dedup"} 0.03\n'
+             'ragtrim_serve_trim_stage_seconds_count{stage="dedup"} 10.0\n')
     split = gateway_stats(after, before)
     assert split == {"mean_prepare_ms": pytest.approx(50.0), "mean_upstream_ttft_ms": pytest.approx(100.0),
-                     "prompt_tokens_in": 2000.0, "prompt_tokens_out": None}
+                     "prompt_tokens_in": 2000.0, "prompt_tokens_out": None,
+                     "mean_trim_stage_ms": {"pipeline": pytest.approx(40.0), "dedup": pytest.approx(3.0)}}
     assert gateway_stats(after)["mean_prepare_ms"] == pytest.approx(75.0)
     assert rest_ms(152.0, split) == pytest.approx(2.0)
     assert rest_ms(None, split) is None
