@@ -86,6 +86,16 @@ class RecipeCosts:
                 self._ms_per_token[recipe] = old + LEARNING_RATE * (rate - old)
             self._observations[recipe] = self._observations.get(recipe, 0) + 1
 
+    def pass_over(self, recipe: str) -> None:
+        """``recipe`` was not chosen only because a slow trim of it would cost more than it saves: its spread shrinks
+        by ``LEARNING_RATE``. A recipe that is not chosen is not measured either, so without this one slow trim (a
+        collection, a page fault in the model) would shut a better recipe out for good; each time it is passed over
+        that evidence fades, until it is tried again and its next trims say what it costs now. Its expected cost
+        does not fade: a recipe that costs more than it saves on average stays out."""
+        with self._lock:
+            if recipe in self._spread:
+                self._spread[recipe] *= 1 - LEARNING_RATE
+
     def expected_ms(self, recipe: str, tokens: int) -> float | None:
         """The expected cost of ``recipe`` on ``tokens`` input tokens (None: never measured here)."""
         return self._ms(recipe, tokens, spreads=0.0)
@@ -165,7 +175,8 @@ def choose_recipe(*, tokens_before: int, budget: int | None, saving_ms: Callable
     """The best of ``recipes`` (default: ``available_recipes()``) whose expected cost times ``safety``, and whose
     cost of a slow trim (``RecipeCosts.tail_ms``), are below the prefill time it saves: ``saving_ms(tokens_before, budget)``, the model's time on ``tokens_before`` prompt
     tokens minus its time on ``budget``. ``clean`` when none is (or there is no budget to reach). ``basis``: where
-    the saving figure comes from, for the reason."""
+    the saving figure comes from, for the reason. A better recipe passed over only for its slow trims has that
+    evidence fade (``RecipeCosts.pass_over``), so it is tried again later."""
     if safety < 1:
         raise ConfigError(f"safety must be >= 1, got {safety}")
     pool = tuple(recipes) if recipes is not None else available_recipes()
@@ -181,7 +192,9 @@ def choose_recipe(*, tokens_before: int, budget: int | None, saving_ms: Callable
         if cost is None or tail is None:
             continue
         considered.append((recipe, cost))
-        if cost * safety < saving and tail < saving:
+        if cost * safety < saving and tail >= saving:
+            costs.pass_over(recipe)
+        elif cost * safety < saving:
             return RecipeChoice(recipe, f"{recipe}: expected {cost:.1f} ms (slow ones {tail:.1f} ms) < {saving:.1f} "
                                         f"ms of prefill saved on {tokens_before} -> {budget} tokens{source}", cost,
                                 saving, tuple(considered))

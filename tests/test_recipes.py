@@ -117,6 +117,24 @@ class TestChooseRecipe:
             costs.observe("fast", 1000, 0.012)
         assert costs.tail_ms("fast", 1000) == pytest.approx(12.0, rel=1e-3)  # steady costs: the spread decays
 
+    def test_one_slow_trim_does_not_shut_a_better_recipe_out_for_good(self) -> None:
+        """A recipe is measured only when it runs. One slow trim of fast (a collection inside it) puts its slow ones
+        above the saving, so bm25 runs; each time fast is passed over that evidence fades by the learning rate, and
+        fast runs again once its slow ones fit (here after 7 requests). Its expected cost does not fade, and a
+        recipe that costs more than it saves on average (balanced) stays out with its spread as it was."""
+        costs = RecipeCosts()
+        for recipe, seconds in (("fast", 0.010), ("fast", 0.060), ("bm25", 0.002), ("balanced", 0.100),
+                                ("balanced", 0.200)):
+            costs.observe(recipe, 1000, seconds)
+        expected, balanced_tail = costs.expected_ms("fast", 1000), costs.tail_ms("balanced", 1000)
+        assert expected == pytest.approx(20.0) and costs.tail_ms("fast", 1000) == pytest.approx(60.0)
+        args = {"tokens_before": 1000, "budget": 250, "costs": costs, "recipes": ("balanced", "fast", "bm25", "clean"),
+                "saving_ms": per_token(0.04)}  # 30 ms saved: fast pays at 20 ms x 1.2, not at 60
+        picks = [choose_recipe(**args).recipe for _ in range(10)]
+        assert picks == ["bm25"] * 7 + ["fast"] * 3
+        assert costs.expected_ms("fast", 1000) == pytest.approx(expected)
+        assert costs.tail_ms("balanced", 1000) == pytest.approx(balanced_tail)
+
     @pytest.mark.parametrize("budget", [None, 2000, 5000])
     def test_no_budget_to_reach_is_clean(self, budget: int | None) -> None:
         choice = choose_recipe(tokens_before=2000, budget=budget, saving_ms=per_token(1.0), costs=costs_of(bm25=0.001),

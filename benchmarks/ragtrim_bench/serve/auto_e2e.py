@@ -103,13 +103,17 @@ def metrics_text(port: int) -> str:
 
 
 def auto_metrics(text: str) -> dict[str, Any]:
-    """The auto arm's choices (recipe and why -> count) and learned prefill cost, from its /metrics ``text``."""
+    """The auto arm's choices (recipe and why -> count), learned prefill cost and each recipe's cost per input token
+    as it stands, from its /metrics ``text``."""
     choices: dict[str, int] = {}
     for m in re.finditer(r'^ragtrim_serve_auto_recipe_total\{([^}]*)\} ([0-9.e+]+)$', text, re.MULTILINE):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
         choices[f"{labels.get('recipe')}:{labels.get('why')}"] = int(float(m.group(2)))
     learned = re.search(r"^ragtrim_serve_prefill_ms_per_token ([0-9.e+-]+)$", text, re.MULTILINE)
-    return {"choices": choices, "learned_prefill_ms_per_token": float(learned.group(1)) if learned else None}
+    costs = {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'^ragtrim_serve_recipe_cost_ms_per_token\{recipe="(\w+)"\} ([0-9.e+-]+)$', text, re.MULTILINE)}
+    return {"choices": choices, "learned_prefill_ms_per_token": float(learned.group(1)) if learned else None,
+            "recipe_cost_ms_per_token": costs}
 
 
 def gateway_stats(text: str, before: str = "") -> dict[str, Any]:
