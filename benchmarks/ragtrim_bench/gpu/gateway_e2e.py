@@ -23,7 +23,8 @@ gateway's own time and the trim. Single requests (one at a time; each one's TTFT
 (an ``auto`` arm's step also holds its choices so far and its learned prefill cost, ``steps[k].auto``, from its
 ``/metrics``). Each gateway's own split of its single requests (mean preparation, the trim included; the trim's
 mean and its stages'; the upstream's mean time to first event; from its ``/metrics``) is under
-``single.<arm>.gateway``, and over the whole run
+``single.<arm>.gateway`` (an ``auto`` arm's choices over them and its learned prefill cost under
+``single.<arm>.auto``), and over the whole run
 under ``gateways_whole_run``. Writes ``$OUT/gpu_gateway.json``; every gateway logs to
 ``$OUT/gateways.log``.
 """
@@ -161,7 +162,10 @@ async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any
             single[name]["p50_ttft_gain"] = single["direct"]["p50_ttft_ms"] / single[name]["p50_ttft_ms"]
             single[name]["p99_ttft_gain"] = single["direct"]["p99_ttft_ms"] / single[name]["p99_ttft_ms"]
         if name in ports:  # the gateway's own split of those requests: its preparation (the trim) and the upstream
-            single[name]["gateway"] = gateway_stats(metrics_text(ports[name]))
+            text = metrics_text(ports[name])
+            single[name]["gateway"] = gateway_stats(text)
+            if ARMS[name].scorer == "auto":  # its choices (a learning request among them) and learned cost
+                single[name]["auto"] = auto_metrics(text)
     result["single"] = single
     ladder: dict[str, Any] = {}
     for name, (backend, _, rows, rates) in arms.items():
