@@ -34,6 +34,7 @@ from ragtrim.scoring.base import Scorer, check_score_inputs
 from ragtrim.scoring.device import default_threads, resolve_device
 from ragtrim.scoring.fingerprint import model_fingerprint
 from ragtrim.scoring.registry import named_scorer
+from ragtrim.scoring.rows import probe_lengths, rows_independent, rows_verdict, same_length_groups
 from ragtrim.scoring.scripts import LATIN
 from ragtrim.text.scripts import SCRIPTS
 from ragtrim.vectors.store import SharedStore, VectorStore, key_text, open_store, pack, unpack, vector_key
@@ -512,10 +513,9 @@ class EmbeddingScorer(CachedEmbedder):
     fast path on a GPU host), else the CPU. ``threads`` sets torch's CPU threads around each encode (``None``: one
     per two cores, see ``ragtrim.scoring.device.default_threads``; torch's own default of one per core is slower than
     one thread on a busy host; one in a forked child, see ``cpu_threads``). On the CPU, texts of the same number of
-    word pieces are encoded together, without padding: a padded batch made a text's vector depend on its
-    neighbours, and torch's CPU kernels give a row the same bits whatever the number of rows
-    (benchmarks/results/relevance/batch_invariance.json, which one text per call matches at several times the cost);
-    on CUDA (not measured) each text alone. ``batch_size`` is kept for configs and unused. Embeddings are cached per
+    word pieces are encoded together, without padding (a padded batch made a text's vector depend on its neighbours),
+    where the host's kernels give a row the same bits whatever the number of rows (checked once per process,
+    ``ragtrim.scoring.rows``; one text per call at several times the cost elsewhere); on CUDA each text alone. ``batch_size`` is kept for configs and unused. Embeddings are cached per
     text in an LRU of ``cache_size`` entries and, on the CPU, in the vector store.
     """
 
@@ -555,10 +555,15 @@ class EmbeddingScorer(CachedEmbedder):
         import torch
 
         pieces = self.max_seq_length if self.max_seq_length is not None else self._model().max_seq_length
+        probe = self.host_digest()  # its model pass checks the rows first (``ragtrim.scoring.rows``)
+        batches = "same-length" if rows_verdict(self._rows_key(pieces)) else "one-per-call"
         return (f"sentence-transformers-fp32/{model_fingerprint(resolve_model(self.model))}/"
                 f"st-{sentence_transformers.__version__}/torch-{torch.__version__}/"
                 f"threads-{_torch_threads(self.threads)}/pieces-{pieces}-of-{prefix_chars(pieces)}-chars/normalized/"
-                f"same-length/{platform.machine()}/probe-{self.host_digest()}")
+                f"{batches}/{platform.machine()}/probe-{probe}")
+
+    def _rows_key(self, pieces: int) -> tuple[Any, ...]:
+        return "sentence-transformers", resolve_model(self.model), pieces, _torch_threads(self.threads)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         model = self._model()
@@ -572,27 +577,21 @@ class EmbeddingScorer(CachedEmbedder):
             bound = prefix_chars(model.max_seq_length)
             texts = [t[:bound] for t in texts]  # the tokenizer never reads a whole text without word breaks
             try:
+                def batch(group: list[str]) -> np.ndarray:
+                    return np.asarray(model.encode(group, batch_size=len(group), convert_to_numpy=True,
+                                                   normalize_embeddings=True, show_progress_bar=False), dtype=np.float32)
+
+                grouped = not cuda and rows_independent(self._rows_key(model.max_seq_length), batch,
+                                                        lengths=probe_lengths(model.max_seq_length))
                 out = np.zeros((len(texts), 0), dtype=np.float32)
-                for group in _same_length_groups(model, texts) if not cuda else [[i] for i in range(len(texts))]:
-                    vectors = np.asarray(model.encode([texts[i] for i in group], batch_size=len(group),
-                                                      convert_to_numpy=True, normalize_embeddings=True,
-                                                      show_progress_bar=False), dtype=np.float32)
+                for group in same_length_groups(model, texts) if grouped else [[i] for i in range(len(texts))]:
+                    vectors = batch([texts[i] for i in group])
                     if out.shape[1] == 0:
                         out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
                     out[group] = vectors
                 return out
             finally:
                 model.max_seq_length = before
-
-
-def _same_length_groups(model: Any, texts: Sequence[str]) -> list[list[int]]:
-    """Positions of ``texts`` grouped by their number of word pieces as ``model`` reads them (truncated to its
-    ``max_seq_length``): a group is one batch without padding."""
-    ids = model.tokenizer(list(texts), truncation=True, max_length=model.max_seq_length)["input_ids"]
-    groups: dict[int, list[int]] = {}
-    for i, row in enumerate(ids):
-        groups.setdefault(len(row), []).append(i)
-    return list(groups.values())
 
 
 @named_scorer("embedding")

@@ -32,7 +32,8 @@ from ragtrim.scoring.embedding import (
     quietly,
     resolve_model,
 )
-from ragtrim.scoring.onnx_backend import load_tokenizer, padded_batches
+from ragtrim.scoring.onnx_backend import BatchGrouping, load_tokenizer, padded_batches
+from ragtrim.scoring.rows import probe_lengths, rows_independent
 
 logger = get_logger("ragtrim")
 
@@ -196,7 +197,8 @@ class TorchEmbeddingScorer(CachedEmbedder):
     batch_size: int = 64
     cuda_graphs: bool = True
     warms_up: ClassVar[bool] = True
-    batch_invariant: ClassVar[bool] = True  # one shape per call on CUDA, same-length batches on the CPU
+    batch_invariant: ClassVar[bool] = True  # one shape per call on CUDA; on the CPU same-length batches where the
+    # host's kernels keep a row's bits whatever the number of rows (ragtrim.scoring.rows), else one text per call
 
     @property
     def name(self) -> str:
@@ -222,10 +224,22 @@ class TorchEmbeddingScorer(CachedEmbedder):
         cuda = device.startswith("cuda")
         rows = min(self.batch_size, _BUCKETS[-1])
 
+        def cpu_batch(group: list[str]) -> np.ndarray:  # texts of one length: one call, no padding
+            out = np.zeros((len(group), 0), dtype=np.float32)
+            for batch, ids, mask in padded_batches(tokenizer, group, self.max_seq_length, len(group), "exact_length"):
+                vectors = _eager(encoder, device, ids, mask)
+                out = out if out.shape[1] else np.zeros((len(group), vectors.shape[1]), dtype=np.float32)
+                out[batch] = vectors
+            return out
+
         def run() -> np.ndarray:
+            import torch
+
+            grouping: BatchGrouping = "padded" if cuda else "exact_length" if rows_independent(
+                ("torch", self.model, self.max_seq_length, torch.get_num_threads()), cpu_batch,
+                lengths=probe_lengths(self.max_seq_length)) else "single"
             out = np.zeros((len(texts), 0), dtype=np.float32)
-            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, rows,
-                                                   "padded" if cuda else "exact_length"):
+            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, rows, grouping):
                 vectors = graphs(ids, mask) if graphs is not None else None
                 if vectors is None:
                     vectors = _eager(encoder, device, *_fixed_shape(ids, mask, rows, self.max_seq_length)) if cuda \

@@ -131,10 +131,10 @@ def _sentence_transformers(pieces: int) -> Callable[[str, int], EmbedFn]:
             if grouping == "single":
                 return np.vstack([encode([t]) for t in texts])
             if grouping == "exact_length":
-                from ragtrim.scoring.embedding import _same_length_groups
+                from ragtrim.scoring.rows import same_length_groups
 
                 out = np.zeros((len(texts), 384), dtype=np.float32)
-                for group in _same_length_groups(model, texts):
+                for group in same_length_groups(model, texts):
                     out[group] = encode([texts[i] for i in group])
                 return out
             return encode(texts)
