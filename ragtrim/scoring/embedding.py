@@ -515,8 +515,9 @@ class EmbeddingScorer(CachedEmbedder):
     one thread on a busy host; one in a forked child, see ``cpu_threads``). On the CPU, texts of the same number of
     word pieces are encoded together, without padding (a padded batch made a text's vector depend on its neighbours),
     where the host's kernels give a row the same bits whatever the number of rows (checked once per process,
-    ``ragtrim.scoring.rows``; one text per call at several times the cost elsewhere); on CUDA each text alone. ``batch_size`` is kept for configs and unused. Embeddings are cached per
-    text in an LRU of ``cache_size`` entries and, on the CPU, in the vector store.
+    ``ragtrim.scoring.rows``; one text per call at several times the cost elsewhere); on CUDA each text alone.
+    ``batch_size`` is kept for configs and unused. Embeddings are cached per text in an LRU of ``cache_size`` entries
+    and, on the CPU, in the vector store.
     """
 
     _parameter_constraints: ClassVar[dict[str, Constraints]] = {
@@ -579,7 +580,7 @@ class EmbeddingScorer(CachedEmbedder):
             try:
                 def batch(group: list[str]) -> np.ndarray:
                     return np.asarray(model.encode(group, batch_size=len(group), convert_to_numpy=True,
-                                                   normalize_embeddings=True, show_progress_bar=False), dtype=np.float32)
+                                                   normalize_embeddings=True, show_progress_bar=False), np.float32)
 
                 grouped = not cuda and rows_independent(self._rows_key(model.max_seq_length), batch,
                                                         lengths=probe_lengths(model.max_seq_length))
