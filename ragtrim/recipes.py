@@ -192,12 +192,12 @@ def choose_recipe(*, tokens_before: int, budget: int | None, saving_ms: Callable
         if cost is None or tail is None:
             continue
         considered.append((recipe, cost))
-        if cost * safety < saving and tail >= saving:
-            costs.pass_over(recipe)
-        elif cost * safety < saving:
-            return RecipeChoice(recipe, f"{recipe}: expected {cost:.1f} ms (slow ones {tail:.1f} ms) < {saving:.1f} "
-                                        f"ms of prefill saved on {tokens_before} -> {budget} tokens{source}", cost,
-                                saving, tuple(considered))
+        if cost * safety < saving:
+            if tail < saving:
+                return RecipeChoice(recipe, f"{recipe}: expected {cost:.1f} ms (slow ones {tail:.1f} ms) < "
+                                            f"{saving:.1f} ms of prefill saved on {tokens_before} -> {budget} "
+                                            f"tokens{source}", cost, saving, tuple(considered))
+            costs.pass_over(recipe)  # only its slow trims stand in the way
     cheapest = min((ms for _, ms in considered), default=0.0)
     return RecipeChoice("clean", f"clean: no recipe pays for itself, the cheapest costs {cheapest:.1f} ms and "
                                  f"{tokens_before} -> {budget} tokens save {saving:.1f} ms of prefill{source}; the "

@@ -564,7 +564,7 @@ class EmbeddingScorer(CachedEmbedder):
                 f"{batches}/{platform.machine()}/probe-{probe}")
 
     def _rows_key(self, pieces: int) -> tuple[Any, ...]:
-        return "sentence-transformers", resolve_model(self.model), pieces, _torch_threads(self.threads)
+        return "sentence-transformers", self.model, pieces, _torch_threads(self.threads)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         model = self._model()

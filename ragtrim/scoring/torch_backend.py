@@ -224,31 +224,29 @@ class TorchEmbeddingScorer(CachedEmbedder):
         cuda = device.startswith("cuda")
         rows = min(self.batch_size, _BUCKETS[-1])
 
-        def cpu_batch(group: list[str]) -> np.ndarray:  # texts of one length: one call, no padding
+        def encode(group: list[str], grouping: BatchGrouping, rows: int) -> np.ndarray:
             out = np.zeros((len(group), 0), dtype=np.float32)
-            for batch, ids, mask in padded_batches(tokenizer, group, self.max_seq_length, len(group), "exact_length"):
-                vectors = _eager(encoder, device, ids, mask)
-                out = out if out.shape[1] else np.zeros((len(group), vectors.shape[1]), dtype=np.float32)
-                out[batch] = vectors
-            return out
-
-        def run() -> np.ndarray:
-            import torch
-
-            grouping: BatchGrouping = "padded" if cuda else "exact_length" if rows_independent(
-                ("torch", self.model, self.max_seq_length, torch.get_num_threads()), cpu_batch,
-                lengths=probe_lengths(self.max_seq_length)) else "single"
-            out = np.zeros((len(texts), 0), dtype=np.float32)
-            for batch, ids, mask in padded_batches(tokenizer, texts, self.max_seq_length, rows, grouping):
+            for batch, ids, mask in padded_batches(tokenizer, group, self.max_seq_length, rows, grouping):
                 vectors = graphs(ids, mask) if graphs is not None else None
                 if vectors is None:
                     vectors = _eager(encoder, device, *_fixed_shape(ids, mask, rows, self.max_seq_length)) if cuda \
                         else _eager(encoder, device, ids, mask)
                     vectors = vectors[: len(batch)]
                 if out.shape[1] == 0:
-                    out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+                    out = np.zeros((len(group), vectors.shape[1]), dtype=np.float32)
                 out[batch] = vectors
             return out
+
+        def run() -> np.ndarray:
+            if cuda:
+                return encode(texts, "padded", rows)
+            import torch
+
+            # texts of one length in one call, where this host's kernels keep each row's bits (ragtrim.scoring.rows)
+            grouped = rows_independent(("torch", self.model, self.max_seq_length, torch.get_num_threads()),
+                                       lambda group: encode(group, "exact_length", len(group)),
+                                       lengths=probe_lengths(self.max_seq_length))
+            return encode(texts, "exact_length" if grouped else "single", rows)
 
         return run
 
