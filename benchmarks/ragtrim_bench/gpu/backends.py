@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ragtrim.errors import ConfigError, MissingDependencyError
@@ -139,7 +140,9 @@ class OpenAICompletionsBackend:
         self._port = parsed.port or 80
         self._prefix = parsed.path.rstrip("/")
 
-    async def _request(self, method: str, path: str, body: bytes | None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
+    async def _request(self, method: str, path: str, body: bytes | None,
+                       headers: dict[str, str] | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
+        """Send the request and read the status line and headers (into ``headers``, names lower-cased)."""
         reader, writer = await asyncio.open_connection(self._host, self._port)
         head = (
             f"{method} {self._prefix}{path} HTTP/1.1\r\nHost: {self._host}:{self._port}\r\n"
@@ -154,8 +157,10 @@ class OpenAICompletionsBackend:
             status = int(status_line.split()[1])
         except (IndexError, ValueError):
             status = 0
-        while await reader.readline() not in (b"\r\n", b"\n", b""):
-            pass
+        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+            name, sep, value = line.decode("latin-1").partition(":")
+            if headers is not None and sep:
+                headers[name.strip().lower()] = value.strip()
         return reader, writer, status
 
     async def ready(self, timeout_s: float) -> None:
@@ -188,8 +193,10 @@ class OpenAICompletionsBackend:
         ).encode()
         timer = _StreamTimer()
         usage: dict[str, int] = {}
+        headers: dict[str, str] = {}
         try:
-            reader, writer, status = await asyncio.wait_for(self._request("POST", "/v1/completions", body), self.timeout_s)
+            reader, writer, status = await asyncio.wait_for(self._request("POST", "/v1/completions", body, headers),
+                                                            self.timeout_s)
             if status != 200:
                 detail = (await reader.read(2000)).decode(errors="replace")
                 writer.close()
@@ -207,9 +214,10 @@ class OpenAICompletionsBackend:
             writer.close()
         except Exception as exc:  # noqa: BLE001 - recorded per request
             return RequestRecord(request_id, arm, False, error=f"{type(exc).__name__}: {exc}")
-        return timer.record(request_id, arm, prompt_tokens=int(usage.get("prompt_tokens", 0)),
-                            output_tokens=int(usage.get("completion_tokens", len(timer.parts))),
-                            empty_error="no tokens streamed")
+        record = timer.record(request_id, arm, prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                              output_tokens=int(usage.get("completion_tokens", len(timer.parts))),
+                              empty_error="no tokens streamed")
+        return replace(record, recipe=headers.get("x-ragtrim-recipe", ""))
 
 
 _DEFAULT_ON_SWITCHES = frozenset({"enable_prefix_caching", "enable_chunked_prefill"})
@@ -249,16 +257,18 @@ async def _sse_events(reader: asyncio.StreamReader) -> AsyncIterator[str]:
 
 
 def start_vllm_server(
-    *, model: str, port: int, extra_args: Sequence[str] = (), log_path: str | None = None
+    *, model: str, port: int, extra_args: Sequence[str] = (), log_path: str | None = None, detached: bool = False
 ) -> subprocess.Popen[bytes]:
-    """Start ``vllm serve`` on loopback; the caller waits with ``OpenAICompletionsBackend.ready`` and terminates it."""
+    """Start ``vllm serve`` on loopback; the caller waits with ``OpenAICompletionsBackend.ready`` and terminates it.
+    ``detached``: in a process session of its own, so that it outlives the command that started it."""
     cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model, "--host", "127.0.0.1",
            "--port", str(port), *extra_args]
     if not log_path:
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                env=dict(os.environ))
+                                env=dict(os.environ), start_new_session=detached)
     with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ),
+                                start_new_session=detached)
 
 
 class TransformersBackend:

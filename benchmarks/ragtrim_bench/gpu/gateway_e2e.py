@@ -25,8 +25,14 @@ gateway's own time and the trim. Single requests (one at a time; each one's TTFT
 mean and its stages'; the upstream's mean time to first event; from its ``/metrics``) is under
 ``single.<arm>.gateway`` (an ``auto`` arm's choices over them and its learned prefill cost under
 ``single.<arm>.auto``), and over the whole run
-under ``gateways_whole_run``. Writes ``$OUT/gpu_gateway.json``; every gateway logs to
+under ``gateways_whole_run``. A gateway arm's choice for each single request (its ``x-ragtrim-recipe`` header) is
+under ``single.<arm>.recipes_in_order``, beside its TTFT. Writes ``$OUT/gpu_gateway.json``; every gateway logs to
 ``$OUT/gateways.log``.
+
+vLLM takes minutes to start on a fresh machine. ``--start-vllm PORT_FILE`` starts it alone, in a process session of
+its own, waits until it answers and leaves it running; a later command then measures against it with
+``--vllm-port`` (``run_e2e.sh vllm``, then ``run_e2e.sh latency``), so the start and the measurement each get a
+command's whole time limit.
 """
 
 from __future__ import annotations
@@ -158,6 +164,8 @@ async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any
                                                                    max_tokens=args.max_tokens, prompt_offset=8),
                                            arm=name)
         single[name] = timed(records, duration) | {"ttft_ms_in_order": [round(r.ttft_ms, 2) for r in records]}
+        if any(r.recipe for r in records):  # what the gateway chose for each (``x-ragtrim-recipe``), in order
+            single[name]["recipes_in_order"] = [r.recipe for r in records]
         if name != "direct" and single[name].get("p50_ttft_ms"):
             single[name]["p50_ttft_gain"] = single["direct"]["p50_ttft_ms"] / single[name]["p50_ttft_ms"]
             single[name]["p99_ttft_gain"] = single["direct"]["p99_ttft_ms"] / single[name]["p99_ttft_ms"]
@@ -212,6 +220,35 @@ def start_gateway(name: str, arm: Arm, vllm_port: int, args: argparse.Namespace,
     return proc, port
 
 
+ENGINE: dict[str, Any] = {"dtype": "bfloat16", "max_model_len": 4096, "gpu_memory_utilization": 0.85, "seed": 0,
+                          "max_num_batched_tokens": 8192, "load_format": "dummy",
+                          "compilation_config": {"max_cudagraph_capture_size": 1024}}
+"""The engine every arm is measured against: the 12B shape, dummy weights, CUDA graphs up to 1,024 tokens."""
+
+
+def start_vllm_detached(args: argparse.Namespace) -> int:
+    """``vllm serve`` with ``ENGINE`` in a process session of its own, so that it outlives this command (vLLM takes
+    minutes to start; a later command measures against it with ``--vllm-port``). Waits until it answers, then writes
+    its port to ``args.start_vllm``; exits 1, the server stopped, when it does not answer within the budget."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    os.environ["VLLM_SERVER_DEV_MODE"] = "1"
+    server = start_vllm_server(model=args.model, port=port, extra_args=engine_cli_args(ENGINE),
+                               log_path=str(out / "vllm_server.log"), detached=True)
+    started = time.perf_counter()
+    try:
+        asyncio.run(OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{port}", model=args.model)
+                    .ready(args.budget_s))
+    except TimeoutError as exc:
+        stop_process(server, timeout_s=30)
+        print(f"vllm serve did not answer: {exc}", file=sys.stderr)
+        return 1
+    Path(args.start_vllm).write_text(str(port), encoding="utf-8")
+    print(json.dumps({"vllm_port": port, "pid": server.pid, "ready_s": round(time.perf_counter() - started, 1)}))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/ragtrim-gpu-out"))
@@ -227,7 +264,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=540.0)
     parser.add_argument("--rates", default="", help="arm=r1/r2/... pairs, comma-separated, replacing those arms' "
                         "ladder rates (requests per second; 'direct' is vLLM alone)")
+    parser.add_argument("--start-vllm", metavar="PORT_FILE", default=None,
+                        help="only start vllm serve in its own process session, wait until it answers, write its "
+                        "port to PORT_FILE and leave it running (for a later run with --vllm-port)")
+    parser.add_argument("--vllm-port", type=int, default=None,
+                        help="measure against the vllm serve already listening on this port (started with "
+                        "--start-vllm) instead of starting one; it is left running")
     args = parser.parse_args(argv)
+    if args.start_vllm:
+        return start_vllm_detached(args)
     try:
         override = parse_rates(args.rates)
     except ValueError as exc:
@@ -239,17 +284,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     deadline = time.time() + args.budget_s - 40
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    engine = {"dtype": "bfloat16", "max_model_len": 4096, "gpu_memory_utilization": 0.85, "seed": 0,
-              "max_num_batched_tokens": 8192, "load_format": "dummy",
-              "compilation_config": {"max_cudagraph_capture_size": 1024}}
+    engine = ENGINE
     arms: dict[str, Any] = {n: vars(ARMS[n]) | ({"rates": list(override[n])} if n in override else {}) for n in names}
     if "direct" in override:
         arms["direct"] = {"rates": list(override["direct"])}
     result: dict[str, Any] = {"benchmark": "gpu_gateway", "engine": engine, "arms": arms, "errors": []}
-    vllm_port = free_port()
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # POST /reset_prefix_cache between ladder steps
-    server = start_vllm_server(model=args.model, port=vllm_port, extra_args=engine_cli_args(engine),
-                               log_path=str(out / "vllm_server.log"))
+    if args.vllm_port is None:
+        vllm_port = free_port()
+        server = start_vllm_server(model=args.model, port=vllm_port, extra_args=engine_cli_args(engine),
+                                   log_path=str(out / "vllm_server.log"))
+    else:
+        vllm_port, server = args.vllm_port, None
+        result["vllm"] = f"already serving on port {vllm_port} (started with --start-vllm)"
     log = open(out / "gateways.log", "ab")  # noqa: SIM115 - kept open for the children's lifetime
     procs = {name: start_gateway(name, ARMS[name], vllm_port, args, log) for name in names}
     direct_backend = OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{vllm_port}", model=args.model)
@@ -268,7 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for proc, _ in procs.values():
             stop_process(proc, timeout_s=30)
-        stop_process(server, timeout_s=30)
+        if server is not None:
+            stop_process(server, timeout_s=30)
         log.close()
     write_result(out / "gpu_gateway.json", result, command=command_line(__spec__.name, argv),
                  packages=["vllm", "starlette", "uvicorn", "aiohttp", "onnxruntime", "torch"])

@@ -21,6 +21,8 @@ class RequestRecord:
     itl_ms: tuple[float, ...] = field(default=())
     output_text: str = ""
     error: str = ""
+    recipe: str = ""
+    """What ``ragtrim serve`` chose for the request (its ``x-ragtrim-recipe`` header); empty from other servers."""
 
     @property
     def tpot_ms(self) -> float:

@@ -34,7 +34,12 @@
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh latency ragtrim serve (the default recipe on the GPU and on the CPU only, 4x and
 #                                              8x; trim.scorer = "auto" on the CPU) in front of vllm serve vs vLLM
 #                                              alone: single requests and the ladder (gateway_e2e.py --arms ...);
-#                                              setup included, about 7 minutes, 6 files in $OUT
+#                                              setup included, about 7 minutes, 6 files in $OUT; after the vllm
+#                                              step it measures against the vLLM that step left running
+#   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh vllm    start vllm serve (the 12B shape) in its own process session and wait until
+#                                              it answers (VLLM_WAIT_S, 540), leaving it running for the next
+#                                              calls' latency step: the start (4 to 6 minutes) and the
+#                                              measurement then each get a whole call
 # ../shared/gpu/stage.sh's and stage_e2e.sh's pieces take about 19 calls; stage_light.sh's 7 to 10 (/tmp/gl: no
 # GGUF, the 12B folder written on the CPU machine), enough for every step here.
 # cost and workers run without vLLM: VLLM=0 bash benchmarks/ragtrim_bench/gpu/run_e2e.sh cost (and workers) after
@@ -59,7 +64,7 @@ if [ ! -f $model ] && [ -f /tmp/g/model.int8.onnx ]; then cp /tmp/g/model.int8.o
 if [ ! -d /tmp/g ] && ls /tmp/ge/e2e.part.* > /dev/null 2>&1; then
   mkdir -p /tmp/g && cat /tmp/ge/e2e.part.* | tar xJf - -C /tmp/g || { echo "unpacking /tmp/ge failed" >&2; exit 1; }
 fi
-step=${1:?usage: run_e2e.sh setup|host|serve|gateway|cost|gc|prepare|workers|latency}
+step=${1:?usage: run_e2e.sh setup|host|serve|gateway|cost|gc|prepare|workers|vllm|latency}
 out=${OUT:?OUT must name the output folder}
 # VLLM=0 (cost and workers need no vLLM): only the e2e pieces travel, no vLLM is installed and the model folders are
 # not written; a later step without it does the whole set-up
@@ -121,12 +126,19 @@ case $step in
       python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" --count-threads 1 \
         -o "$out/stage_cost_h200_cuda_count_caller.json"; } > "$out/cost.log" 2>&1
     grep -v -i warn "$out/cost.log" | grep -E "^[a-z]|cold p50|model pass|relevance|count input" | head -40 ;;
+  vllm)
+    python3 -m ragtrim_bench.gpu.gateway_e2e --out /tmp/vllm-out --start-vllm /tmp/vllm-out/port \
+      --budget-s ${VLLM_WAIT_S:-540} 2>&1 | grep -v -i warn | tail -5
+    cp /tmp/vllm-out/vllm_server.log "$out/" ;;
   latency)
     nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv > "$out/gpus.txt" 2>&1
     lscpu | grep -E "Model name|^CPU\(s\)" >> "$out/gpus.txt"
+    attach=()
+    if [ -f /tmp/vllm-out/port ]; then attach=(--vllm-port "$(cat /tmp/vllm-out/port)"); fi
     python3 -m ragtrim_bench.gpu.gateway_e2e --out "$out" --arms ${ARMS:-gpu-4x,gpu-8x,cpu-4x,cpu-8x,cpu-auto-4x} \
-      --single ${SINGLE:-50} --step-s ${STEP_S:-5} --budget-s ${BUDGET_S:-420} --rates "${RATES:-}" \
+      --single ${SINGLE:-50} --step-s ${STEP_S:-5} --budget-s ${BUDGET_S:-420} --rates "${RATES:-}" "${attach[@]}" \
       > "$out/latency.log" 2>&1
+    if [ -f /tmp/vllm-out/port ]; then cp /tmp/vllm-out/vllm_server.log "$out/"; fi
     grep -v -i warn "$out/latency.log" | tail -60 ;;
   gc)
     { python3 -m ragtrim_bench.serve.gc_pauses --requests ${GC_REQUESTS:-2000} -o "$out/gc_pauses_h200_cuda.json"

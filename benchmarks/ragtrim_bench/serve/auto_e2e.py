@@ -21,7 +21,9 @@ arms share the host's noise. TTFT runs from send to the first streamed token at 
 includes the gateway's own time and the trim. The auto arm's choices are read from its ``/metrics``
 (``ragtrim_serve_auto_recipe_total``) and its learned prefill cost (``ragtrim_serve_prefill_ms_per_token``); each
 gateway's own split of the timed requests (``gateways``: its preparation with the trim, the upstream's time to first
-event, and what is left of the client's mean TTFT) from its ``/metrics`` before and after them.
+event, and what is left of the client's mean TTFT) from its ``/metrics`` before and after them. Per request, each
+gateway arm's TTFT minus ``direct``'s on the same request, by the recipe the gateway chose for it (its
+``x-ragtrim-recipe`` header; ``against_direct_by_recipe``): which choices, if any, made a request slower.
 The claim under test: auto's TTFT is never above direct's (p50 and p99 gain >= 1), nor above notrim's by more than
 its own cost of deciding.
 
@@ -149,7 +151,7 @@ def rest_ms(client_mean_ttft_ms: float | None, gateway: dict[str, Any]) -> float
     prepare, upstream = gateway.get("mean_prepare_ms"), gateway.get("mean_upstream_ttft_ms")
     if client_mean_ttft_ms is None or prepare is None or upstream is None:
         return None
-    return client_mean_ttft_ms - prepare - upstream
+    return float(client_mean_ttft_ms - prepare - upstream)
 
 
 def _summary(ttfts: Sequence[float], failed: int) -> dict[str, Any]:
@@ -202,6 +204,7 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
         failed = {name: 0 for name in arms_run}
         errors: list[str] = []
         before: dict[str, str] = {}
+        seen: dict[tuple[str, int], dict[str, tuple[float, str]]] = {}  # (phase, k) -> arm -> (TTFT, recipe)
         for phase, count, offset in (("learn", config.learn, 0), ("timed", config.requests, config.learn)):
             if phase == "timed":
                 before = {name: metrics_text(port) for name, port in ports.items()}
@@ -214,6 +217,7 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
                                                            arm=name)
                     if record.success:
                         (learning if phase == "learn" else timed)[name].append(record.ttft_ms)
+                        seen.setdefault((phase, k), {})[name] = (record.ttft_ms, record.recipe)
                     elif phase == "timed":
                         failed[name] += 1
                         errors.append(f"{name}: {record.error[:200]}")
@@ -236,7 +240,26 @@ async def _speed(per_1k: float, config: AutoE2EConfig, direct_rows: Sequence[tup
                 arms[name][f"{q}_gain_vs_{ref}"] = theirs / mine if mine and theirs else None
     return {"per_1k_ms": per_1k, "base_ms": config.base_ms, "arms": arms,
             "learning_phase": {name: _summary(learning[name], 0) for name in arms_run},
-            "auto": auto_seen, "auto_prior": prior_seen, "gateways": gateways, "errors": errors[:20]}
+            "auto": auto_seen, "auto_prior": prior_seen, "gateways": gateways,
+            "against_direct_by_recipe": against_direct(seen), "errors": errors[:20]}
+
+
+def against_direct(seen: dict[tuple[str, int], dict[str, tuple[float, str]]]) -> dict[str, Any]:
+    """Each gateway arm's TTFT minus ``direct``'s on the same request, grouped by the recipe the gateway chose for it
+    (its ``x-ragtrim-recipe`` header), per phase: how many, how many were slower than sending the request straight
+    to the upstream, and the median and largest difference in ms."""
+    diffs: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for (phase, _), arms in seen.items():
+        if "direct" not in arms:
+            continue
+        base = arms["direct"][0]
+        for name, (ttft, recipe) in arms.items():
+            if name != "direct":
+                diffs.setdefault(name, {}).setdefault(phase, {}).setdefault(recipe or "?", []).append(ttft - base)
+    return {name: {phase: {recipe: {"n": len(d), "slower": sum(x > 0 for x in d),
+                                    "median_ms": percentile(d, 50), "max_ms": max(d)}
+                           for recipe, d in sorted(by.items())} for phase, by in phases.items()}
+            for name, phases in diffs.items()}
 
 
 def rows(config: AutoE2EConfig) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -290,6 +313,11 @@ def report(result: dict[str, Any]) -> str:
             if s.get(key) is not None:
                 learned = s[key]["learned_prefill_ms_per_token"]
                 lines.append(f"|  | {arm} chose | {s[key]['choices']}; learned {f(learned, '.4f')} ms per token | | |")
+        for name, phases in s.get("against_direct_by_recipe", {}).items():
+            for phase, by in phases.items():
+                cells = "; ".join(f"{r}: {d['slower']} of {d['n']} slower, median {d['median_ms']:+.1f}, max "
+                                  f"{d['max_ms']:+.1f} ms" for r, d in by.items())
+                lines.append(f"|  | {name} - direct, same request ({phase}) | {cells} | | |")
     return "\n".join(lines)
 
 

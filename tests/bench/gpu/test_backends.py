@@ -23,7 +23,8 @@ async def _fake_server(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
     elif body.get("prompt") == "fail":
         writer.write(b"HTTP/1.1 400 Bad Request\r\n\r\n{\"error\": \"bad prompt\"}")
     else:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+        recipe = b"X-Ragtrim-Recipe: bm25\r\n" if body.get("prompt") == "gateway" else b""
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n" + recipe + b"\r\n")
         for tok in ["Pa", "ris", "."]:
             writer.write(f"data: {json.dumps({'choices': [{'text': tok}]})}\n\n".encode())
             await writer.drain()
@@ -54,6 +55,16 @@ def test_streaming_ttft_and_tokens() -> None:
     assert (rec.prompt_tokens, rec.output_tokens) == (7, 3)
     assert 0 < rec.ttft_ms < rec.e2e_ms
     assert len(rec.itl_ms) == 2 and all(x > 5 for x in rec.itl_ms)
+
+
+def test_the_gateways_recipe_header_is_recorded() -> None:
+    async def go(b: OpenAICompletionsBackend):  # type: ignore[no-untyped-def]
+        return await b.complete("g", "gateway", max_tokens=3, arm="a"), await b.complete("v", "vllm", max_tokens=3,
+                                                                                            arm="a")
+
+    from_gateway, from_vllm = asyncio.run(_with_server(go))
+    assert from_gateway.success and from_gateway.recipe == "bm25"
+    assert from_vllm.success and from_vllm.recipe == ""
 
 
 def test_http_error_is_recorded_not_raised() -> None:

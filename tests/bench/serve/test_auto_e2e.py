@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from ragtrim_bench.serve.auto_e2e import AutoE2EConfig, gateway_stats, measure, report, rest_ms, rows
+from ragtrim_bench.serve.auto_e2e import (
+    AutoE2EConfig,
+    against_direct,
+    gateway_stats,
+    measure,
+    report,
+    rest_ms,
+    rows,
+)
 
 
 def test_auto_learns_the_upstream_and_stops_cleaning_only(shared_data: object) -> None:
@@ -18,7 +26,22 @@ def test_auto_learns_the_upstream_and_stops_cleaning_only(shared_data: object) -
     assert choices.get("clean:not_learned", 0) >= 20
     assert sum(n for key, n in choices.items() if not key.endswith(":not_learned")) >= 2
     assert all(a["failed"] == 0 and a["n"] == 2 for a in speed["arms"].values())
-    assert "auto chose" in report(result)
+    by_recipe = speed["against_direct_by_recipe"]["auto"]  # from each response's x-ragtrim-recipe header
+    assert by_recipe["learn"]["clean"]["n"] == choices["clean:not_learned"]
+    assert sum(d["n"] for d in by_recipe["timed"].values()) == 2
+    assert "auto chose" in report(result) and "auto - direct, same request (learn)" in report(result)
+
+
+def test_against_direct_groups_each_requests_difference_by_recipe() -> None:
+    seen = {("learn", 0): {"direct": (100.0, ""), "auto": (104.0, "clean")},
+            ("timed", 1): {"direct": (100.0, ""), "auto": (60.0, "fast")},
+            ("timed", 2): {"direct": (90.0, ""), "auto": (95.0, "fast"), "notrim": (93.0, "")},
+            ("timed", 3): {"auto": (50.0, "fast")}}  # direct failed: no pair
+    out = against_direct(seen)
+    assert out["auto"]["learn"] == {"clean": {"n": 1, "slower": 1, "median_ms": 4.0, "max_ms": 4.0}}
+    assert out["auto"]["timed"]["fast"]["n"] == 2 and out["auto"]["timed"]["fast"]["slower"] == 1
+    assert out["auto"]["timed"]["fast"]["max_ms"] == 5.0
+    assert out["notrim"] == {"timed": {"?": {"n": 1, "slower": 1, "median_ms": 3.0, "max_ms": 3.0}}}
 
 
 def test_config_is_checked() -> None:
