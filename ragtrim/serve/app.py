@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from ragtrim._util import gcfreeze
+from ragtrim._util import gcclock, gcfreeze
 from ragtrim._util.redact import get_logger
 from ragtrim.errors import ConfigError, RagtrimError, require
 
@@ -139,6 +139,7 @@ class Gateway:
             if hup:  # signal handlers can only be set from the main thread (a server run by `ragtrim serve`)
                 asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload)
             await run_in_threadpool(self.warm_up)
+            gcclock.install()  # times the collector's stops: /metrics, and each request's share in the log
             frozen = self.config.serve.freeze_gc  # read once: a reload cannot change it (RESTART_ONLY)
             if frozen:
                 count = gcfreeze.freeze_start_up()
@@ -150,6 +151,7 @@ class Gateway:
                     asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
                 if frozen:
                     gcfreeze.release()
+                gcclock.uninstall()
                 await self.aclose()
 
         return Starlette(routes=[

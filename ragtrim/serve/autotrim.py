@@ -143,6 +143,16 @@ class PrefillModel:
         return float(hi - lo)
 
 
+def warm_up_fit() -> None:
+    """Fit a throwaway model of ``MIN_OBSERVATIONS`` made-up requests: numpy's percentile and median take
+    milliseconds on their first call in a process (tens on some hosts), which would otherwise land on the request
+    that brings the gateway's ``MIN_OBSERVATIONS``-th observation."""
+    model = PrefillModel()
+    for i in range(MIN_OBSERVATIONS):
+        model.observe(64 << (i % 8), 10.0 + i)
+    model.per_token_ms()
+
+
 def theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
     """``(intercept, slope)`` of the Theil-Sen line through the points: the median slope over all pairs with
     different x, and the median of ``y - slope * x``; None when all x are equal."""
@@ -223,12 +233,14 @@ class AutoTrim:
                 self.recipe_cost.labels(recipe).set(expected)
 
     def warm_up(self, tokenizer: Any = None) -> None:
-        """Measure the recipes this host can run (once; the gateway calls it before taking requests)."""
+        """Measure the recipes this host can run and run the fit once (once; the gateway calls it before taking
+        requests)."""
         with self._lock:
             if self._calibrated:
                 return
             self.costs.calibrate([r for r in self._recipes() if r != "clean"], build=recipe_pipeline,
                                  tokenizer=tokenizer)
+            warm_up_fit()
             self._calibrated = True
         for recipe in self._recipes():
             expected = self.costs.expected_ms(recipe, 1)

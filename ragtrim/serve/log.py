@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from ragtrim._util import gcclock
 from ragtrim._util.redact import redact
 from ragtrim.serve.admission import Identity
 from ragtrim.serve.render import Prepared
@@ -56,6 +57,7 @@ class Record:
     error: str = ""
     error_code: str | None = None
     error_client_text: bool = False
+    gc_paused_s: float = field(default_factory=gcclock.paused_s)  # the process's GC stops so far, at the start
     extra: dict[str, Any] = field(default_factory=dict)
 
     def fail(self, exc: GatewayError) -> None:
@@ -93,8 +95,13 @@ class RequestLog:
                 "trim": round(p.trim_ms, 3) if p else None,
                 "queue": round(rec.queue_ms, 3),
                 "upstream_ttft": round(rec.upstream_ttft_ms, 3) if rec.upstream_ttft_ms is not None else None,
+                "gc": round((gcclock.paused_s() - rec.gc_paused_s) * 1000, 3),
             },
         }
+        if p is not None and p.trim_stage_seconds:  # the documents' trim: "pipeline" (all of it), then each stage
+            e["timings_ms"]["trim_stages"] = {stage: round(s * 1000, 3) for stage, s in p.trim_stage_seconds}
+        if p is not None and p.recipe:  # trim.scorer = "auto": what it chose for this request, and why
+            e["recipe"] = {"name": p.recipe, "reason": p.recipe_reason}
         if p is not None:
             model = p.body.get("model")
             e["model"] = model if self.log_text else identifier_or_redacted(model)

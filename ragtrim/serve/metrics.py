@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ragtrim._util import gcclock
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -39,6 +45,25 @@ class GatewayMetrics:
                               ["endpoint", "status", "code"], registry=r)
         self.reloads = Counter("ragtrim_serve_config_reloads", "Config reloads on SIGHUP by result (applied, refused)",
                                ["result"], registry=r)
+        r.register(_GCPauses())
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _GCPauses(Collector):
+    """The garbage collector's stops of the whole process (``ragtrim._util.gcclock``), read at each scrape: every
+    thread waits while one runs, so a full collection's length lands on the requests in flight."""
+
+    def collect(self) -> Iterator[Metric]:
+        count = CounterMetricFamily("ragtrim_serve_gc_collections", "Garbage collections of the gateway's process, "
+                                    "by generation (2: full)", labels=["generation"])
+        seconds = CounterMetricFamily("ragtrim_serve_gc_pause_seconds", "Time the garbage collector stopped the "
+                                      "gateway's process, by generation", labels=["generation"])
+        longest = GaugeMetricFamily("ragtrim_serve_gc_longest_pause_seconds", "The longest stop of one collection "
+                                    "so far, by generation", labels=["generation"])
+        for generation, n, total, most in gcclock.totals():
+            count.add_metric([str(generation)], n)
+            seconds.add_metric([str(generation)], total)
+            longest.add_metric([str(generation)], most)
+        yield from (count, seconds, longest)

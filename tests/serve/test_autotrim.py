@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,7 +12,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from ragtrim.recipes import RecipeCosts
-from ragtrim.serve.autotrim import BANDS_PER_OCTAVE, MIN_OBSERVATIONS, AutoTrim, PrefillModel, theil_sen
+from ragtrim.serve.autotrim import (
+    BANDS_PER_OCTAVE,
+    MIN_OBSERVATIONS,
+    MIN_SPREAD_TOKENS,
+    AutoTrim,
+    PrefillModel,
+    theil_sen,
+)
+from tests.serve.conftest import read_log
 
 CHAT = "/v1/chat/completions"
 
@@ -209,6 +218,32 @@ class TestAutoTrimChoice:
         auto.observe_request(streamed, 30.0, "ok")
         assert auto.prefill.observations == 1
 
+    def test_warm_up_runs_the_fit_once_before_any_request(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """numpy's percentile and median are slow on their first call in a process: the gateway's warm-up makes
+        that call, so the request that brings the fit its first ``MIN_OBSERVATIONS`` observations does not."""
+        from ragtrim.serve import autotrim
+
+        fits: list[int] = []
+        spreads: list[float] = []
+        real_spread = PrefillModel.spread_tokens
+
+        def counted(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+            fits.append(len(x))
+            return theil_sen(x, y)
+
+        def spread(model: PrefillModel) -> float:
+            spreads.append(real_spread(model))
+            return spreads[-1]
+
+        monkeypatch.setattr(autotrim, "theil_sen", counted)
+        monkeypatch.setattr(PrefillModel, "spread_tokens", spread)
+        monkeypatch.setattr(RecipeCosts, "calibrate", lambda *a, **k: None)
+        auto = AutoTrim(registry=CollectorRegistry(), recipes=lambda: ("bm25", "clean"))
+        auto.warm_up()
+        auto.warm_up()
+        assert len(fits) == 1 and fits[0] >= 2 and spreads and spreads[0] >= MIN_SPREAD_TOKENS
+        assert auto.prefill.observations == 0  # the made-up requests stay out of the gateway's own fit
+
     def test_metrics_count_choices(self) -> None:
         registry = CollectorRegistry()
         auto = auto_with({"bm25": 0.002}, registry)
@@ -278,9 +313,10 @@ class TestGatewayLearnsAndChooses:
         httpx.post(gw.url + CHAT, json={"model": "m", "messages": [{"role": "user", "content": "q"}]})
         assert g.auto.in_flight == 0
 
-    def test_with_a_prior_the_first_streamed_request_teaches_then_trims(self, fake: Any, gateway: Any) -> None:
+    def test_with_a_prior_the_first_streamed_request_teaches_then_trims(self, fake: Any, gateway: Any,
+                                                                        tmp_path: Path) -> None:
         up = fake(base_ms=2, per_1k_ms=400)
-        gw, g = gateway({"upstream": {"url": up.url + "/v1"},
+        gw, g = gateway({"upstream": {"url": up.url + "/v1"}, "log": {"path": str(tmp_path / "requests.jsonl")},
                          "trim": {"budget": 0.25, "scorer": "auto", "prefill_ms_per_token": 0.4}})
         body = {"model": "m", "stream": True, "documents": DOCS,
                 "messages": [{"role": "user", "content": "when did the tower open"}]}
@@ -293,6 +329,12 @@ class TestGatewayLearnsAndChooses:
         assert g.auto.prefill.spread_tokens() >= 256  # the untrimmed size beside the trimmed ones
         metrics = httpx.get(gw.url + "/metrics").text
         assert 'ragtrim_serve_auto_recipe_total{recipe="clean",why="learning"} 1.0' in metrics
+        logged = read_log(tmp_path / "requests.jsonl", 3)  # each request's choice and reason, and its trim's stages
+        assert [e["recipe"]["name"] for e in logged] == recipes
+        assert "learning" in logged[0]["recipe"]["reason"] and "pays" not in logged[0]["recipe"]["reason"]
+        stages = logged[1]["timings_ms"]["trim_stages"]
+        assert {"pipeline", "relevance", "budget"} <= set(stages)
+        assert 0 < stages["relevance"] <= stages["pipeline"] <= logged[1]["timings_ms"]["trim"]
 
     def test_fast_upstream_is_not_trimmed(self, fake: Any, gateway: Any) -> None:
         up = fake(base_ms=2, per_1k_ms=0.001)  # prefill costs nothing: trimming never pays

@@ -511,6 +511,9 @@ class TestObservability:
         assert first["documents"] == {"received": 4, "kept": 1}
         assert first["tokens"]["documents_before"] > first["tokens"]["documents_after"] > 0
         assert first["tokens"]["completion"] == 8
+        assert first["timings_ms"]["trim_stages"]["pipeline"] <= first["timings_ms"]["trim"]
+        assert "recipe" not in first  # chosen per request only with trim.scorer = "auto"
+        assert "trim_stages" not in lines[1]["timings_ms"]  # no documents: nothing was trimmed
         assert lines[1]["request_id"] == "mine-1" and lines[1]["stream"] is True
         assert "France" not in path.read_text() and "sk-alice" not in path.read_text()
 

@@ -12,7 +12,7 @@ its own port; the gateways start while vLLM does. Arms (``ARMS``): ``gpu-4x`` / 
 same with the gateway's process denied the GPU (``CUDA_VISIBLE_DEVICES=""``: int8 MiniLM on the host's CPU);
 ``cpu-auto-4x``: ``trim.scorer = "auto"`` on the CPU, which trims only as far as it pays, starting from
 ``trim.prefill_ms_per_token`` = ``--prefill-ms-per-token`` and learning the rest; ``bm25-4x``: BM25 with the GPU visible;
-``gpu-4x-nofreeze`` / ``cpu-4x-nofreeze``: ``gpu-4x`` / ``cpu-4x`` with ``[serve] freeze_gc = false``.
+``gpu-4x-nofreeze`` / ``cpu-4x-nofreeze`` / ``cpu-auto-4x-nofreeze``: those arms with ``[serve] freeze_gc = false``.
 The harness's OpenAI-compatible streaming client sends the same golden questions to each:
   direct    vLLM, the untrimmed prompt
   <arm>     that gateway, the prompt with the passages inside ``<context>...</context>``; the gateway trims them in
@@ -32,7 +32,8 @@ under ``single.<arm>.recipes_in_order``, beside its TTFT. Writes ``$OUT/gpu_gate
 vLLM takes minutes to start on a fresh machine. ``--start-vllm PORT_FILE`` starts it alone, in a process session of
 its own, waits until it answers and leaves it running; a later command then measures against it with
 ``--vllm-port`` (``run_e2e.sh vllm``, then ``run_e2e.sh latency``), so the start and the measurement each get a
-command's whole time limit.
+command's whole time limit. ``--fake-upstream-ms-per-1k`` puts ragtrim's fake upstream (a prefill time that grows
+with the prompt) in vLLM's place: the gateways' own time per request, on any host, with no model.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from ragtrim_bench.gpu.load import LoadSpec, run_load
 from ragtrim_bench.gpu.metrics import summarize_records, throughput_at_slo
 from ragtrim_bench.gpu.prompts import INSTRUCTION, context_block, format_prompt
 from ragtrim_bench.serve.auto_e2e import auto_metrics, gateway_stats, metrics_text
-from ragtrim_bench.serve.load import free_port, stop_process
+from ragtrim_bench.serve.load import free_port, launch, stop_process
 
 GATEWAY_TOML = """
 [upstream]
@@ -98,7 +99,7 @@ ARMS: dict[str, Arm] = {
     "cpu-auto-4x": Arm(0.25, "auto", False, (8, 16, 32, 48)),
     "bm25-4x": Arm(0.25, "bm25", True, (8, 16, 32, 48, 64)),
 }
-ARMS |= {f"{name}-nofreeze": replace(ARMS[name], freeze_gc=False) for name in ("gpu-4x", "cpu-4x")}
+ARMS |= {f"{name}-nofreeze": replace(ARMS[name], freeze_gc=False) for name in ("gpu-4x", "cpu-4x", "cpu-auto-4x")}
 DIRECT_RATES = (4, 8, 12, 16)
 
 
@@ -118,10 +119,34 @@ def parse_rates(spec: str) -> dict[str, tuple[float, ...]]:
     return out
 
 
-def gateway_config(arm: Arm, vllm_port: int, prefill_ms_per_token: float) -> str:
+def gateway_config(arm: Arm, vllm_port: int, prefill_ms_per_token: float, log_path: Path | None = None) -> str:
+    """``log_path``: the gateway's request log (``[log] path``: each request's trim, its stages and ``auto``'s
+    choice)."""
     extra = f"prefill_ms_per_token = {prefill_ms_per_token}\n" if arm.scorer == "auto" else ""
     serve = "" if arm.freeze_gc else "\n[serve]\nfreeze_gc = false\n"
-    return GATEWAY_TOML.format(vllm_port=vllm_port, budget=arm.budget, scorer=arm.scorer, extra=extra) + serve
+    log = f"\n[log]\npath = {json.dumps(str(log_path))}\n" if log_path is not None else ""
+    return GATEWAY_TOML.format(vllm_port=vllm_port, budget=arm.budget, scorer=arm.scorer, extra=extra) + serve + log
+
+
+def logged_requests(path: Path, n: int, *, skip: int = 0, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+    """Completion requests ``skip`` to ``skip + n`` of a gateway's request log (its readiness probes left out), each
+    cut to what the benchmark reads: the preparation (trim included), the upstream's time to first event, the garbage
+    collector's stops while it was in flight, the trim's stages and ``auto``'s choice. A line is written a moment after
+    its answer, so this waits for them up to ``timeout_s``, then returns what there is."""
+    deadline = time.monotonic() + timeout_s
+    entries: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        entries = [e for e in map(json.loads, lines) if e.get("endpoint") == "completions"]
+        if len(entries) >= skip + n:
+            break
+        time.sleep(0.05)
+    out = []
+    for entry in entries[skip:skip + n]:
+        t = entry.get("timings_ms", {})
+        out.append({"trim_ms": t.get("trim"), "upstream_ttft_ms": t.get("upstream_ttft"), "gc_ms": t.get("gc"),
+                    "trim_stages_ms": t.get("trim_stages"), "recipe": (entry.get("recipe") or {}).get("name")})
+    return out
 
 
 EMPTY = "no tokens streamed"
@@ -149,8 +174,9 @@ def prompts(n: int, offset: int) -> tuple[list[tuple[str, str]], list[tuple[str,
 
 
 async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any], ports: dict[str, int],
-                  result: dict[str, Any], deadline: float) -> None:
-    """Single requests, then the ladder, on every arm; ``ports``: each gateway's, for its /metrics."""
+                  result: dict[str, Any], deadline: float, logs: Path | None = None) -> None:
+    """Single requests, then the ladder (unless ``args.ladder`` is off), on every arm; ``ports``: each gateway's, for
+    its /metrics; ``logs``: the folder of their request logs (``<arm>.jsonl``)."""
     golden_direct, golden_wrapped = prompts(args.single + 8, 0)
     pool_direct, pool_wrapped = prompts(args.ladder_questions, 400)
     override = parse_rates(args.rates)
@@ -174,7 +200,12 @@ async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any
             single[name]["gateway"] = gateway_stats(text)
             if ARMS[name].scorer == "auto":  # its choices (a learning request among them) and learned cost
                 single[name]["auto"] = auto_metrics(text)
+            if logs is not None:  # each request's own split, from the gateway's request log, in the order sent
+                single[name]["requests"] = logged_requests(logs / f"{name}.jsonl", len(records),
+                                                           skip=LoadSpec(1).warmup_requests)
     result["single"] = single
+    if not args.ladder:
+        return
     ladder: dict[str, Any] = {}
     for name, (backend, _, rows, rates) in arms.items():
         steps: list[dict[str, Any]] = []
@@ -206,10 +237,12 @@ async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any
     result["gateways_whole_run"] = {name: gateway_stats(metrics_text(port)) for name, port in ports.items()}
 
 
-def start_gateway(name: str, arm: Arm, vllm_port: int, args: argparse.Namespace, log: Any) -> tuple[Any, int]:
+def start_gateway(name: str, arm: Arm, vllm_port: int, args: argparse.Namespace, log: Any,
+                  folder: Path) -> tuple[Any, int]:
+    """``folder``: where its config and its request log (``<name>.jsonl``) go."""
     port = free_port()
-    config = Path(tempfile.mkdtemp()) / f"{name}.toml"
-    config.write_text(gateway_config(arm, vllm_port, args.prefill_ms_per_token))
+    config = folder / f"{name}.toml"
+    config.write_text(gateway_config(arm, vllm_port, args.prefill_ms_per_token, folder / f"{name}.jsonl"))
     env = dict(os.environ)
     if not arm.gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -264,9 +297,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=540.0)
     parser.add_argument("--rates", default="", help="arm=r1/r2/... pairs, comma-separated, replacing those arms' "
                         "ladder rates (requests per second; 'direct' is vLLM alone)")
+    parser.add_argument("--ladder", action=argparse.BooleanOptionalAction, default=True,
+                        help="the Poisson ladder after the single requests (--no-ladder: single requests only)")
     parser.add_argument("--start-vllm", metavar="PORT_FILE", default=None,
                         help="only start vllm serve in its own process session, wait until it answers, write its "
                         "port to PORT_FILE and leave it running (for a later run with --vllm-port)")
+    parser.add_argument("--fake-upstream-ms-per-1k", type=float, default=None,
+                        help="measure against ragtrim's fake upstream (its prefill this many ms per 1,000 prompt "
+                        "tokens, plus 5) instead of vllm serve: the gateways' own time on any host, without vLLM's minutes of start")
     parser.add_argument("--vllm-port", type=int, default=None,
                         help="measure against the vllm serve already listening on this port (started with "
                         "--start-vllm) instead of starting one; it is left running")
@@ -290,7 +328,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         arms["direct"] = {"rates": list(override["direct"])}
     result: dict[str, Any] = {"benchmark": "gpu_gateway", "engine": engine, "arms": arms, "errors": []}
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # POST /reset_prefix_cache between ladder steps
-    if args.vllm_port is None:
+    if args.fake_upstream_ms_per_1k is not None:  # the gateways' own cost, without vLLM's minutes of start
+        vllm_port = free_port()
+        server = launch(["serve-fake-upstream", "--port", str(vllm_port), "--base-ms", "5", "--per-1k-ms",
+                         str(args.fake_upstream_ms_per_1k), "--output-tokens", str(args.max_tokens)])
+        result["vllm"] = (f"none: ragtrim serve-fake-upstream, 5 ms plus {args.fake_upstream_ms_per_1k:g} ms per "
+                          "1,000 prompt tokens to the first token")
+    elif args.vllm_port is None:
         vllm_port = free_port()
         server = start_vllm_server(model=args.model, port=vllm_port, extra_args=engine_cli_args(engine),
                                    log_path=str(out / "vllm_server.log"))
@@ -298,7 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         vllm_port, server = args.vllm_port, None
         result["vllm"] = f"already serving on port {vllm_port} (started with --start-vllm)"
     log = open(out / "gateways.log", "ab")  # noqa: SIM115 - kept open for the children's lifetime
-    procs = {name: start_gateway(name, ARMS[name], vllm_port, args, log) for name in names}
+    folder = Path(tempfile.mkdtemp(prefix="ragtrim-gateways-"))
+    procs = {name: start_gateway(name, ARMS[name], vllm_port, args, log, folder) for name in names}
     direct_backend = OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{vllm_port}", model=args.model)
     backends = {name: OpenAICompletionsBackend(base_url=f"http://127.0.0.1:{port}", model=args.model)
                 for name, (_, port) in procs.items()}
@@ -309,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(backend.ready(120))
         result["servers_ready_s"] = time.perf_counter() - started
         asyncio.run(measure(args, direct_backend, backends, {n: port for n, (_, port) in procs.items()}, result,
-                            deadline))
+                            deadline, folder))
     except Exception as exc:  # noqa: BLE001 - recorded: the file must still hold what finished
         result["errors"].append(f"{type(exc).__name__}: {exc}")
     finally:

@@ -35,7 +35,8 @@
 #                                              8x; trim.scorer = "auto" on the CPU) in front of vllm serve vs vLLM
 #                                              alone: single requests and the ladder (gateway_e2e.py --arms ...);
 #                                              setup included, about 7 minutes, 6 files in $OUT; after the vllm
-#                                              step it measures against the vLLM that step left running
+#                                              step it measures against the vLLM that step left running;
+#                                              LADDER=0: single requests only
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh vllm    start vllm serve (the 12B shape) in its own process session and wait until
 #                                              it answers (VLLM_WAIT_S, 540), leaving it running for the next
 #                                              calls' latency step: the start (4 to 6 minutes) and the
@@ -137,6 +138,7 @@ case $step in
     if [ -f /tmp/vllm-out/port ]; then attach=(--vllm-port "$(cat /tmp/vllm-out/port)"); fi
     python3 -m ragtrim_bench.gpu.gateway_e2e --out "$out" --arms ${ARMS:-gpu-4x,gpu-8x,cpu-4x,cpu-8x,cpu-auto-4x} \
       --single ${SINGLE:-50} --step-s ${STEP_S:-5} --budget-s ${BUDGET_S:-420} --rates "${RATES:-}" "${attach[@]}" \
+      $([ "${LADDER:-1}" = 0 ] && echo --no-ladder) \
       > "$out/latency.log" 2>&1
     if [ -f /tmp/vllm-out/port ]; then cp /tmp/vllm-out/vllm_server.log "$out/"; fi
     grep -v -i warn "$out/latency.log" | tail -60 ;;
