@@ -10,14 +10,14 @@ by one ``uninstall()``, and the last one removes it.
 from __future__ import annotations
 
 import gc
-import threading
 import time
 from typing import Any
 
+from ragtrim._util.shared_hold import SharedHold
+
 GENERATIONS = 3
 
-_lock = threading.Lock()
-_holders = 0
+_hold = SharedHold()
 _started: float | None = None
 _seconds = [0.0] * GENERATIONS
 _collections = [0] * GENERATIONS
@@ -38,24 +38,24 @@ def _callback(phase: str, info: dict[str, Any]) -> None:
         _longest[g] = max(_longest[g], took)
 
 
+def _add() -> None:
+    if _callback not in gc.callbacks:
+        gc.callbacks.append(_callback)
+
+
+def _remove() -> None:
+    if _callback in gc.callbacks:
+        gc.callbacks.remove(_callback)
+
+
 def install() -> None:
     """Start timing collections (the first holder adds the hook; later ones share it)."""
-    global _holders
-    with _lock:
-        if _holders == 0 and _callback not in gc.callbacks:
-            gc.callbacks.append(_callback)
-        _holders += 1
+    _hold.hold(_add)
 
 
 def uninstall() -> None:
     """Give up one holder's hook; the last one removes it (the totals stay)."""
-    global _holders
-    with _lock:
-        if _holders == 0:
-            return
-        _holders -= 1
-        if _holders == 0 and _callback in gc.callbacks:
-            gc.callbacks.remove(_callback)
+    _hold.release(_remove)
 
 
 def paused_s() -> float:

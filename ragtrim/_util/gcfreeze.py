@@ -16,35 +16,29 @@ tests, share one freeze).
 from __future__ import annotations
 
 import gc
-import threading
 
-_lock = threading.Lock()
-_holders = 0
+from ragtrim._util.shared_hold import SharedHold
+
+_hold = SharedHold()
+
+
+def _freeze() -> None:
+    gc.collect()
+    gc.freeze()
 
 
 def freeze_start_up() -> int:
     """Collect what is already garbage, then freeze every object still alive (the first holder only; later ones
     share that freeze). Returns how many objects are frozen now."""
-    global _holders
-    with _lock:
-        if _holders == 0:
-            gc.collect()
-            gc.freeze()
-        _holders += 1
-        return gc.get_freeze_count()
+    _hold.hold(_freeze)
+    return gc.get_freeze_count()
 
 
 def release() -> None:
     """Give up one holder's freeze; the last one hands the frozen objects back to the collector (``gc.unfreeze``)."""
-    global _holders
-    with _lock:
-        if _holders == 0:
-            return
-        _holders -= 1
-        if _holders == 0:
-            gc.unfreeze()
+    _hold.release(gc.unfreeze)
 
 
 def holders() -> int:
     """How many holders share the freeze now (0: nothing frozen by ragtrim)."""
-    return _holders
+    return _hold.holders
