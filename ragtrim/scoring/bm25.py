@@ -23,6 +23,7 @@ from ragtrim.components import Component, component, register
 from ragtrim.scoring.base import check_score_inputs as _check_inputs
 from ragtrim.scoring.registry import named_scorer
 from ragtrim.text.analyzer import run_bigrams, script_tokens
+from ragtrim.text.analyzer import warm_up as analyzer_warm_up
 from ragtrim.text.stem import light_stem
 from ragtrim.text.stopwords import QUESTION_WORDS
 from ragtrim.text.stopwords import STOPWORDS as _STOPWORDS
@@ -199,7 +200,9 @@ class BM25Scorer(Component):
         return "bm25" if self.analyzer == "script" else f"bm25-{self.analyzer}"
 
     def warm_up(self) -> None:
-        """Load kiwipiepy's model now (``analyzer="kiwi"``: seconds) rather than inside the first request."""
+        """Compile the script analyzer's patterns, and load kiwipiepy's model (``analyzer="kiwi"``: seconds), now
+        rather than inside the first request."""
+        analyzer_warm_up()
         if self.analyzer == "kiwi":
             _kiwi_tokens("워밍업", True)
 

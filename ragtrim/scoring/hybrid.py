@@ -16,6 +16,7 @@ from ragtrim.errors import ConfigError
 from ragtrim.scoring.base import Scorer, check_score_inputs, prefetch_scores, warm_up_scorers
 from ragtrim.scoring.registry import get_scorer, named_scorer, scorer_param
 from ragtrim.scoring.scripts import readable, scripts_read
+from ragtrim.text.scripts import warm_up as script_table_warm_up
 
 FusionMethod = Literal["rrf", "mix"]
 
@@ -127,6 +128,7 @@ class HybridScorer(Component):
         return self._resolved
 
     def warm_up(self) -> None:
+        script_table_warm_up()  # the table that tells which part reads a text (``_readers``), built once
         warm_up_scorers(self.parts())
 
     def prefetch(self, query: str, texts: Sequence[str]) -> None:

@@ -55,6 +55,12 @@ def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     return token, re.compile(rf"[^{marks}][{marks}]*")
 
 
+def warm_up() -> None:
+    """Compile the token patterns now (tens of milliseconds) rather than inside the first request with text that is
+    not plain ASCII."""
+    _patterns()
+
+
 def bigrams(run: str) -> list[str]:
     """Overlapping character pairs of ``run``; a run of one character is its own token."""
     if len(run) < 2:

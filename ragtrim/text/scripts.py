@@ -63,6 +63,11 @@ def _table() -> dict[int, str | None]:
     return table
 
 
+def warm_up() -> None:
+    """Build the script table now rather than inside the first request with text that is not plain ASCII."""
+    _table()
+
+
 def script_shares(text: str, max_chars: int = 512) -> dict[str, float]:
     """The share of each script among the letters of ``text[:max_chars]``, largest first (``{}`` when there is no
     letter). Latin-script languages are not told apart."""

@@ -188,3 +188,15 @@ def test_the_default_recipe_answers_an_identifier_question() -> None:
                      weights=(BALANCED_BM25_WEIGHT, 1 - BALANCED_BM25_WEIGHT),
                      sure_weights=(BALANCED_SURE_BM25_WEIGHT, 1 - BALANCED_SURE_BM25_WEIGHT), sure_gap=SURE_GAP)
     assert int(np.argmax(h.score("What is the value stored under key c44a-9f10?", records))) == 2
+
+
+def test_warm_up_builds_the_script_table_and_the_analyzers_patterns() -> None:
+    """Both are built on first use (tens of milliseconds each); a gateway's warm-up builds them, so its first
+    request with text that is not plain ASCII does not."""
+    from ragtrim.text import analyzer, scripts
+
+    scripts._table.cache_clear()
+    analyzer._patterns.cache_clear()
+    HybridScorer(scorers=("bm25", FixedScorer(scores=[1.0])), method="mix").warm_up()
+    assert scripts._table.cache_info().currsize == 1  # the table that decides which part reads a text
+    assert analyzer._patterns.cache_info().currsize == 1  # through its BM25 part's warm-up

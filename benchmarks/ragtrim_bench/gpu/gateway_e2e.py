@@ -34,6 +34,7 @@ its own, waits until it answers and leaves it running; a later command then meas
 ``--vllm-port`` (``run_e2e.sh vllm``, then ``run_e2e.sh latency``), so the start and the measurement each get a
 command's whole time limit. ``--fake-upstream-ms-per-1k`` puts ragtrim's fake upstream (a prefill time that grows
 with the prompt) in vLLM's place: the gateways' own time per request, on any host, with no model.
+``--warm-up-requests 0`` makes each gateway's first request a timed one, so its first-use costs show.
 """
 
 from __future__ import annotations
@@ -187,7 +188,8 @@ async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any
     single: dict[str, Any] = {}
     for name, (backend, rows, _, _) in arms.items():
         records, duration = await run_load(backend, rows, LoadSpec(num_requests=args.single, concurrency=1,
-                                                                   max_tokens=args.max_tokens, prompt_offset=8),
+                                                                   max_tokens=args.max_tokens, prompt_offset=8,
+                                                                   warmup_requests=args.warm_up_requests),
                                            arm=name)
         single[name] = timed(records, duration) | {"ttft_ms_in_order": [round(r.ttft_ms, 2) for r in records]}
         if any(r.recipe for r in records):  # what the gateway chose for each (``x-ragtrim-recipe``), in order
@@ -202,7 +204,7 @@ async def measure(args: argparse.Namespace, direct: Any, gateways: dict[str, Any
                 single[name]["auto"] = auto_metrics(text)
             if logs is not None:  # each request's own split, from the gateway's request log, in the order sent
                 single[name]["requests"] = logged_requests(logs / f"{name}.jsonl", len(records),
-                                                           skip=LoadSpec(1).warmup_requests)
+                                                           skip=args.warm_up_requests)
     result["single"] = single
     if not args.ladder:
         return
@@ -297,6 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=540.0)
     parser.add_argument("--rates", default="", help="arm=r1/r2/... pairs, comma-separated, replacing those arms' "
                         "ladder rates (requests per second; 'direct' is vLLM alone)")
+    parser.add_argument("--warm-up-requests", type=int, choices=range(9), default=4, metavar="0..8",
+                        help="untimed requests to each arm before its single requests (0: the first timed request is "
+                        "the gateway's first, so its first-use costs show)")
     parser.add_argument("--ladder", action=argparse.BooleanOptionalAction, default=True,
                         help="the Poisson ladder after the single requests (--no-ladder: single requests only)")
     parser.add_argument("--start-vllm", metavar="PORT_FILE", default=None,
