@@ -29,7 +29,7 @@ from ragtrim._util.redact import get_logger
 from ragtrim._util.validate import Constraints, InstanceOf, Interval, ListOf, Options, Text
 from ragtrim.components import Component, component, register
 from ragtrim.errors import ConfigError, InputError, MissingDependencyError, VectorStoreError
-from ragtrim.scoring.adapter import adapt_query, adapter_suffix, adapts
+from ragtrim.scoring.adapter import adapt_query, adapter_suffix, adapts, load_adapter
 from ragtrim.scoring.base import Scorer, check_score_inputs
 from ragtrim.scoring.device import default_threads, resolve_device
 from ragtrim.scoring.fingerprint import model_fingerprint
@@ -256,12 +256,13 @@ class CachedEmbedder(Component):
         return np.vstack([np.asarray(self._encode([t]), dtype=np.float32) for t in texts])
 
     warms_up: ClassVar[bool] = False
-    """A model scorer sets this: ``warm_up`` then loads the model and runs it once on a short text (its first call
-    allocates)."""
+    """A model scorer sets this: ``warm_up`` loads the model and runs it once (its first call allocates)."""
 
     def warm_up(self) -> None:
         """Once per scorer: a pipeline warms its stages when they first have work, and ``trim()`` builds a new
         pipeline per call, so a second warm-up must cost nothing (it ran a 1-text model pass on every call)."""
+        if self.query_adapter is not None:  # its file is read now, not by the first query it maps
+            load_adapter(self.query_adapter)
         if not self.warms_up or self._warm:
             return
         self._encode(["warm up"])
@@ -481,8 +482,7 @@ def cpu_threads(threads: int | None) -> Iterator[None]:
     """Run torch CPU work with ``threads`` intra-op threads (``None``: the process's setting), one such block at a
     time in the process: torch's thread count is process-wide, and a vector depends on it (two requests that set
     and restored it concurrently embedded with each other's count). In a child forked after torch ran with more than
-    one thread, always one: the parent's OpenMP threads do not exist there, and a parallel op waits for them forever.
-    """
+    one thread, always one: the parent's OpenMP threads do not exist there, and a parallel op waits forever."""
     import torch
 
     with _TORCH_LOCK:

@@ -64,6 +64,27 @@ class TestWarmUpOnce:
 
         Plain().warm_up()
 
+    def test_warm_up_reads_the_query_adapter(self) -> None:
+        """The adapter's file is read by the warm-up, not by the first request whose query it maps."""
+        from collections.abc import Sequence
+
+        from ragtrim.scoring.adapter import BUNDLED_ADAPTER, load_adapter
+        from ragtrim.scoring.embedding import CachedEmbedder
+
+        class Plain(CachedEmbedder):
+            @property
+            def name(self) -> str:
+                return "plain"
+
+            def _encode(self, texts: Sequence[str]) -> np.ndarray:
+                raise AssertionError("warm_up must not encode")
+
+        load_adapter.cache_clear()
+        Plain(query_adapter=BUNDLED_ADAPTER).warm_up()
+        assert load_adapter.cache_info().currsize == 1
+        Plain().warm_up()  # none to read
+        assert load_adapter.cache_info().currsize == 1
+
 
 class TestScriptsRead:
     """What the model reads: the bundled MiniLM Latin-script text, a model named by path every script unless told."""
