@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
-from ragtrim.scoring.embedding import EmbeddingScorer
+from ragtrim.scoring.embedding import CachedEmbedder, EmbeddingScorer
 
 
 @pytest.mark.model
@@ -28,10 +30,6 @@ class TestEmbeddingScorerModel:
 
 class TestWarmUpOnce:
     def test_a_model_scorer_runs_its_warm_up_pass_once(self) -> None:
-        from collections.abc import Sequence
-
-        from ragtrim.scoring.embedding import CachedEmbedder
-
         class Model(CachedEmbedder):
             warms_up = True
             passes = 0
@@ -50,40 +48,28 @@ class TestWarmUpOnce:
         assert Model.passes == 1
 
     def test_a_plain_cached_embedder_does_not_warm_up(self) -> None:
-        from collections.abc import Sequence
-
-        from ragtrim.scoring.embedding import CachedEmbedder
-
-        class Plain(CachedEmbedder):
-            @property
-            def name(self) -> str:
-                return "plain"
-
-            def _encode(self, texts: Sequence[str]) -> np.ndarray:
-                raise AssertionError("warm_up must not encode")
-
-        Plain().warm_up()
+        _Plain().warm_up()
 
     def test_warm_up_reads_the_query_adapter(self) -> None:
         """The adapter's file is read by the warm-up, not by the first request whose query it maps."""
-        from collections.abc import Sequence
-
         from ragtrim.scoring.adapter import BUNDLED_ADAPTER, load_adapter
-        from ragtrim.scoring.embedding import CachedEmbedder
-
-        class Plain(CachedEmbedder):
-            @property
-            def name(self) -> str:
-                return "plain"
-
-            def _encode(self, texts: Sequence[str]) -> np.ndarray:
-                raise AssertionError("warm_up must not encode")
 
         load_adapter.cache_clear()
-        Plain(query_adapter=BUNDLED_ADAPTER).warm_up()
+        _Plain(query_adapter=BUNDLED_ADAPTER).warm_up()
         assert load_adapter.cache_info().currsize == 1
-        Plain().warm_up()  # none to read
+        _Plain().warm_up()  # none to read
         assert load_adapter.cache_info().currsize == 1
+
+
+class _Plain(CachedEmbedder):
+    """An embedder without a model of its own: its warm-up must never encode."""
+
+    @property
+    def name(self) -> str:
+        return "plain"
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        raise AssertionError("warm_up must not encode")
 
 
 class TestScriptsRead:
