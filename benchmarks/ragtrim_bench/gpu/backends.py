@@ -158,9 +158,10 @@ class OpenAICompletionsBackend:
         except (IndexError, ValueError):
             status = 0
         while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-            name, sep, value = line.decode("latin-1").partition(":")
-            if headers is not None and sep:
-                headers[name.strip().lower()] = value.strip()
+            if headers is not None:
+                name, sep, value = line.decode("latin-1").partition(":")
+                if sep:
+                    headers[name.strip().lower()] = value.strip()
         return reader, writer, status
 
     async def ready(self, timeout_s: float) -> None:
