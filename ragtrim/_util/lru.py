@@ -92,13 +92,18 @@ class SizedLRU(Generic[K, V]):
         return key in self._data
 
     def get(self, key: K, default: Any = None) -> Any:
-        """The cached value (marked as just used), else ``default``."""
-        with self._lock:
-            hit = self._data.get(key)
-            if hit is None:
-                return default
+        """The cached value (marked as just used), else ``default``.
+
+        Without the lock: a lookup and a move to the end are each one operation on the dict, and an entry another
+        thread drops between the two is still the right value (only its recency is lost)."""
+        hit = self._data.get(key)
+        if hit is None:
+            return default
+        try:
             self._data.move_to_end(key)
-            return hit[0]
+        except KeyError:
+            pass
+        return hit[0]
 
     def put(self, key: K, value: V, *, max_entries: int | None = None) -> None:
         """Store ``key`` as the most recently used entry (unless it alone is over ``max_entry_bytes``)."""
@@ -149,18 +154,20 @@ class CachedFunction(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if kwargs:
             return self._fn(*args, **kwargs)
-        hit = self.cache.get(args, _MISSING)
-        if hit is not _MISSING:
-            return hit  # type: ignore[no-any-return]  # the cache holds only this function's results
+        data = self.cache._data  # SizedLRU.get inlined: this is every per-text cache's hot path
+        hit = data.get(args)
+        if hit is not None:
+            try:
+                data.move_to_end(args)
+            except KeyError:
+                pass
+            return hit[0]
         value = self._fn(*args, **kwargs)
         self.cache.put(args, value)
         return value
 
     def cache_clear(self) -> None:
         self.cache.clear()
-
-
-_MISSING = object()
 
 
 def bounded_cache(

@@ -81,6 +81,18 @@ def test_bounded_cache_memoizes_within_bytes() -> None:
     assert len(upper.cache) == 0
 
 
+def test_bounded_cache_hit_marks_the_entry_as_just_used() -> None:
+    @bounded_cache(max_entries=2)
+    def double(n: int) -> int | None:
+        return None if n == 0 else 2 * n
+
+    double(1), double(0)
+    assert double(1) == 2  # a hit: 1 is now the most recent, so the next entry evicts 0
+    double(3)
+    assert double.cache.keys() == [(1,), (3,)]
+    assert double(0) is None and double.cache.keys() == [(3,), (0,)]  # a None result is cached like any other
+
+
 def test_per_text_caches_stay_within_their_bytes() -> None:
     """Sentence spans, BM25 tokens and token counts: 4 MB of distinct text leaves each cache within its bound."""
     from ragtrim.scoring import bm25
