@@ -209,9 +209,8 @@ class OpenAICompletionsBackend:
                 if data.get("usage"):
                     usage = data["usage"]
                 choices = data.get("choices") or []
-                text = choices[0].get("text", "") if choices else ""
-                if text:
-                    timer.mark(text)
+                if choices:  # a token, even one that decodes to no text (vLLM sends "" for it): the usage chunk
+                    timer.mark(choices[0].get("text") or "")  # has none, and no chunk precedes the first token
             writer.close()
         except Exception as exc:  # noqa: BLE001 - recorded per request
             return RequestRecord(request_id, arm, False, error=f"{type(exc).__name__}: {exc}")

@@ -151,8 +151,9 @@ def logged_requests(path: Path, n: int, *, skip: int = 0, timeout_s: float = 10.
 
 
 EMPTY = "no tokens streamed"
-"""A reply whose first token was end-of-sequence (dummy weights do that about once in 70 requests, through the gateway
-or not): it has no first token to time, so it is counted apart (``empty_outputs``) instead of as a failure."""
+"""A reply that streamed no token at all: it has no first token to time, so it is counted apart (``empty_outputs``)
+instead of as a failure. A reply whose first token decodes to no text (end-of-sequence, a special token; dummy weights
+give such tokens now and then) is timed at that token, as vLLM's own benchmark times it."""
 
 
 def timed(records: list[Any], duration: float, slo_ms: float | None = None) -> dict[str, Any]:

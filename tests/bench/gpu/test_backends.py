@@ -25,10 +25,12 @@ async def _fake_server(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
     else:
         recipe = b"X-Ragtrim-Recipe: bm25\r\n" if body.get("prompt") == "gateway" else b""
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n" + recipe + b"\r\n")
-        for tok in ["Pa", "ris", "."]:
+        # "special": two tokens that decode to no text (a special token, half a character) before the first text
+        tokens, gap = (["", "", "Paris"], 0.3) if body.get("prompt") == "special" else (["Pa", "ris", "."], 0.01)
+        for tok in tokens:
             writer.write(f"data: {json.dumps({'choices': [{'text': tok}]})}\n\n".encode())
             await writer.drain()
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(gap)
         usage = {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
         writer.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
     await writer.drain()
@@ -55,6 +57,18 @@ def test_streaming_ttft_and_tokens() -> None:
     assert (rec.prompt_tokens, rec.output_tokens) == (7, 3)
     assert 0 < rec.ttft_ms < rec.e2e_ms
     assert len(rec.itl_ms) == 2 and all(x > 5 for x in rec.itl_ms)
+
+
+def test_ttft_is_the_first_token_even_when_it_decodes_to_no_text() -> None:
+    """vLLM streams a chunk for every token, with empty text for one that decodes to nothing; the first such chunk is
+    the first token (as vLLM's own benchmark counts it), not the first chunk with text, which comes decode steps
+    later."""
+    async def go(b: OpenAICompletionsBackend):  # type: ignore[no-untyped-def]
+        return await b.complete("s", "special", max_tokens=3, arm="a")
+
+    rec = asyncio.run(_with_server(go))
+    assert rec.success and rec.output_text == "Paris"
+    assert len(rec.itl_ms) == 2 and rec.ttft_ms < min(rec.itl_ms)
 
 
 def test_the_gateways_recipe_header_is_recorded() -> None:
