@@ -1,0 +1,97 @@
+"""Where each gateway arm's single requests spent their time, read from ``gpu gateway_e2e``'s result files.
+
+For every arm with a request log (``single.<arm>.requests``), per request: the client's time to first token, the
+gateway's preparation (the trim inside it), the upstream's time to its first byte as the gateway saw it, and what is
+left (``rest``: the client's time less those two, which is the hops between client, gateway and upstream). A request
+whose ``rest`` is large lost its time where neither the gateway nor the upstream timed it. The trim's own time
+outside its stages (``outside_stages``: the prefetch, the wait for the input's counts, the final checks) is read from
+the same log. The direct arm (the upstream alone) has only the client's times.
+
+Run: ragtrim-bench gpu gateway_split FILE [FILE ...] [--over-ms 20] [-o OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ragtrim_bench.common.results import command_line
+from ragtrim_bench.common.stats import percentile
+
+OVER_MS = 20.0
+
+
+def _spread(values: Sequence[float], over_ms: float | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"p50": percentile(values, 50), "max": max(values)}
+    if over_ms is not None:
+        out[f"over_{over_ms:g}_ms"] = sum(v > over_ms for v in values)
+    return out
+
+
+def arm_split(body: Mapping[str, Any], *, over_ms: float = OVER_MS) -> dict[str, Any]:
+    """One arm's split (``body``: ``single.<arm>`` of a ``gpu gateway_e2e`` result)."""
+    ttft = [float(x) for x in body["ttft_ms_in_order"]]
+    out: dict[str, Any] = {"n": len(ttft), "ttft_ms": _spread(ttft), "p99_ttft_ms": body.get("p99_ttft_ms")}
+    for key in ("p50_ttft_gain", "p99_ttft_gain"):
+        if body.get(key) is not None:
+            out[key] = body[key]
+    logged = [(t, r) for t, r in zip(ttft, body.get("requests") or [])
+              if r.get("trim_ms") is not None and r.get("upstream_ttft_ms") is not None]
+    if not logged:
+        return out
+    prep = [r["trim_ms"] for _, r in logged]
+    upstream = [r["upstream_ttft_ms"] for _, r in logged]
+    rest = [t - r["trim_ms"] - r["upstream_ttft_ms"] for t, r in logged]
+    stages = [r.get("trim_stages_ms") or {} for _, r in logged]
+    outside = [s["pipeline"] - sum(v for k, v in s.items() if k != "pipeline") for s in stages if "pipeline" in s]
+    out |= {"logged": len(logged), "preparation_ms": _spread(prep), "upstream_first_byte_ms": _spread(upstream),
+            "rest_ms": _spread(rest, over_ms)}
+    if outside:
+        out["trim_outside_stages_ms"] = _spread(outside, over_ms)
+    return out
+
+
+def split(result: Mapping[str, Any], *, over_ms: float = OVER_MS) -> dict[str, Any]:
+    """Every arm's split of one ``gpu gateway_e2e`` result."""
+    return {arm: arm_split(body, over_ms=over_ms) for arm, body in result.get("single", {}).items()
+            if body.get("ttft_ms_in_order")}
+
+
+def report(name: str, arms: Mapping[str, Any], over_ms: float) -> str:
+    lines = [name]
+    for arm, s in arms.items():
+        line = f"  {arm:14s} n={s['n']} TTFT p50 {s['ttft_ms']['p50']:.1f} max {s['ttft_ms']['max']:.1f} ms"
+        if "rest_ms" in s:
+            r, p, u = s["rest_ms"], s["preparation_ms"], s["upstream_first_byte_ms"]
+            line += (f"; preparation p50 {p['p50']:.1f} max {p['max']:.1f}; upstream first byte p50 {u['p50']:.1f} "
+                     f"max {u['max']:.1f}; rest p50 {r['p50']:.1f} max {r['max']:.1f} "
+                     f"({r[f'over_{over_ms:g}_ms']} over {over_ms:g} ms)")
+        if "trim_outside_stages_ms" in s:
+            o = s["trim_outside_stages_ms"]
+            line += f"; trim outside its stages p50 {o['p50']:.1f} max {o['max']:.1f}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="ragtrim-bench gpu gateway_split", description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="+", type=Path, help="gpu_gateway.json files of gpu gateway_e2e")
+    p.add_argument("--over-ms", type=float, default=OVER_MS, help="count requests whose rest is above this")
+    p.add_argument("-o", "--output", type=Path, default=None, help="also write the splits as JSON")
+    args = p.parse_args(argv)
+    out: dict[str, Any] = {"benchmark": "gateway_split", "command": command_line(__name__, argv), "files": {}}
+    for path in args.files:
+        arms = split(json.loads(path.read_text(encoding="utf-8")), over_ms=args.over_ms)
+        out["files"][str(path)] = arms
+        print(report(str(path), arms, args.over_ms))
+    if args.output is not None:
+        args.output.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
