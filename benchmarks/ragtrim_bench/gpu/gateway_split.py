@@ -4,8 +4,9 @@ For every arm with a request log (``single.<arm>.requests``), per request: the c
 gateway's preparation (the trim inside it), the upstream's time to its first byte as the gateway saw it, and what is
 left (``rest``: the client's time less those two, which is the hops between client, gateway and upstream). A request
 whose ``rest`` is large lost its time where neither the gateway nor the upstream timed it. The trim's own time
-outside its stages (``outside_stages``: the prefetch, the wait for the input's counts, the final checks) is read from
-the same log. The direct arm (the upstream alone) has only the client's times.
+outside its stages (``trim_outside_stages_ms``: the prefetch, the wait for the input's counts, the final checks) is
+read from the same log. The direct arm (the upstream alone) has only the client's times. A file that is not such a
+result is an InputError naming it.
 
 Run: ragtrim-bench gpu gateway_split FILE [FILE ...] [--over-ms 20] [-o OUT.json]
 """
@@ -18,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ragtrim.errors import InputError
 from ragtrim_bench.common.results import command_line
 from ragtrim_bench.common.stats import percentile
 
@@ -76,6 +78,18 @@ def report(name: str, arms: Mapping[str, Any], over_ms: float) -> str:
     return "\n".join(lines)
 
 
+def read_result(path: Path) -> dict[str, Any]:
+    """A ``gpu gateway_e2e`` result file; InputError naming ``path`` when it cannot be read or holds no single
+    requests."""
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: cannot read a gpu gateway_e2e result ({type(exc).__name__}: {exc})") from None
+    if not isinstance(result, dict) or not isinstance(result.get("single"), dict):
+        raise InputError(f"{path}: not a gpu gateway_e2e result (no 'single' section of single requests)")
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ragtrim-bench gpu gateway_split", description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="+", type=Path, help="gpu_gateway.json files of gpu gateway_e2e")
@@ -84,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     out: dict[str, Any] = {"benchmark": "gateway_split", "command": command_line(__name__, argv), "files": {}}
     for path in args.files:
-        arms = split(json.loads(path.read_text(encoding="utf-8")), over_ms=args.over_ms)
+        arms = split(read_result(path), over_ms=args.over_ms)
         out["files"][str(path)] = arms
         print(report(str(path), arms, args.over_ms))
     if args.output is not None:

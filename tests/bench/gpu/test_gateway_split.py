@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ragtrim.errors import InputError
 from ragtrim_bench.gpu.gateway_split import arm_split, main, split
 
 
@@ -53,3 +54,11 @@ def test_main_writes_every_files_split(tmp_path: Path, capsys: pytest.CaptureFix
     written = json.loads(out.read_text(encoding="utf-8"))
     assert written["files"][str(source)]["gpu-4x"]["rest_ms"]["over_20_ms"] == 1
     assert "rest p50 2.0 max 72.0 (1 over 20 ms)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content", ["not json", "[]", '{"ladder": {}}'])
+def test_a_file_that_is_not_a_result_is_an_input_error_naming_it(tmp_path: Path, content: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content, encoding="utf-8")
+    with pytest.raises(InputError, match="bad.json"):
+        main([str(bad)])
