@@ -238,6 +238,9 @@ class TrimResult:
     tokens_before: int
     tokens_after: int
     tokenizer: str = ""
+    prefetch_seconds: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+    """Wall seconds of each stage's prefetch, by stage name, spent before the first stage ran (empty when the
+    pipeline prefetched nothing); the trace's ``seconds`` do not include them. Left out of ``==``."""
 
     @property
     def chunks(self) -> tuple[Chunk, ...]:

@@ -141,8 +141,10 @@ class Pipeline:
         # The input is counted on worker threads (where the counter allows it) while the prefetch and, when it reads
         # no counts, the first stage work: a raw page's markup costs more to count than to extract.
         pending = start_counts(counter, [c.text for c in context.chunks])
+        prefetched: list[tuple[str, float]] = []
         if self.prefetch and context.chunks and context.query.strip():
             for stage in self.stages:
+                started = time.perf_counter()
                 try:
                     stage.prefetch(context, counter=counter)
                 except RagtrimError as exc:
@@ -150,6 +152,7 @@ class Pipeline:
                     raise
                 except Exception as exc:
                     raise StageError(stage.name, f"prefetch: {type(exc).__name__}: {exc}") from exc
+                prefetched.append((stage.name, time.perf_counter() - started))
         known: dict[str, tuple[str, int]] = {}
         deferred = bool(self.stages) and not self.stages[0].reads_token_counts
         if not deferred:
@@ -199,6 +202,7 @@ class Pipeline:
             tokens_before=tokens_before,
             tokens_after=context.total_tokens,
             tokenizer=counter.name,
+            prefetch_seconds=tuple(prefetched),
         )
 
     def _final_budget_guard(self, context: TrimContext, counter: TokenCounter) -> StageReport | None:

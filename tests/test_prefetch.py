@@ -5,6 +5,7 @@ surface as the model's own error in the caller's thread (``score`` encodes again
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Sequence
 
@@ -122,6 +123,26 @@ def test_a_stage_whose_prefetch_raises_is_named() -> None:
     with pytest.raises(StageError, match="prefetch: ValueError: bad prefetch"):
         Pipeline([Broken()]).run(PASSAGES, query=QUERY)
     assert Pipeline([Broken()], prefetch=False).run(PASSAGES, query=QUERY).text
+
+
+def test_each_stages_prefetch_is_timed_apart_from_its_run() -> None:
+    class SlowPrefetch(Stage):
+        name = "slow"
+
+        def prefetch(self, context: TrimContext, *, counter: TokenCounter) -> None:
+            threading.Event().wait(0.05)
+
+        def run(self, context: TrimContext, *, counter: TokenCounter) -> StageOutput:
+            return StageOutput(context)
+
+    stages = [SlowPrefetch(), *default_stages(budget=100, scorer="bm25")]
+    result = Pipeline(stages).run(PASSAGES, query=QUERY)
+    timed = dict(result.prefetch_seconds)
+    assert list(timed) == [s.name for s in stages]
+    assert timed["slow"] >= 0.05 and result.trace[0].seconds < 0.05  # its run does not carry its prefetch
+    assert dataclasses.replace(result, prefetch_seconds=()) == result  # not compared
+    assert Pipeline(stages, prefetch=False).run(PASSAGES, query=QUERY).prefetch_seconds == ()
+    assert Pipeline(stages).run(PASSAGES, query="").prefetch_seconds == ()
 
 
 def test_no_prefetch_without_a_query() -> None:

@@ -25,7 +25,8 @@ class GatewayMetrics:
                                       buckets=_LATENCY_BUCKETS, registry=r)
         self.trim_stage_seconds = Histogram(
             "ragtrim_serve_trim_stage_seconds", "Where the documents' trim spent its time: stage=pipeline for the "
-            "whole trim (prefetch and model waits included), else each stage of the trace", ["stage"],
+            "whole trim (prefetch and model waits included), prefetch:<stage> for each stage's prefetch before the "
+            "first stage ran, else each stage of the trace", ["stage"],
             buckets=_LATENCY_BUCKETS, registry=r)
         self.queue_wait_seconds = Histogram("ragtrim_serve_queue_wait_seconds", "Time queued for a concurrency slot",
                                             ["lane"], buckets=_LATENCY_BUCKETS, registry=r)

@@ -79,7 +79,8 @@ class Prepared:
     recipe_reason: str = ""
     trim_stage_seconds: tuple[tuple[str, float], ...] = ()
     """Where the documents' trim spent its time: ``("pipeline", s)`` for the whole run (prefetch and waits for a
-    model pass included), then each stage of its trace with its own seconds; empty when nothing was trimmed."""
+    model pass included), ``("prefetch:<stage>", s)`` for each stage's prefetch, then each stage of its trace with
+    its own seconds; empty when nothing was trimmed."""
 
     @property
     def tokens_saved(self) -> int:
@@ -357,7 +358,8 @@ def _trim_documents(docs: list[str], query: str, config: GatewayConfig, counter:
     seconds = time.perf_counter() - started
     if choice is not None and auto is not None:
         auto.observe_trim(choice.recipe, tokens, seconds)
-    timings = (("pipeline", seconds), *((r.stage, r.seconds) for r in result.trace))
+    timings = (("pipeline", seconds), *((f"prefetch:{name}", s) for name, s in result.prefetch_seconds),
+               *((r.stage, r.seconds) for r in result.trace))
     return [c.text for c in result.chunks], result.tokens_before, result.tokens_after, choice, timings
 
 

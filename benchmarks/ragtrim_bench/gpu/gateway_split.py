@@ -3,9 +3,9 @@
 For every arm with a request log (``single.<arm>.requests``), per request: the client's time to first token, the
 gateway's preparation (the trim inside it), the upstream's time to its first byte as the gateway saw it, and what is
 left (``rest``: the client's time less those two, which is the hops between client, gateway and upstream). A request
-whose ``rest`` is large lost its time where neither the gateway nor the upstream timed it. The trim's own time
-outside its stages (``trim_outside_stages_ms``: the prefetch, the wait for the input's counts, the final checks) is
-read from the same log. The direct arm (the upstream alone) has only the client's times. A file that is not such a
+whose ``rest`` is large lost its time where neither the gateway nor the upstream timed it. From the same log: the
+stages' prefetches (``trim_prefetch_ms``, where the log times them: ``prefetch:<stage>``) and the trim's time outside
+its stages and those (``trim_outside_stages_ms``: the final checks, and the prefetch where the log does not time it). The direct arm (the upstream alone) has only the client's times. A file that is not such a
 result is an InputError naming it.
 
 Run: ragtrim-bench gpu gateway_split FILE [FILE ...] [--over-ms 20] [-o OUT.json]
@@ -49,8 +49,12 @@ def arm_split(body: Mapping[str, Any], *, over_ms: float = OVER_MS) -> dict[str,
     rest = [t - r["trim_ms"] - r["upstream_ttft_ms"] for t, r in logged]
     stages = [r.get("trim_stages_ms") or {} for _, r in logged]
     outside = [s["pipeline"] - sum(v for k, v in s.items() if k != "pipeline") for s in stages if "pipeline" in s]
+    prefetch = [sum(v for k, v in s.items() if k.startswith("prefetch:")) for s in stages
+                if any(k.startswith("prefetch:") for k in s)]
     out |= {"logged": len(logged), "preparation_ms": _spread(prep), "upstream_first_byte_ms": _spread(upstream),
             "rest_ms": _spread(rest, over_ms)}
+    if prefetch:
+        out["trim_prefetch_ms"] = _spread(prefetch, over_ms)
     if outside:
         out["trim_outside_stages_ms"] = _spread(outside, over_ms)
     return out
@@ -71,6 +75,8 @@ def report(name: str, arms: Mapping[str, Any], over_ms: float) -> str:
             line += (f"; preparation p50 {p['p50']:.1f} max {p['max']:.1f}; upstream first byte p50 {u['p50']:.1f} "
                      f"max {u['max']:.1f}; rest p50 {r['p50']:.1f} max {r['max']:.1f} "
                      f"({r[f'over_{over_ms:g}_ms']} over {over_ms:g} ms)")
+        if "trim_prefetch_ms" in s:
+            line += f"; prefetch p50 {s['trim_prefetch_ms']['p50']:.1f} max {s['trim_prefetch_ms']['max']:.1f}"
         if "trim_outside_stages_ms" in s:
             o = s["trim_outside_stages_ms"]
             line += f"; trim outside its stages p50 {o['p50']:.1f} max {o['max']:.1f}"

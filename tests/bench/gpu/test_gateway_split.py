@@ -62,3 +62,11 @@ def test_a_file_that_is_not_a_result_is_an_input_error_naming_it(tmp_path: Path,
     bad.write_text(content, encoding="utf-8")
     with pytest.raises(InputError, match="bad.json"):
         main([str(bad)])
+
+
+def test_timed_prefetches_are_reported_and_left_out_of_the_untimed_part() -> None:
+    body = {"ttft_ms_in_order": [60.0], "requests": [
+        _request(20.0, 34.0, {"pipeline": 18.0, "prefetch:relevance": 2.0, "prefetch:compress": 9.0, "dedup": 3.0})]}
+    s = arm_split(body)
+    assert s["trim_prefetch_ms"]["max"] == pytest.approx(11.0)
+    assert s["trim_outside_stages_ms"]["max"] == pytest.approx(4.0)
