@@ -4,9 +4,10 @@ For every arm with a request log (``single.<arm>.requests``), per request: the c
 gateway's preparation (the trim inside it), the upstream's time to its first byte as the gateway saw it, and what is
 left (``rest``: the client's time less those two, which is the hops between client, gateway and upstream). A request
 whose ``rest`` is large lost its time where neither the gateway nor the upstream timed it. From the same log: the
-stages' prefetches (``trim_prefetch_ms``, where the log times them: ``prefetch:<stage>``) and the trim's time outside
-its stages and those (``trim_outside_stages_ms``: the final checks, and the prefetch where the log does not time it). The direct arm (the upstream alone) has only the client's times. A file that is not such a
-result is an InputError naming it.
+stages' prefetches (``trim_prefetch_ms``, from the ``prefetch:<stage>`` entries where the log has them), and what of
+the trim neither its stages nor those entries account for (``trim_outside_stages_ms``: the final checks, and the
+prefetch in logs without its entries). The direct arm (the upstream alone) has only the client's times. A file that
+is not such a result is an InputError naming it.
 
 Run: ragtrim-bench gpu gateway_split FILE [FILE ...] [--over-ms 20] [-o OUT.json]
 """
