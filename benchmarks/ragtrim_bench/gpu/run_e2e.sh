@@ -37,8 +37,8 @@
 #                                              setup included, about 7 minutes, 6 files in $OUT; after the vllm
 #                                              step it measures against the vLLM that step left running;
 #                                              LADDER=0: single requests only; PIN_SPLIT=1: the running vLLM
-#                                              pinned to half the physical cores, the gateways and the client
-#                                              to the rest (gpu/cpu_split.py)
+#                                              pinned to half the physical cores (for the machine's later passes
+#                                              too), the gateways and the client to the rest (gpu/cpu_split.py)
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh vllm    start vllm serve (the 12B shape) in its own process session and wait until
 #                                              it answers (VLLM_WAIT_S, 540), leaving it running for the next
 #                                              calls' latency step: the start (4 to 6 minutes) and the
@@ -140,7 +140,7 @@ case $step in
     if [ -f /tmp/vllm-out/port ]; then attach=(--vllm-port "$(cat /tmp/vllm-out/port)"); fi
     pinned=()
     if [ "${PIN_SPLIT:-0}" = 1 ]; then  # vLLM on half the physical cores, the gateways and the client on the rest
-      split=$(python3 -m ragtrim_bench.gpu.cpu_split 2>> "$out/gpus.txt") || { echo "PIN_SPLIT: no split" >&2; exit 1; }
+      split=$(python3 -m ragtrim_bench.gpu.cpu_split 2>> "$out/gpus.txt") || { tail -1 "$out/gpus.txt" >&2; exit 1; }
       pinned=(taskset -c "${split#* }")
       echo "PIN_SPLIT: vLLM on CPUs ${split% *}, gateways and client on ${split#* }" >> "$out/gpus.txt"
     fi
