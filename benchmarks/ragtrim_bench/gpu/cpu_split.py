@@ -85,7 +85,7 @@ def vllm_processes() -> list[int]:
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
             sid = os.getsid(pid)
-        except (OSError, ProcessLookupError):
+        except OSError:  # the process ended meanwhile, or is not ours to read
             continue
         members[pid] = sid
         if b"vllm" in b" ".join(argv[:3]).lower() and b"serve" in argv:
