@@ -1,9 +1,13 @@
 """Where a cold trim's time goes: wall and CPU time per stage, prefetch and model pass, on quality-matrix requests.
 
   ragtrim-bench pipeline stage_cost [--scorers auto,bm25,fast] [--columns nq-title,...] [--limit N] [--ratio 4]
+                                    [--warm]
 
 Each request runs through ``default_pipeline`` (what ``trim()`` builds) cold: ``ragtrim.caches.clear_caches()`` just
-before it, models loaded and warmed once before any timing. The pipeline is instrumented from outside (its stages'
+before it, models loaded and warmed once before any timing. With ``--warm`` each cold trim is followed at once by a
+warm one of the same request, caches kept: every passage's sentences, tokens, counts and embeddings are then found
+in ragtrim's caches, so the warm figure is what the trim costs beyond analysing each passage's text, the floor that
+faster text analysis (native code, say) could at most bring a cold trim down to. The pipeline is instrumented from outside (its stages'
 ``prefetch`` and ``run``, its input and output counting, its final budget guard, and the background model pass of
 every embedding scorer), so the code measured is the code users run. Per phase: wall time and CPU time of the thread
 that ran it (``time.thread_time``); per request: wall time and CPU time of the whole process (both threads). CPU time
@@ -44,6 +48,8 @@ class StageCostConfig:
     limit: int = 50
     ratio: int = 4
     seed: int = 0
+    warm: bool = False
+    """Also time each request warm, right after its cold trim (see the module docstring)."""
 
     def __post_init__(self) -> None:
         if self.limit < 1:
@@ -189,12 +195,13 @@ def phase_table(rows: Sequence[Measured]) -> list[dict[str, Any]]:
     return out
 
 
-def summary(rows: Sequence[Measured]) -> dict[str, Any]:
+def summary(rows: Sequence[Measured], state: str = "cold") -> dict[str, Any]:
+    """Percentiles of ``rows`` under keys that name their ``state`` (``cold_p50_ms``, ``warm_p50_ms``)."""
     walls = [r.wall_ms for r in rows]
     cpus = [r.cpu_ms for r in rows]
-    return {"n": len(rows), "cold_p50_ms": percentile(walls, 50), "cold_p99_ms": percentile(walls, 99),
-            "cold_mean_ms": mean(walls), "cold_p50_cpu_ms": percentile(cpus, 50), "cold_mean_cpu_ms": mean(cpus),
-            "phases": phase_table(rows)}
+    return {"n": len(rows), f"{state}_p50_ms": percentile(walls, 50), f"{state}_p99_ms": percentile(walls, 99),
+            f"{state}_mean_ms": mean(walls), f"{state}_p50_cpu_ms": percentile(cpus, 50),
+            f"{state}_mean_cpu_ms": mean(cpus), "phases": phase_table(rows)}
 
 
 def budgeted_requests(columns: Sequence[str], split: Split, limit: int, seed: int,
@@ -225,10 +232,14 @@ def run(config: StageCostConfig, progress: bool = True) -> dict[str, Any]:
     requests = budgeted_requests(config.columns, config.split, config.limit, config.seed, config.ratio)
     warm_up(config.scorers, requests)
     measured: list[Measured] = []
+    warm: list[Measured] = []
     started = time.perf_counter()
     for k, (request, budget) in enumerate(requests):
         order = config.scorers if k % 2 == 0 else tuple(reversed(config.scorers))
-        measured += [measure_one(s, request, budget) for s in order]
+        for s in order:
+            measured.append(measure_one(s, request, budget))
+            if config.warm:
+                warm.append(measure_one(s, request, budget, cold=False))
         if progress and (k + 1) % 25 == 0:
             print(f"  {k + 1}/{len(requests)} requests, {time.perf_counter() - started:.0f} s", flush=True)
     by_scorer: dict[str, Any] = {}
@@ -236,12 +247,15 @@ def run(config: StageCostConfig, progress: bool = True) -> dict[str, Any]:
         rows = [m for m in measured if m.scorer == scorer]
         by_scorer[scorer] = {"all": summary(rows),
                              "by_column": {c: summary([m for m in rows if m.column == c]) for c in config.columns}}
+        if config.warm:
+            by_scorer[scorer]["warm"] = summary([m for m in warm if m.scorer == scorer], "warm")
     from ragtrim._util.background import SWITCH_INTERVAL_S
     from ragtrim.scoring.auto import choose
     from ragtrim.vectors.store import default_store_spec
 
     return {"benchmark": "stage_cost", "config": config.__dict__, "auto": choose().to_dict(),
-            "state": "cold: in-process caches cleared before each request (models loaded and warmed)",
+            "state": "cold: in-process caches cleared before each request (models loaded and warmed)"
+                     + ("; warm: the same request again at once, caches kept" if config.warm else ""),
             "vector_store": default_store_spec()[0], "load_average_at_start": list(load_at_start),
             "switch_interval_s": SWITCH_INTERVAL_S, "by_scorer": by_scorer,
             "measure_wall_s": time.perf_counter() - started}
@@ -260,6 +274,14 @@ def report(result: dict[str, Any]) -> str:
         per_column = ", ".join(f"{c} {v['cold_p50_ms']:.1f}/{v['cold_p50_cpu_ms']:.1f}"
                                for c, v in body["by_column"].items())
         lines.append(f"  p50 wall/CPU ms by column: {per_column}")
+        if "warm" in body:
+            w, by_phase = body["warm"], {p["phase"]: p["mean_wall_ms"] for p in s["phases"]}
+            lines.append(f"  warm (each request again at once, caches kept): p50 {w['warm_p50_ms']:.1f} ms, p99 "
+                         f"{w['warm_p99_ms']:.1f} ms, CPU p50 {w['warm_p50_cpu_ms']:.1f} ms, "
+                         f"x{w['warm_p50_ms'] / s['cold_p50_ms']:.2f} of cold at p50")
+            lines.append(f"  {'phase':40s} {'cold mean':>10s} {'warm mean':>10s}")
+            for p in w["phases"]:
+                lines.append(f"  {p['phase']:40s} {by_phase.get(p['phase'], 0.0):10.2f} {p['mean_wall_ms']:10.2f}")
     return "\n".join(lines)
 
 
@@ -293,6 +315,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--count-threads", type=int, default=None,
                         help="threads that count the input beside the caller's (ragtrim._util.background."
                              "count_workers: one per core, at most 4); 1 counts it in the caller's thread")
+    parser.add_argument("--warm", action="store_true",
+                        help="also time each request warm, at once after its cold trim, caches kept: the cost "
+                             "beyond analysing each passage's text")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if args.count_threads is not None and args.count_threads < 1:
@@ -305,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         use_count_threads(args.count_threads)
     split: Split = "dev" if args.split == "dev" else "heldout"
     config = StageCostConfig(scorers=_names(args.scorers), columns=_names(args.columns), split=split,
-                             limit=args.limit, ratio=args.ratio)
+                             limit=args.limit, ratio=args.ratio, warm=args.warm)
     result = run(config, progress=not args.no_progress)
     write_and_report(__spec__.name, argv, args.output, result, report=report(result), packages=PACKAGES)
     return 0

@@ -95,3 +95,32 @@ def test_count_threads_one_counts_in_the_callers_thread(monkeypatch: pytest.Monk
     assert counting.start_counts(counter, texts)._futures
     use_count_threads(1)
     assert not counting.start_counts(counter, texts)._futures
+
+
+def test_warm_times_each_request_again_with_its_caches_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--warm``: each request is timed cold, then again at once without clearing the caches, and both are
+    reported under keys that name their state."""
+    import ragtrim.caches
+    from ragtrim_bench.pipeline import stage_cost
+
+    cleared: list[int] = []
+    clear = ragtrim.caches.clear_caches
+    monkeypatch.setattr(ragtrim.caches, "clear_caches", lambda: (cleared.append(1), clear())[1])
+    monkeypatch.setattr(stage_cost, "budgeted_requests", lambda *a, **k: [(REQUEST, 20), (REQUEST, 20)])
+    result = stage_cost.run(StageCostConfig(scorers=("bm25",), columns=("nq-title",), limit=2, warm=True),
+                            progress=False)
+    body = result["by_scorer"]["bm25"]
+    assert body["all"]["n"] == 2 and body["warm"]["n"] == 2
+    assert "warm_p50_ms" in body["warm"] and "cold_p50_ms" not in body["warm"]
+    assert len(cleared) == 2  # the cold trims only (warm_up clears nothing)
+    assert "warm:" in result["state"]
+    text = stage_cost.report(result)
+    assert "warm (each request again at once, caches kept)" in text and "warm mean" in text
+
+
+def test_without_warm_no_warm_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragtrim_bench.pipeline import stage_cost
+
+    monkeypatch.setattr(stage_cost, "budgeted_requests", lambda *a, **k: [(REQUEST, 20)])
+    result = stage_cost.run(StageCostConfig(scorers=("bm25",), columns=("nq-title",), limit=1), progress=False)
+    assert "warm" not in result["by_scorer"]["bm25"] and "warm" not in stage_cost.report(result)
