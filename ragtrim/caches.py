@@ -11,9 +11,10 @@ from __future__ import annotations
 
 
 def clear_caches() -> None:
-    """Forget every cached token count, BM25 tokenization, sentence split, table view and embedding; loaded models
-    stay."""
+    """Forget every cached token count, BM25 tokenization, sentence split, table view, near-duplicate line analysis
+    and embedding; loaded models stay."""
     # imported here: ``ragtrim.savings`` imports this module, and ``ragtrim bench`` must start without numpy work
+    from ragtrim.dedup.engine import clear_line_cache
     from ragtrim.scoring.bm25 import clear_tokenizer_cache
     from ragtrim.scoring.registry import shared_scorers
     from ragtrim.scoring.tables import clear_table_cache
@@ -24,6 +25,7 @@ def clear_caches() -> None:
     sentences.clear_sentence_cache()
     compress.clear_sentence_cache()
     clear_table_cache()
+    clear_line_cache()
     tokens.clear_counter_caches()
     for scorer in shared_scorers():
         _clear_scorer(scorer)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from ragtrim.caches import clear_caches
+from ragtrim.dedup import engine
+from ragtrim.inputs import coerce_chunks
+from ragtrim.models import TrimContext
 from ragtrim.scoring import bm25
 from ragtrim.scoring.registry import get_scorer
 from ragtrim.stages import compress
+from ragtrim.stages.dedup import DuplicateFilter
 from ragtrim.text import sentences as text
 from ragtrim.text.tokens import get_counter
 
@@ -17,8 +21,12 @@ def test_clear_caches_empties_counts_tokens_sentences() -> None:
     text.sentence_spans("One sentence. Another one here.")
     get_scorer("bm25").score("q", ["cached text"])
     compress._cached_parts("One sentence. Another one here.")
+    DuplicateFilter().run(TrimContext(query="", chunks=coerce_chunks(["a b c d", "a b c e"])),
+                          counter=counter)
     assert len(bm25._tokens.cache) > 0 and len(compress._cached_parts.cache) > 0
+    assert len(engine.folded_and_key.cache) > 0 and len(engine._analysed_lines.cache) > 0
     clear_caches()
+    assert len(engine.folded_and_key.cache) == 0 and len(engine._analysed_lines.cache) == 0
     assert len(bm25._tokens.cache) == 0
     assert len(compress._cached_parts.cache) == 0
     assert len(text._sentence_spans.cache) == 0

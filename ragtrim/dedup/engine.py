@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,9 @@ from typing import Literal, Protocol, cast
 
 import numpy as np
 
+from ragtrim._util.lru import bounded_cache
 from ragtrim.dedup.minhash import lsh_bands, lsh_buckets, minhash_signatures
+from ragtrim.dedup.pieces import exact_key
 from ragtrim.dedup.shingles import (
     SHINGLE_CHARS,
     SPACELESS_CHARS_PER_WORD,
@@ -25,6 +28,7 @@ from ragtrim.dedup.shingles import (
     batch_shingle_hashes,
     jaccard,
     line_tokens,
+    nfkc_lower,
     sorted_jaccard,
     sorted_unique,
     template_lines,
@@ -74,6 +78,66 @@ its tokens are Han/Kana characters (shingled by ``shingle_chars``) rather than w
 tens of thousands of lines."""
 
 
+_HEAD_SPLIT_MAX_CHARS = 4096
+"""Up to this many characters a line's first words come from one ``str.split(None, limit)``; a longer line's from a
+scan that stops after them (the split would copy the rest of the line)."""
+
+
+def _line_head(tokens: str, limit: int) -> tuple[str, ...] | None:
+    """The tokens of a line (joined by spaces) as a template-line key: all of them when there are at most ``limit``,
+    else None; ``()`` when there are none."""
+    if len(tokens) <= _HEAD_SPLIT_MAX_CHARS:
+        head = tokens.split(None, limit)  # ``limit`` + 1 items exactly when there are more than ``limit`` tokens
+    else:
+        head = [m.group() for m in islice(_TOKEN.finditer(tokens), limit + 1)]
+    return tuple(head) if len(head) <= limit else None
+
+
+def _weigh_analysis(args: tuple[object, ...], value: tuple[tuple[_Line, ...], tuple[tuple[int, ...], ...]]) -> int:
+    # The key text; per line its text, tokens and tuple, and a key's words (at most 64 bytes each, short lines
+    # only); per shingle a hash (an int and its slot).
+    lines, hashes = value
+    size = sys.getsizeof(args[0]) + sys.getsizeof(lines) + sys.getsizeof(hashes)
+    for (line, tokens, key, _), own in zip(lines, hashes, strict=True):
+        size += sys.getsizeof(line) + sys.getsizeof(tokens) + 120 + (64 * len(key) if key else 0) + 48 * len(own)
+    return size
+
+
+@bounded_cache(max_entries=16384, weigh=_weigh_analysis)
+def _analysed_lines(folded: str, max_words: int, shingle_words: int,
+                    shingle_chars: int) -> tuple[tuple[_Line, ...], tuple[tuple[int, ...], ...]]:
+    """The lines of ``folded`` that have tokens, each with its template-line key (``max_words``: the longest key in
+    words), and each line's shingle hashes: what a small batch reads of one text, the same whatever the other texts
+    of the batch are (cached: a passage met again costs one lookup)."""
+    lines: list[_Line] = []
+    hashes: list[tuple[int, ...]] = []
+    for line in folded.splitlines():
+        if line.isascii():
+            tokens, chars = word_text(line), False
+        else:
+            tokens, chars = line_tokens(line)
+        key = _line_head(tokens, max_words * SPACELESS_CHARS_PER_WORD if chars else max_words)
+        if key == ():
+            continue
+        lines.append((line, tokens, key, chars))
+        hashes.append(tuple(map(hash, word_shingles(tokens.split(), shingle_chars if chars else shingle_words))))
+    return tuple(lines), tuple(hashes)
+
+
+@bounded_cache(max_entries=16384, weigh=lambda args, _: 2 * sys.getsizeof(args[0]) + 120)
+def folded_and_key(text: str) -> tuple[str, bytes]:
+    """``text`` in NFKC and lower case (``ragtrim.dedup.shingles.nfkc_lower``) and its exact-duplicate key
+    (``ragtrim.dedup.pieces.exact_key``), cached."""
+    folded = nfkc_lower(text)
+    return folded, exact_key(folded)
+
+
+def clear_line_cache() -> None:
+    """Forget the folded texts and analysed lines (``ragtrim.caches.clear_caches`` calls this)."""
+    folded_and_key.cache_clear()
+    _analysed_lines.cache_clear()
+
+
 def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: Collection[int], *,
                        shingle_words: int, template_min_chunks: int | None, template_max_words: int,
                        python_sets: bool, shingle_chars: int = SHINGLE_CHARS) -> ShingleSets:
@@ -87,6 +151,10 @@ def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: 
     """
     max_words = template_max_words
     use_template = template_min_chunks is not None and len(distinct) >= template_min_chunks
+    if python_sets:
+        return _python_shingle_sets(folded, members, distinct, shingle_words=shingle_words,
+                                    template_min_chunks=template_min_chunks if use_template else None,
+                                    template_max_words=max_words, shingle_chars=shingle_chars)
     any_chars = False
 
     def split_lines(text: str) -> list[_Line]:
@@ -102,11 +170,9 @@ def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: 
                 if tokens and not tokens.isspace():
                     out.append((line, tokens, None, chars))
                 continue
-            limit = max_words * SPACELESS_CHARS_PER_WORD if chars else max_words
-            # the first limit + 1 tokens, found without copying the rest of a long line (split(maxsplit=) copies it)
-            head = [m.group() for m in islice(_TOKEN.finditer(tokens), limit + 1)]
-            if head:
-                out.append((line, tokens, tuple(head) if len(head) <= limit else None, chars))
+            key = _line_head(tokens, max_words * SPACELESS_CHARS_PER_WORD if chars else max_words)
+            if key != ():
+                out.append((line, tokens, key, chars))
         return out
 
     lines = {i: split_lines(folded[i]) for i in members}
@@ -128,11 +194,6 @@ def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: 
     content_lines = {i: tuple(ln[0] for ln in own) for i, own in content.items()}
 
     sets: dict[int, ShingleSet] = {}
-    if python_sets:
-        for i, own in content.items():
-            sets[i] = set(map(hash, chain.from_iterable(
-                word_shingles(ln[1].split(), shingle_chars if ln[3] else shingle_words) for ln in own)))
-        return ShingleSets(sets, ignored, len(template), content_lines)
     empty = np.empty(0, dtype=np.uint64)
     if not any_chars:  # every line by words: one batch
         line_texts: list[str] = []
@@ -159,6 +220,33 @@ def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: 
     for i, spots in where.items():
         parts = [hashed[k][j] for k, j in spots]
         sets[i] = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else empty)
+    return ShingleSets(sets, ignored, len(template), content_lines)
+
+
+def _python_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: Collection[int], *,
+                         shingle_words: int, template_min_chunks: int | None, template_max_words: int,
+                         shingle_chars: int) -> ShingleSets:
+    """``build_shingle_sets`` with Python sets of the hashes of token tuples, from each text's cached lines
+    (``_analysed_lines``); ``template_min_chunks`` is None when the batch has too few texts for template lines."""
+    analysed = {i: _analysed_lines(folded[i], template_max_words, shingle_words, shingle_chars) for i in members}
+    template: frozenset[tuple[str, ...]] = frozenset()
+    if template_min_chunks is not None:
+        template = template_lines(([ln[2] for ln in analysed[i][0] if ln[2]] for i in distinct if i in analysed),
+                                  min_chunks=template_min_chunks,
+                                  max_words=template_max_words * SPACELESS_CHARS_PER_WORD)
+    sets: dict[int, ShingleSet] = {}
+    ignored: dict[int, int] = {}
+    content_lines: dict[int, tuple[str, ...]] = {}
+    for i, (own, hashes) in analysed.items():
+        keep = [ln[2] is None or ln[2] not in template for ln in own] if template else None
+        if keep is not None and any(keep) and not all(keep):  # template lines left out, content lines remain
+            sets[i] = set(chain.from_iterable(h for h, k in zip(hashes, keep) if k))
+            ignored[i] = keep.count(False)
+            content_lines[i] = tuple(ln[0] for ln, k in zip(own, keep) if k)
+        else:  # nothing left out, or only template lines: the full set
+            sets[i] = set(chain.from_iterable(hashes))
+            ignored[i] = 0
+            content_lines[i] = tuple(ln[0] for ln in own)
     return ShingleSets(sets, ignored, len(template), content_lines)
 
 

@@ -53,9 +53,8 @@ from typing import ClassVar, Literal, get_args
 
 from ragtrim._util.validate import Boolean, Constraints, Interval, Options
 from ragtrim.components import component
-from ragtrim.dedup.engine import CandidateStrategy, build_shingle_sets, find_near_duplicates
-from ragtrim.dedup.pieces import exact_key
-from ragtrim.dedup.shingles import SHINGLE_CHARS, nfkc_lower
+from ragtrim.dedup.engine import CandidateStrategy, build_shingle_sets, find_near_duplicates, folded_and_key
+from ragtrim.dedup.shingles import SHINGLE_CHARS
 from ragtrim.dedup.values import ValueIndex
 from ragtrim.errors import ConfigError
 from ragtrim.models import Chunk, Removal, StageOutput, TrimContext
@@ -147,8 +146,9 @@ class DuplicateFilter(Stage):
         dropped: dict[int, Removal] = {}
 
         # Exact duplicates first: they need no shingles. NFKC + lower once per chunk; lines come from the same form.
-        folded = [nfkc_lower(c.text) for c in chunks]
-        norms = [exact_key(f) for f in folded]
+        pairs = [folded_and_key(c.text) for c in chunks]  # cached: a passage met again is not folded again
+        folded = [f for f, _ in pairs]
+        norms = [key for _, key in pairs]
         exact_kept: dict[bytes, int] = {}
         survivors: list[int] = []  # visit order, exact duplicates removed
         distinct: list[int] = []  # one chunk per normalized text: template lines are counted over these

@@ -322,6 +322,28 @@ class TestLineShinglesAndTemplates:
         assert len(got[0]) == len(texts) - 80
 
 
+    def test_texts_met_again_are_judged_on_their_new_batch(self) -> None:
+        """A text's lines are cached (``_analysed_lines``); which of them are template lines is still decided by the
+        batch: the same texts give the same result warm, in any batch, as cold."""
+        rng = random.Random(5)
+        pool = ["Skip to main content", "Read more", "Share this"]
+        texts = [f"{rng.choice(pool)}\n{random_text(rng, 30)}\n{rng.choice(pool)}" for _ in range(12)]
+        texts += [texts[0].replace(pool[0], "Advertisement"), texts[1] + "\nComments (0)"]
+        batches = [texts, texts[:2] + texts[-2:], texts[::-1], texts[5:] + texts[:5]]
+
+        def removals(batch: list[str]) -> list[tuple[str, str | None, str]]:
+            chunks = [Chunk(t, f"c{texts.index(t)}") for t in batch]
+            return [(r.chunk_id, r.kept_id, r.detail) for r in run(DuplicateFilter(), chunks).removals]
+
+        warm = [removals(b) for b in batches]
+        cold = []
+        for b in batches:
+            dedup_engine.clear_line_cache()
+            cold.append(removals(b))
+        assert warm == cold
+        assert any(warm) and any("template line" in d for res in warm for _, _, d in res)
+
+
 def similar_stream(n: int, *, seed: int = 0, replaced: int = 12) -> list[str]:
     """A hostile stream: one 200-word text, each copy with ``replaced`` words changed (Jaccard ~0.6 between
     copies: similar, never duplicates at 0.8)."""
@@ -474,7 +496,11 @@ class TestTextWithoutSpaces:
         # Shingled by words, as every line once was: one \w+ "word" per clause, 29 shingles, most of them the sites'.
         monkeypatch.setattr(shingles, "is_spaceless", lambda line, **_: False)
         assert jaccard(line_shingles(a, 3), line_shingles(b, 3)) == pytest.approx(15 / 29)
-        assert run(DuplicateFilter(), [a, b]).removals == ()
+        dedup_engine.clear_line_cache()  # the stage's cached lines of these texts were shingled by characters
+        try:
+            assert run(DuplicateFilter(), [a, b]).removals == ()
+        finally:
+            dedup_engine.clear_line_cache()  # and must not stay shingled by words
 
     def test_different_articles_under_one_site_are_kept(self) -> None:
         header, footer = JA_SITES[0]
