@@ -16,8 +16,9 @@
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh serve   e2e TTFT (trim + queue + prefill) on the 12B shape, single requests and
 #                                              the Poisson ladder (e2e.py --skip tps)
 #   bash benchmarks/ragtrim_bench/gpu/run_e2e.sh cost    the default trim()'s cold cost per stage (pipeline stage_cost) with MiniLM
-#                                              on the GPU (twice: the model pass's short switch interval on and
-#                                              off; COST_SWITCH=0 leaves the second out), on the host's
+#                                              on the GPU, each request also warm (--warm: again at once, caches
+#                                              kept); again with the model pass's short switch interval off
+#                                              (COST_SWITCH=0 leaves that pass out); on the host's
 #                                              CPU only, and with the input counted in the caller's thread
 #                                              (--count-threads 1); COST_LIMIT requests per NQ column (50); about
 #                                              3 minutes
@@ -118,7 +119,7 @@ case $step in
     grep -v -i warn "$out/gateway_e2e.log" | tail -40 ;;
   cost)
     args=(--scorers auto,bm25,fast --columns nq-title,nq-notitle --split heldout --limit ${COST_LIMIT:-50} --no-progress)
-    { python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" -o "$out/stage_cost_h200_cuda.json"
+    { python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" --warm -o "$out/stage_cost_h200_cuda.json"
       if [ "${COST_SWITCH:-1}" = 1 ]; then
         python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" --switch-interval-s 0.005 \
           -o "$out/stage_cost_h200_cuda_switch5ms.json"
@@ -128,7 +129,7 @@ case $step in
       # the input counted in the caller's thread (rs-bpe) instead of on the counting threads (tiktoken)
       python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" --count-threads 1 \
         -o "$out/stage_cost_h200_cuda_count_caller.json"; } > "$out/cost.log" 2>&1
-    grep -v -i warn "$out/cost.log" | grep -E "^[a-z]|cold p50|model pass|relevance|count input" | head -40 ;;
+    grep -v -i warn "$out/cost.log" | grep -E "^[a-z]|cold p50|warm \(|model pass|relevance|count input" | head -40 ;;
   vllm)
     python3 -m ragtrim_bench.gpu.gateway_e2e --out /tmp/vllm-out --start-vllm /tmp/vllm-out/port \
       --budget-s ${VLLM_WAIT_S:-540} 2>&1 | grep -v -i warn | tail -5
