@@ -50,3 +50,12 @@ def test_clear_caches_reaches_into_composite_scorers() -> None:
 
     _clear_scorer(CascadeScorer(first="bm25", second=HybridScorer(scorers=(Spy(), "bm25"))))
     assert Spy.cleared == 1
+
+
+def test_dedup_keeps_passages_not_whole_pages() -> None:
+    clear_caches()
+    passage, page = "A passage of a few words.", "word " * 20_000
+    DuplicateFilter().run(TrimContext(query="", chunks=coerce_chunks([passage, page, passage + " More."])),
+                          counter=get_counter("cl100k_base"))
+    assert (passage,) in engine.folded_and_key.cache and (page,) not in engine.folded_and_key.cache
+    assert len(engine._analysed_lines.cache) == 2  # the two passages' lines, not the page's

@@ -103,7 +103,17 @@ def _weigh_analysis(args: tuple[object, ...], value: tuple[tuple[_Line, ...], tu
     return size
 
 
-@bounded_cache(max_entries=16384, weigh=_weigh_analysis)
+ANALYSIS_MAX_BYTES = 16 * 2**20
+"""Size of each per-text cache of this module (about 8,000 NQ-sized passages' folded forms, 4,000 passages' lines)."""
+
+ANALYSIS_MAX_ENTRY_BYTES = 1 << 16
+"""The largest entry of the per-text caches of this module (about 30,000 characters of ASCII text for the folded
+form, fewer for the lines): a passage met again is found there, while a whole page, rarely met twice, is analysed
+again rather than hold memory."""
+
+
+@bounded_cache(max_entries=16384, max_bytes=ANALYSIS_MAX_BYTES, max_entry_bytes=ANALYSIS_MAX_ENTRY_BYTES,
+               weigh=_weigh_analysis)
 def _analysed_lines(folded: str, max_words: int, shingle_words: int,
                     shingle_chars: int) -> tuple[tuple[_Line, ...], tuple[tuple[int, ...], ...]]:
     """The lines of ``folded`` that have tokens, each with its template-line key (``max_words``: the longest key in
@@ -124,7 +134,8 @@ def _analysed_lines(folded: str, max_words: int, shingle_words: int,
     return tuple(lines), tuple(hashes)
 
 
-@bounded_cache(max_entries=16384, weigh=lambda args, _: 2 * sys.getsizeof(args[0]) + 120)
+@bounded_cache(max_entries=16384, max_bytes=ANALYSIS_MAX_BYTES, max_entry_bytes=ANALYSIS_MAX_ENTRY_BYTES,
+               weigh=lambda args, _: 2 * sys.getsizeof(args[0]) + 120)
 def folded_and_key(text: str) -> tuple[str, bytes]:
     """``text`` in NFKC and lower case (``ragtrim.dedup.shingles.nfkc_lower``) and its exact-duplicate key
     (``ragtrim.dedup.pieces.exact_key``), cached."""
