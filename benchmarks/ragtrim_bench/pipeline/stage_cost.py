@@ -7,9 +7,9 @@ Each request runs through ``default_pipeline`` (what ``trim()`` builds) cold: ``
 before it, models loaded and warmed once before any timing. With ``--warm`` each cold trim is followed at once by a
 warm one of the same request, caches kept: every passage's sentences, tokens, counts and embeddings are then found
 in ragtrim's caches, so the warm figure is what the trim costs beyond analysing each passage's text, the floor that
-faster text analysis (native code, say) could at most bring a cold trim down to. The pipeline is instrumented from outside (its stages'
-``prefetch`` and ``run``, its input and output counting, its final budget guard, and the background model pass of
-every embedding scorer), so the code measured is the code users run. Per phase: wall time and CPU time of the thread
+faster text analysis (native code, say) could at most bring a cold trim down to. The pipeline is instrumented from
+outside (its stages' ``prefetch`` and ``run``, its input and output counting, its final budget guard, and the
+background model pass of every embedding scorer), so the code measured is the code users run. Per phase: wall time and CPU time of the thread
 that ran it (``time.thread_time``); per request: wall time and CPU time of the whole process (both threads). CPU time
 is what to compare on a busy machine: it moves little with load, while wall time waits for the other processes.
 Scorers take turns per request, so load falls on all alike.
