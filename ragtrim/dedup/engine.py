@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
-from typing import Literal, Protocol, cast
+from typing import Literal, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -56,6 +56,7 @@ _TOKEN = re.compile(r"\S+")
 _MAX_SET_SHINGLES = 50_000  # above this, Jaccard runs on sorted numpy arrays instead of Python sets (memory)
 
 ShingleSet = frozenset[int] | set[int] | U64Array
+T = TypeVar("T")
 
 
 # -- shingle sets -------------------------------------------------------------------------------------------------
@@ -81,6 +82,35 @@ tens of thousands of lines."""
 _HEAD_SPLIT_MAX_CHARS = 4096
 """Up to this many characters a line's first words come from one ``str.split(None, limit)``; a longer line's from a
 scan that stops after them (the split would copy the rest of the line)."""
+
+
+def _read_lines(folded: str, max_words: int) -> tuple[_Line, ...]:
+    """The lines of ``folded`` that have tokens, each with its template-line key (None for a line of more than
+    ``max_words`` words; a Han/Kana line's words are its characters / ``SPACELESS_CHARS_PER_WORD``)."""
+    out: list[_Line] = []
+    for line in folded.splitlines():
+        if line.isascii():
+            tokens, chars = word_text(line), False
+        else:
+            tokens, chars = line_tokens(line)
+        key = _line_head(tokens, max_words * SPACELESS_CHARS_PER_WORD if chars else max_words)
+        if key != ():
+            out.append((line, tokens, key, chars))
+    return tuple(out)
+
+
+def _content_mask(lines: Sequence[_Line], template: frozenset[tuple[str, ...]]) -> list[bool] | None:
+    """Which of ``lines`` near-duplicate detection compares: those that are not ``template`` lines, as a mask, or None
+    for all of them (no template line among them, or nothing but template lines: the full set)."""
+    if not template:
+        return None
+    mask = [ln[2] is None or ln[2] not in template for ln in lines]
+    return mask if any(mask) and not all(mask) else None
+
+
+def _masked(items: Sequence[T], mask: list[bool] | None) -> Sequence[T]:
+    """The items ``mask`` keeps (all of them for None)."""
+    return items if mask is None else [item for item, keep in zip(items, mask, strict=True) if keep]
 
 
 def _line_head(tokens: str, limit: int) -> tuple[str, ...] | None:
@@ -119,19 +149,9 @@ def _analysed_lines(folded: str, max_words: int, shingle_words: int,
     """The lines of ``folded`` that have tokens, each with its template-line key (``max_words``: the longest key in
     words), and each line's shingle hashes: what a small batch reads of one text, the same whatever the other texts
     of the batch are (cached: a passage met again costs one lookup)."""
-    lines: list[_Line] = []
-    hashes: list[tuple[int, ...]] = []
-    for line in folded.splitlines():
-        if line.isascii():
-            tokens, chars = word_text(line), False
-        else:
-            tokens, chars = line_tokens(line)
-        key = _line_head(tokens, max_words * SPACELESS_CHARS_PER_WORD if chars else max_words)
-        if key == ():
-            continue
-        lines.append((line, tokens, key, chars))
-        hashes.append(tuple(map(hash, word_shingles(tokens.split(), shingle_chars if chars else shingle_words))))
-    return tuple(lines), tuple(hashes)
+    lines = _read_lines(folded, max_words)
+    return lines, tuple(tuple(map(hash, word_shingles(tokens.split(), shingle_chars if chars else shingle_words)))
+                        for _, tokens, _, chars in lines)
 
 
 @bounded_cache(max_entries=16384, max_bytes=ANALYSIS_MAX_BYTES, max_entry_bytes=ANALYSIS_MAX_ENTRY_BYTES,
@@ -161,52 +181,29 @@ def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: 
     them), else unsorted arrays of 64-bit hashes.
     """
     max_words = template_max_words
-    use_template = template_min_chunks is not None and len(distinct) >= template_min_chunks
-    if python_sets:
-        return _python_shingle_sets(folded, members, distinct, shingle_words=shingle_words,
-                                    template_min_chunks=template_min_chunks if use_template else None,
-                                    template_max_words=max_words, shingle_chars=shingle_chars)
-    any_chars = False
-
-    def split_lines(text: str) -> list[_Line]:
-        nonlocal any_chars
-        out: list[_Line] = []
-        for line in text.splitlines():
-            if line.isascii():
-                tokens, chars = word_text(line), False
-            else:
-                tokens, chars = line_tokens(line)
-                any_chars = any_chars or chars
-            if not use_template:
-                if tokens and not tokens.isspace():
-                    out.append((line, tokens, None, chars))
-                continue
-            key = _line_head(tokens, max_words * SPACELESS_CHARS_PER_WORD if chars else max_words)
-            if key != ():
-                out.append((line, tokens, key, chars))
-        return out
-
-    lines = {i: split_lines(folded[i]) for i in members}
+    if python_sets:  # each text's lines and their shingle hashes, cached
+        analysed = {i: _analysed_lines(folded[i], max_words, shingle_words, shingle_chars) for i in members}
+        lines = {i: own for i, (own, _) in analysed.items()}
+    else:
+        lines = {i: _read_lines(folded[i], max_words) for i in members}
     template: frozenset[tuple[str, ...]] = frozenset()
-    if use_template:
+    if template_min_chunks is not None and len(distinct) >= template_min_chunks:
         # Counted over distinct normalized texts: exact copies (even pinned ones) do not add evidence. Each line's
         # own limit was applied when its key was made; this one only has to let every key through.
         template = template_lines(([ln[2] for ln in lines[i] if ln[2]] for i in distinct if i in lines),
-                                  min_chunks=cast(int, template_min_chunks),
-                                  max_words=max_words * SPACELESS_CHARS_PER_WORD)
-    ignored: dict[int, int] = {}
-    content: dict[int, list[_Line]] = {}
-    for i, own in lines.items():
-        kept = [ln for ln in own if ln[2] is None or ln[2] not in template] if template else []
-        if kept and len(kept) < len(own):
-            content[i], ignored[i] = kept, len(own) - len(kept)
-        else:  # nothing left out, or only template lines: the full set
-            content[i], ignored[i] = own, 0
+                                  min_chunks=template_min_chunks, max_words=max_words * SPACELESS_CHARS_PER_WORD)
+    # Per text, which lines are compared: None for all of them (no template line, or nothing but template lines).
+    kept = {i: _content_mask(own, template) for i, own in lines.items()}
+    ignored = {i: mask.count(False) if mask else 0 for i, mask in kept.items()}
+    content = {i: _masked(own, kept[i]) for i, own in lines.items()}
     content_lines = {i: tuple(ln[0] for ln in own) for i, own in content.items()}
-
     sets: dict[int, ShingleSet] = {}
+    if python_sets:
+        for i, (_, hashes) in analysed.items():
+            sets[i] = set(chain.from_iterable(_masked(hashes, kept[i])))
+        return ShingleSets(sets, ignored, len(template), content_lines)
     empty = np.empty(0, dtype=np.uint64)
-    if not any_chars:  # every line by words: one batch
+    if not any(ln[3] for own in lines.values() for ln in own):  # every line by words: one batch
         line_texts: list[str] = []
         bounds: dict[int, tuple[int, int]] = {}
         for i in members:
@@ -231,33 +228,6 @@ def build_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: 
     for i, spots in where.items():
         parts = [hashed[k][j] for k, j in spots]
         sets[i] = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else empty)
-    return ShingleSets(sets, ignored, len(template), content_lines)
-
-
-def _python_shingle_sets(folded: Sequence[str], members: Sequence[int], distinct: Collection[int], *,
-                         shingle_words: int, template_min_chunks: int | None, template_max_words: int,
-                         shingle_chars: int) -> ShingleSets:
-    """``build_shingle_sets`` with Python sets of the hashes of token tuples, from each text's cached lines
-    (``_analysed_lines``); ``template_min_chunks`` is None when the batch has too few texts for template lines."""
-    analysed = {i: _analysed_lines(folded[i], template_max_words, shingle_words, shingle_chars) for i in members}
-    template: frozenset[tuple[str, ...]] = frozenset()
-    if template_min_chunks is not None:
-        template = template_lines(([ln[2] for ln in analysed[i][0] if ln[2]] for i in distinct if i in analysed),
-                                  min_chunks=template_min_chunks,
-                                  max_words=template_max_words * SPACELESS_CHARS_PER_WORD)
-    sets: dict[int, ShingleSet] = {}
-    ignored: dict[int, int] = {}
-    content_lines: dict[int, tuple[str, ...]] = {}
-    for i, (own, hashes) in analysed.items():
-        keep = [ln[2] is None or ln[2] not in template for ln in own] if template else None
-        if keep is not None and any(keep) and not all(keep):  # template lines left out, content lines remain
-            sets[i] = set(chain.from_iterable(h for h, k in zip(hashes, keep) if k))
-            ignored[i] = keep.count(False)
-            content_lines[i] = tuple(ln[0] for ln, k in zip(own, keep) if k)
-        else:  # nothing left out, or only template lines: the full set
-            sets[i] = set(chain.from_iterable(hashes))
-            ignored[i] = 0
-            content_lines[i] = tuple(ln[0] for ln in own)
     return ShingleSets(sets, ignored, len(template), content_lines)
 
 
