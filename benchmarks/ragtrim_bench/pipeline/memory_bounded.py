@@ -75,6 +75,21 @@ def lift_byte_limits() -> None:
     counter._cache.max_bytes = counter._cache.max_entry_bytes = huge  # type: ignore[attr-defined]
 
 
+def cache_sizes_mb() -> dict[str, float]:
+    """What each per-text cache holds now, by its own estimate (``SizedLRU.nbytes``), in MB."""
+    from ragtrim.dedup import engine
+    from ragtrim.scoring import bm25
+    from ragtrim.stages import compress
+    from ragtrim.text import sentences, tokens
+
+    caches = {"sentence spans": sentences._sentence_spans.cache, "BM25 tokens": bm25._tokens.cache,
+              "stemmed BM25 tokens": bm25._stemmed.cache, "compression sentences": compress._cached_parts.cache,
+              "compression dependencies": compress._cached_dependencies.cache,
+              "dedup folded texts": engine.folded_and_key.cache, "dedup lines": engine._analysed_lines.cache,
+              "token counts": tokens.get_counter()._cache}  # type: ignore[attr-defined]
+    return {name: round(cache.nbytes / 1e6, 1) for name, cache in caches.items()}
+
+
 def measure(cfg: MemoryConfig) -> dict[str, Any]:
     from ragtrim import trim
 
@@ -102,6 +117,7 @@ def measure(cfg: MemoryConfig) -> dict[str, Any]:
         "rss_after_mb": round(after, 1),
         "rss_growth_mb": round(after - before, 1),
         "peak_rss_during_mb": max(r["rss_mb"] for r in per_request),
+        "cache_mb_after": cache_sizes_mb(),
         "target_growth_mb": 200,
         "within_target": after - before < 200,
         "requests": per_request,
@@ -124,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"RSS before {report['rss_before_mb']} MB, after {report['rss_after_mb']} MB, growth "
           f"{report['rss_growth_mb']} MB over {cfg.requests} requests of {report['input_mb_per_request']} MB "
           f"(target < 200 MB: {'met' if report['within_target'] else 'MISSED'}); wrote {out}")
+    print("caches after, MB: " + ", ".join(f"{k} {v}" for k, v in report["cache_mb_after"].items()))
     return 0 if report["within_target"] else 1
 
 
