@@ -6,16 +6,22 @@ left (``rest``: the client's time less those two, which is the hops between clie
 whose ``rest`` is large lost its time where neither the gateway nor the upstream timed it. From the same log: the
 stages' prefetches (``trim_prefetch_ms``, from the ``prefetch:<stage>`` entries where the log has them), and what of
 the trim neither its stages nor those entries account for (``trim_outside_stages_ms``: the final checks, and the
-prefetch in logs without its entries). The direct arm (the upstream alone) has only the client's times. A file that
-is not such a result is an InputError naming it.
+prefetch in logs without its entries). The direct arm (the upstream alone) has only the client's times.
 
-Run: ragtrim-bench gpu gateway_split FILE [FILE ...] [--over-ms 20] [-o OUT.json]
+Beside the measured gain over the direct arm, each logged arm reports ``free_preparation``: the client's time less the
+gateway's preparation, request by request, and the gain at p50 and p99 that would leave, which is the most any
+cheaper trim of the same prompts could give; with ``--target ARM=GAIN``, also the preparation p50 that would still
+reach that p50 gain (negative where even a free preparation would not). A file that is not such a result is an
+InputError naming it.
+
+Run: ragtrim-bench gpu gateway_split FILE [FILE ...] [--over-ms 20] [--target gpu-4x=2.6 ...] [-o OUT.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,8 +40,11 @@ def _spread(values: Sequence[float], over_ms: float | None = None) -> dict[str, 
     return out
 
 
-def arm_split(body: Mapping[str, Any], *, over_ms: float = OVER_MS) -> dict[str, Any]:
-    """One arm's split (``body``: ``single.<arm>`` of a ``gpu gateway_e2e`` result)."""
+def arm_split(body: Mapping[str, Any], *, over_ms: float = OVER_MS, direct: Sequence[float] = (),
+              target_gain: float | None = None) -> dict[str, Any]:
+    """One arm's split (``body``: ``single.<arm>`` of a ``gpu gateway_e2e`` result; ``direct``: the direct arm's
+    times to first token, for the gains a free preparation would give; ``target_gain``: the p50 gain whose
+    preparation budget to report)."""
     ttft = [float(x) for x in body["ttft_ms_in_order"]]
     out: dict[str, Any] = {"n": len(ttft), "ttft_ms": _spread(ttft), "p99_ttft_ms": body.get("p99_ttft_ms")}
     for key in ("p50_ttft_gain", "p99_ttft_gain"):
@@ -58,13 +67,32 @@ def arm_split(body: Mapping[str, Any], *, over_ms: float = OVER_MS) -> dict[str,
         out["trim_prefetch_ms"] = _spread(prefetch, over_ms)
     if outside:
         out["trim_outside_stages_ms"] = _spread(outside, over_ms)
+    if direct:
+        out["free_preparation"] = _free_preparation([t for t, _ in logged], prep, direct, target_gain)
     return out
 
 
-def split(result: Mapping[str, Any], *, over_ms: float = OVER_MS) -> dict[str, Any]:
-    """Every arm's split of one ``gpu gateway_e2e`` result."""
-    return {arm: arm_split(body, over_ms=over_ms) for arm, body in result.get("single", {}).items()
-            if body.get("ttft_ms_in_order")}
+def _free_preparation(ttft: Sequence[float], prep: Sequence[float], direct: Sequence[float],
+                      target_gain: float | None) -> dict[str, Any]:
+    """The times to first token less the preparation, and the gains over ``direct`` they would give."""
+    left = [t - p for t, p in zip(ttft, prep)]
+    out: dict[str, Any] = {"ttft_less_preparation_ms": {"p50": percentile(left, 50), "p99": percentile(left, 99)},
+                           "p50_gain": percentile(direct, 50) / percentile(left, 50),
+                           "p99_gain": percentile(direct, 99) / percentile(left, 99)}
+    if target_gain is not None:
+        out["target_p50_gain"] = target_gain
+        out["preparation_p50_budget_ms"] = percentile(direct, 50) / target_gain - percentile(left, 50)
+    return out
+
+
+def split(result: Mapping[str, Any], *, over_ms: float = OVER_MS,
+          targets: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Every arm's split of one ``gpu gateway_e2e`` result (``targets``: p50 gains by arm name)."""
+    single = result.get("single", {})
+    direct = [float(x) for x in (single.get("direct") or {}).get("ttft_ms_in_order") or []]
+    return {arm: arm_split(body, over_ms=over_ms, direct=direct if arm != "direct" else (),
+                           target_gain=(targets or {}).get(arm))
+            for arm, body in single.items() if body.get("ttft_ms_in_order")}
 
 
 def report(name: str, arms: Mapping[str, Any], over_ms: float) -> str:
@@ -81,6 +109,12 @@ def report(name: str, arms: Mapping[str, Any], over_ms: float) -> str:
         if "trim_outside_stages_ms" in s:
             o = s["trim_outside_stages_ms"]
             line += f"; trim outside its stages p50 {o['p50']:.1f} max {o['max']:.1f}"
+        if "free_preparation" in s:
+            f = s["free_preparation"]
+            line += (f"; with a free preparation p50 {f['ttft_less_preparation_ms']['p50']:.1f} ms "
+                     f"({f['p50_gain']:.2f}x, p99 {f['p99_gain']:.2f}x)")
+            if "preparation_p50_budget_ms" in f:
+                line += f"; {f['target_p50_gain']:g}x at p50 leaves {f['preparation_p50_budget_ms']:.1f} ms to prepare"
         lines.append(line)
     return "\n".join(lines)
 
@@ -97,15 +131,32 @@ def read_result(path: Path) -> dict[str, Any]:
     return result
 
 
+def _targets(parser: argparse.ArgumentParser, given: Sequence[str]) -> dict[str, float]:
+    targets: dict[str, float] = {}
+    for item in given:
+        arm, sep, gain = item.partition("=")
+        try:
+            value = float(gain)
+        except ValueError:
+            value = math.nan
+        if not sep or not arm or not value > 1.0 or math.isinf(value):
+            parser.error(f"--target {item!r}: expected ARM=GAIN with a finite gain above 1, e.g. gpu-4x=2.6")
+        targets[arm] = value
+    return targets
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ragtrim-bench gpu gateway_split", description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="+", type=Path, help="gpu_gateway.json files of gpu gateway_e2e")
     p.add_argument("--over-ms", type=float, default=OVER_MS, help="count requests whose rest is above this")
+    p.add_argument("--target", action="append", default=[], metavar="ARM=GAIN",
+                   help="report the preparation p50 that leaves this p50 gain for this arm (repeatable)")
     p.add_argument("-o", "--output", type=Path, default=None, help="also write the splits as JSON")
     args = p.parse_args(argv)
+    targets = _targets(p, args.target)
     out: dict[str, Any] = {"benchmark": "gateway_split", "command": command_line(__name__, argv), "files": {}}
     for path in args.files:
-        arms = split(read_result(path), over_ms=args.over_ms)
+        arms = split(read_result(path), over_ms=args.over_ms, targets=targets)
         out["files"][str(path)] = arms
         print(report(str(path), arms, args.over_ms))
     if args.output is not None:

@@ -70,3 +70,27 @@ def test_timed_prefetches_are_reported_and_left_out_of_the_untimed_part() -> Non
     s = arm_split(body)
     assert s["trim_prefetch_ms"]["max"] == pytest.approx(11.0)
     assert s["trim_outside_stages_ms"]["max"] == pytest.approx(4.0)
+
+
+def test_a_free_preparation_gives_the_most_a_cheaper_trim_could_gain() -> None:
+    arms = split(RESULT, targets={"gpu-4x": 2.5})
+    free = arms["gpu-4x"]["free_preparation"]
+    # less the preparation: 36, 105, 36 ms; direct p50 140 ms
+    assert free["ttft_less_preparation_ms"]["p50"] == pytest.approx(36.0)
+    assert free["p50_gain"] == pytest.approx(140.0 / 36.0)
+    assert free["preparation_p50_budget_ms"] == pytest.approx(140.0 / 2.5 - 36.0)
+    assert "free_preparation" not in arms["direct"]
+
+
+def test_a_target_no_free_preparation_reaches_has_a_negative_budget() -> None:
+    free = split(RESULT, targets={"gpu-4x": 5.0})["gpu-4x"]["free_preparation"]
+    assert free["preparation_p50_budget_ms"] < 0
+
+
+@pytest.mark.parametrize("target", ["gpu-4x", "gpu-4x=fast", "=2.6", "gpu-4x=0.5", "gpu-4x=inf"])
+def test_a_malformed_target_is_a_usage_error(tmp_path: Path, target: str) -> None:
+    source = tmp_path / "gpu_gateway.json"
+    source.write_text(json.dumps(RESULT), encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main([str(source), "--target", target])
+    assert exc.value.code == 2
