@@ -423,9 +423,10 @@ PIECE_CHARS = 1 << 16
 
 def count_ahead(texts: Sequence[str], counter: TokenCounter) -> PendingCounts:
     """Start counting ``texts`` (the untrimmed prompt's) on ragtrim's counting threads, where the host has them to
-    spare (``start_counts``), while the documents are trimmed; ``result()`` puts the counts in the counter's cache,
-    where ``count_text`` finds them. Texts ``count_text`` counts in pieces are left to it."""
-    return start_counts(counter, [t for t in texts if len(t) <= PIECE_CHARS])
+    spare (``start_counts``; with rs-bpe too, from ``FAST_PARALLEL_WORKERS`` threads up, whatever the prompt's size),
+    while the documents are trimmed; ``result()`` puts the counts in the counter's cache, where ``count_text`` finds
+    them. Texts ``count_text`` counts in pieces are left to it."""
+    return start_counts(counter, [t for t in texts if len(t) <= PIECE_CHARS], fast_small_in_caller=False)
 
 
 def count_text(text: str, counter: TokenCounter) -> int:

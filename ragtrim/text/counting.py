@@ -19,14 +19,16 @@ BLOCK_CHARS = 16_384
 """Texts longer than this are cut into blocks of about this many characters (a raw page is 100-300 KB)."""
 FAST_PARALLEL_WORKERS = 4
 """With rs-bpe counting (``ragtrim.text.fastcount``, faster than tiktoken's, holding the interpreter lock),
-texts are counted on worker threads by tiktoken only where at least this many threads count at once."""
+texts are counted on worker threads by tiktoken only where at least this many threads count at once, and a
+request's passages only when they are a raw page's worth (``FEW_THREADS_MIN_CHARS``)."""
 PARALLEL_MIN_CHARS = 4_096
 """Fewer characters than this in all are counted in the caller's thread: handing them over costs more."""
 FEW_THREADS_MIN_CHARS = 32_768
-"""With fewer than ``FAST_PARALLEL_WORKERS`` counting threads (a host of two or three cores), fewer characters than
-this in all are counted in the caller's thread too: there the threads share the cores with the caller's stages, and
-on a request of passages (``ragtrim-bench pipeline stage_cost``, NQ, tiktoken on two threads against the caller's
-thread) they cost the trim more than they saved; a raw page's markup is worth the hand-over."""
+"""Fewer characters than this in all are counted in the caller's thread too where the threads would not pay: with
+fewer than ``FAST_PARALLEL_WORKERS`` counting threads (a host of two or three cores, where the threads share the
+cores with the caller's stages), and a request's passages wherever rs-bpe counts (it counts them in the caller's
+thread in less time than the threads' hand-over and their contention for the interpreter lock cost the caller's
+stages: ``ragtrim-bench pipeline cost_ab`` on a 16-core GPU host). A raw page's markup is worth the hand-over."""
 
 
 def splits_additively(counter: TokenCounter) -> bool:
@@ -110,22 +112,25 @@ def _count_blocks(enc: object, blocks: list[str]) -> list[int]:
     return [len(enc.encode_ordinary(b)) for b in blocks]  # type: ignore[attr-defined]
 
 
-def start_counts(counter: TokenCounter, texts: Sequence[str]) -> PendingCounts:
+def start_counts(counter: TokenCounter, texts: Sequence[str], *, fast_small_in_caller: bool = True) -> PendingCounts:
     """Start counting ``texts`` on ragtrim's counting threads when that can overlap the caller's work (a tiktoken
     counter with cl100k's pre-tokenizer, texts not in its cache, enough characters to be worth a hand-over:
-    ``PARALLEL_MIN_CHARS``, or ``FEW_THREADS_MIN_CHARS`` with fewer than ``FAST_PARALLEL_WORKERS`` threads); the
-    rest is counted when ``result()`` or ``counter.count`` asks."""
+    ``PARALLEL_MIN_CHARS``, or ``FEW_THREADS_MIN_CHARS`` with fewer than ``FAST_PARALLEL_WORKERS`` threads or, unless
+    ``fast_small_in_caller`` is false, with rs-bpe); the rest is counted when ``result()`` or ``counter.count``
+    asks."""
     pending = PendingCounts(counter, texts)
     if count_workers() < 2 or not splits_additively(counter):
         return pending
-    if count_workers() < FAST_PARALLEL_WORKERS and getattr(counter, "fast", False):
+    fast = getattr(counter, "fast", False)
+    if fast and count_workers() < FAST_PARALLEL_WORKERS:
         return pending  # rs-bpe in the caller's thread beats tiktoken on this few threads (ragtrim.text.fastcount)
     cached = getattr(counter, "cached", None)
     # a text with a long run without whitespace is counted by counter.count, in its bounded blocks
     long_run = getattr(counter, "LONG_RUN", None)
     todo = [t for t in dict.fromkeys(texts) if t and not (callable(cached) and cached(t))
             and not (long_run is not None and _has_long_run(t, long_run))]
-    threshold = PARALLEL_MIN_CHARS if count_workers() >= FAST_PARALLEL_WORKERS else FEW_THREADS_MIN_CHARS
+    few = count_workers() < FAST_PARALLEL_WORKERS or (fast and fast_small_in_caller)
+    threshold = FEW_THREADS_MIN_CHARS if few else PARALLEL_MIN_CHARS
     if sum(map(len, todo)) >= threshold:
         pending.texts = todo
         pending._start(count_workers())

@@ -229,8 +229,8 @@ class TestUntrimmedPromptCountedAhead:
         started: list[list[str]] = []
         start = counting.start_counts
 
-        def recorded(counter: Any, texts: Any) -> Any:
-            pending = start(counter, texts)
+        def recorded(counter: Any, texts: Any, **options: Any) -> Any:
+            pending = start(counter, texts, **options)
             started.append(list(pending.texts) if pending._futures else [])
             return pending
 

@@ -118,9 +118,22 @@ class TestWhereTheCountsAreMade:
         pending = start_counts(TiktokenCounter(), [self.TEXT])
         assert pending._futures == [] and pending.result() == {}
 
-    def test_many_threads_count_with_tiktoken_beside_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_many_threads_count_a_request_of_passages_in_the_callers_thread(self,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
         from ragtrim.text import counting
 
         monkeypatch.setattr(counting, "count_workers", lambda: counting.FAST_PARALLEL_WORKERS)
+        assert len(self.TEXT) < counting.FEW_THREADS_MIN_CHARS
         pending = start_counts(TiktokenCounter(), [self.TEXT])
-        assert pending._futures and pending.result() == {self.TEXT: tiktoken_count(self.TEXT)}
+        assert pending._futures == [] and pending.result() == {}
+        # the gateway's untrimmed prompt, counted while its documents are trimmed, still goes to the threads
+        ahead = start_counts(TiktokenCounter(), [self.TEXT], fast_small_in_caller=False)
+        assert ahead._futures and ahead.result() == {self.TEXT: tiktoken_count(self.TEXT)}
+
+    def test_many_threads_count_a_raw_page_with_tiktoken_beside_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from ragtrim.text import counting
+
+        monkeypatch.setattr(counting, "count_workers", lambda: counting.FAST_PARALLEL_WORKERS)
+        page = "<p>x y</p>\n" * (counting.FEW_THREADS_MIN_CHARS // 10 + 1)
+        pending = start_counts(TiktokenCounter(), [page])
+        assert pending._futures and pending.result() == {page: tiktoken_count(page)}
