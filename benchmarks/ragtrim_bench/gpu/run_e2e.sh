@@ -70,6 +70,9 @@ if [ ! -d /tmp/g ] && ls /tmp/ge/e2e.part.* > /dev/null 2>&1; then
 fi
 step=${1:?usage: run_e2e.sh setup|host|serve|gateway|cost|gc|prepare|workers|vllm|latency}
 out=${OUT:?OUT must name the output folder}
+# the host's GPU model in result file names (h100, h200; "gpu" where nvidia-smi names neither)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -o -m1 'H[0-9][0-9][0-9]' | head -1 | tr H h)
+gpu=${gpu:-gpu}
 # VLLM=0 (cost and workers need no vLLM): only the e2e pieces travel, no vLLM is installed and the model folders are
 # not written; a later step without it does the whole set-up
 vllm=${VLLM:-1}
@@ -108,7 +111,7 @@ case $step in
     # fast-cuda-p10-w0.4 is the CUDA path with the CPU recipe (run 8's GPU recipe)
     python3 -m ragtrim_bench.relevance.net_latency --split heldout \
       --candidates ${HOST_CANDIDATES:-bm25,fast-onnx,fast-onnx-nopf,fast-cuda,fast-cuda-nopf,fast-cuda-p10-w0.4} \
-      -o "$out/net_latency_h200.json" 2>&1 | grep -v -i warn | tail -8
+      -o "$out/net_latency_${gpu}.json" 2>&1 | grep -v -i warn | tail -8
     python3 -m ragtrim_bench.gpu.e2e --out "$out" --skip serve > "$out/e2e_tps.log" 2>&1
     mv "$out/gpu_e2e.json" "$out/gpu_e2e_tps.json"; tail -5 "$out/e2e_tps.log" ;;
   serve)
@@ -119,16 +122,16 @@ case $step in
     grep -v -i warn "$out/gateway_e2e.log" | tail -40 ;;
   cost)
     args=(--scorers auto,bm25,fast --columns nq-title,nq-notitle --split heldout --limit ${COST_LIMIT:-50} --no-progress)
-    { python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" --warm -o "$out/stage_cost_h200_cuda.json"
+    { python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" --warm -o "$out/stage_cost_${gpu}_cuda.json"
       if [ "${COST_SWITCH:-1}" = 1 ]; then
         python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" --switch-interval-s 0.005 \
-          -o "$out/stage_cost_h200_cuda_switch5ms.json"
+          -o "$out/stage_cost_${gpu}_cuda_switch5ms.json"
       fi
       CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" \
-        -o "$out/stage_cost_h200_cpu.json"
+        -o "$out/stage_cost_${gpu}_cpu.json"
       # the input counted in the caller's thread (rs-bpe) instead of on the counting threads (tiktoken)
       python3 -m ragtrim_bench.pipeline.stage_cost "${args[@]}" --count-threads 1 \
-        -o "$out/stage_cost_h200_cuda_count_caller.json"; } > "$out/cost.log" 2>&1
+        -o "$out/stage_cost_${gpu}_cuda_count_caller.json"; } > "$out/cost.log" 2>&1
     grep -v -i warn "$out/cost.log" | grep -E "^[a-z]|cold p50|warm \(|model pass|relevance|count input" | head -40 ;;
   vllm)
     python3 -m ragtrim_bench.gpu.gateway_e2e --out /tmp/vllm-out --start-vllm /tmp/vllm-out/port \
@@ -152,19 +155,19 @@ case $step in
     if [ -f /tmp/vllm-out/port ]; then cp /tmp/vllm-out/vllm_server.log "$out/"; fi
     grep -v -i warn "$out/latency.log" | tail -60 ;;
   gc)
-    { python3 -m ragtrim_bench.serve.gc_pauses --requests ${GC_REQUESTS:-2000} -o "$out/gc_pauses_h200_cuda.json"
+    { python3 -m ragtrim_bench.serve.gc_pauses --requests ${GC_REQUESTS:-2000} -o "$out/gc_pauses_${gpu}_cuda.json"
       CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.serve.gc_pauses --scorer bm25 --requests ${GC_REQUESTS:-2000} \
-        -o "$out/gc_pauses_h200_hidden_bm25.json"; } > "$out/gc.log" 2>&1
+        -o "$out/gc_pauses_${gpu}_hidden_bm25.json"; } > "$out/gc.log" 2>&1
     grep "^|" "$out/gc.log" ;;
   prepare)
     { python3 -m ragtrim_bench.serve.prepare_cost --scorer balanced --requests ${PREPARE_REQUESTS:-60} \
-        -o "$out/prepare_cost_h200_cuda.json"
+        -o "$out/prepare_cost_${gpu}_cuda.json"
       CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.serve.prepare_cost --scorer bm25 \
-        --requests ${PREPARE_REQUESTS:-60} -o "$out/prepare_cost_h200_hidden_bm25.json"; } > "$out/prepare_cost.log" 2>&1
+        --requests ${PREPARE_REQUESTS:-60} -o "$out/prepare_cost_${gpu}_hidden_bm25.json"; } > "$out/prepare_cost.log" 2>&1
     grep -E "^\||adds" "$out/prepare_cost.log" ;;
   workers)
     CUDA_VISIBLE_DEVICES="" python3 -m ragtrim_bench.pipeline.analysis_workers --workers 1,2,4,8 \
-      --limit ${WORKERS_LIMIT:-50} --rounds 3 --no-progress -o "$out/analysis_workers_h200.json" > "$out/workers.log" 2>&1
+      --limit ${WORKERS_LIMIT:-50} --rounds 3 --no-progress -o "$out/analysis_workers_${gpu}.json" > "$out/workers.log" 2>&1
     tail -6 "$out/workers.log" ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
