@@ -1,13 +1,15 @@
 """Digests of what ``trim()`` returns on the quality matrix's requests, to show that a speed change changed no output.
 
   ragtrim-bench pipeline output_digest [--scorers auto,bm25] [--columns ...] [--split both] [--limit N]
-                                       [--against OLD.json] [-o PATH]
+                                       [--count-threads N] [--against OLD.json] [-o PATH]
 
 Per request, scorer and ratio (4x, 8x, 16x fewer tokens, the matrix's budgets): a digest of the output text, the
 token counts, and a digest of the trace's removal records (stage, chunk, action, reason, tokens, detail). With
 ``--against`` the run is compared with an earlier one (another checkout's, or before a change) and every request
 whose text or trace differs is listed; the exit status is 1 when any differs (requests that only one run holds are
-listed apart: a run with another ``--limit`` draws other requests). Nothing is timed.
+listed apart: a run with another ``--limit`` draws other requests). ``--count-threads`` counts the input on that
+many threads whatever this host's cores (``pipeline stage_cost``'s option), so that a host of two cores runs the path
+a larger one takes. Nothing is timed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrim_bench.common.results import command_line, result_path, write_result
+from ragtrim_bench.pipeline.stage_cost import use_count_threads
 from ragtrim_bench.relevance.columns import COLUMNS, SPLITS, build_column
 
 RATIOS = (4, 8, 16)
@@ -79,10 +82,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--columns", default=",".join(COLUMNS))
     parser.add_argument("--split", default="both", choices=("dev", "heldout", "both"))
     parser.add_argument("--limit", type=int, default=100)
+    parser.add_argument("--count-threads", type=int, default=None,
+                        help="threads that count the input beside the caller's, whatever this host's cores "
+                             "(default: one per core, at most 4); 1 counts it in the caller's thread")
     parser.add_argument("--against", type=Path, default=None, help="an earlier run's JSON to compare with")
     parser.add_argument("-o", "--output", type=Path, default=None,
                         help="default: results/pipeline/output_digest.json")
     args = parser.parse_args(argv)
+    if args.count_threads is not None:
+        if args.count_threads < 1:
+            parser.error(f"--count-threads must be >= 1, got {args.count_threads}")
+        use_count_threads(args.count_threads)
     splits = SPLITS if args.split == "both" else (args.split,)
     result = run(_names(args.scorers), _names(args.columns), splits, args.limit)
     status = 0

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import pytest
+
 from ragtrim import trim
-from ragtrim_bench.pipeline.output_digest import differences, digest, trace_text
+from ragtrim_bench.pipeline.output_digest import differences, digest, main, trace_text
 
 
 def test_digest_is_stable_and_short() -> None:
@@ -27,3 +29,9 @@ def test_differences_tell_text_from_trace_and_missing() -> None:
     assert differences(new, old) == {"text": [], "trace_only": ["b"], "in_one_run_only": ["c", "d"]}
     new["records"]["a"]["text"] = "changed"
     assert differences(new, old)["text"] == ["a"]
+
+
+def test_count_threads_below_one_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--count-threads", "0"])
+    assert exc.value.code == 2
