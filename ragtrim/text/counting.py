@@ -119,19 +119,20 @@ def start_counts(counter: TokenCounter, texts: Sequence[str], *, fast_small_in_c
     ``fast_small_in_caller`` is false, with rs-bpe); the rest is counted when ``result()`` or ``counter.count``
     asks."""
     pending = PendingCounts(counter, texts)
-    if count_workers() < 2 or not splits_additively(counter):
+    workers = count_workers()
+    if workers < 2 or not splits_additively(counter):
         return pending
     fast = getattr(counter, "fast", False)
-    if fast and count_workers() < FAST_PARALLEL_WORKERS:
+    if fast and workers < FAST_PARALLEL_WORKERS:
         return pending  # rs-bpe in the caller's thread beats tiktoken on this few threads (ragtrim.text.fastcount)
     cached = getattr(counter, "cached", None)
     # a text with a long run without whitespace is counted by counter.count, in its bounded blocks
     long_run = getattr(counter, "LONG_RUN", None)
     todo = [t for t in dict.fromkeys(texts) if t and not (callable(cached) and cached(t))
             and not (long_run is not None and _has_long_run(t, long_run))]
-    few = count_workers() < FAST_PARALLEL_WORKERS or (fast and fast_small_in_caller)
+    few = workers < FAST_PARALLEL_WORKERS or (fast and fast_small_in_caller)
     threshold = FEW_THREADS_MIN_CHARS if few else PARALLEL_MIN_CHARS
     if sum(map(len, todo)) >= threshold:
         pending.texts = todo
-        pending._start(count_workers())
+        pending._start(workers)
     return pending

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrim_bench.common.results import command_line, result_path, write_result
-from ragtrim_bench.pipeline.stage_cost import use_count_threads
+from ragtrim_bench.pipeline.stage_cost import add_count_threads_argument, apply_count_threads
 from ragtrim_bench.relevance.columns import COLUMNS, SPLITS, build_column
 
 RATIOS = (4, 8, 16)
@@ -82,17 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--columns", default=",".join(COLUMNS))
     parser.add_argument("--split", default="both", choices=("dev", "heldout", "both"))
     parser.add_argument("--limit", type=int, default=100)
-    parser.add_argument("--count-threads", type=int, default=None,
-                        help="threads that count the input beside the caller's, whatever this host's cores "
-                             "(default: one per core, at most 4); 1 counts it in the caller's thread")
+    add_count_threads_argument(parser)
     parser.add_argument("--against", type=Path, default=None, help="an earlier run's JSON to compare with")
     parser.add_argument("-o", "--output", type=Path, default=None,
                         help="default: results/pipeline/output_digest.json")
     args = parser.parse_args(argv)
-    if args.count_threads is not None:
-        if args.count_threads < 1:
-            parser.error(f"--count-threads must be >= 1, got {args.count_threads}")
-        use_count_threads(args.count_threads)
+    apply_count_threads(parser, args.count_threads)
     splits = SPLITS if args.split == "both" else (args.split,)
     result = run(_names(args.scorers), _names(args.columns), splits, args.limit)
     status = 0

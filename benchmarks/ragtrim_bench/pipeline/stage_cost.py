@@ -5,14 +5,14 @@
 
 Each request runs through ``default_pipeline`` (what ``trim()`` builds) cold: ``ragtrim.caches.clear_caches()`` just
 before it, models loaded and warmed once before any timing. With ``--warm`` each cold trim is followed at once by a
-warm one of the same request, caches kept: every passage's sentences, tokens, counts and embeddings are then found
-in ragtrim's caches, so the warm figure is what the trim costs beyond analysing each passage's text, the floor that
+warm one of the same request, caches kept: every passage's sentences, tokens, counts and embeddings are then found in
+ragtrim's caches, so the warm figure is what the trim costs beyond analysing each passage's text, the floor that
 faster text analysis (native code, say) could at most bring a cold trim down to. The pipeline is instrumented from
 outside (its stages' ``prefetch`` and ``run``, its input and output counting, its final budget guard, and the
-background model pass of every embedding scorer), so the code measured is the code users run. Per phase: wall time and CPU time of the thread
-that ran it (``time.thread_time``); per request: wall time and CPU time of the whole process (both threads). CPU time
-is what to compare on a busy machine: it moves little with load, while wall time waits for the other processes.
-Scorers take turns per request, so load falls on all alike.
+background model pass of every embedding scorer), so the code measured is the code users run. Per phase: wall time and
+CPU time of the thread that ran it (``time.thread_time``); per request: wall time and CPU time of the whole process
+(both threads). CPU time is what to compare on a busy machine: it moves little with load, while wall time waits for
+the other processes. Scorers take turns per request, so load falls on all alike.
 """
 
 from __future__ import annotations
@@ -295,6 +295,22 @@ def use_count_threads(threads: int) -> None:
     counting.count_workers = background.count_workers  # type: ignore[attr-defined]  # its own name, read per trim
 
 
+def add_count_threads_argument(parser: argparse.ArgumentParser) -> None:
+    """``--count-threads N``: the input counted on N threads whatever this host's cores (``apply_count_threads``)."""
+    parser.add_argument("--count-threads", type=int, default=None,
+                        help="threads that count the input beside the caller's, whatever this host's cores "
+                             "(default: one per core, at most 4); 1 counts it in the caller's thread")
+
+
+def apply_count_threads(parser: argparse.ArgumentParser, threads: int | None) -> None:
+    """``--count-threads``'s value: a usage error below 1, ``use_count_threads`` otherwise (None: as the host has)."""
+    if threads is None:
+        return
+    if threads < 1:
+        parser.error(f"--count-threads must be >= 1, got {threads}")
+    use_count_threads(threads)
+
+
 def _names(text: str) -> tuple[str, ...]:
     return tuple(x for x in text.split(",") if x)
 
@@ -312,22 +328,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the interpreter's switch interval while a model pass is in flight "
                              "(ragtrim._util.background.SWITCH_INTERVAL_S; 0.005, the interpreter's default, turns "
                              "the shorter interval off)")
-    parser.add_argument("--count-threads", type=int, default=None,
-                        help="threads that count the input beside the caller's (ragtrim._util.background."
-                             "count_workers: one per core, at most 4); 1 counts it in the caller's thread")
+    add_count_threads_argument(parser)
     parser.add_argument("--warm", action="store_true",
                         help="also time each request warm, at once after its cold trim, caches kept: the cost "
                              "beyond analysing each passage's text")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    if args.count_threads is not None and args.count_threads < 1:
-        parser.error(f"--count-threads must be >= 1, got {args.count_threads}")
+    apply_count_threads(parser, args.count_threads)
     from ragtrim._util import background
 
     if args.switch_interval_s is not None:
         background.SWITCH_INTERVAL_S = args.switch_interval_s
-    if args.count_threads is not None:
-        use_count_threads(args.count_threads)
     split: Split = "dev" if args.split == "dev" else "heldout"
     config = StageCostConfig(scorers=_names(args.scorers), columns=_names(args.columns), split=split,
                              limit=args.limit, ratio=args.ratio, warm=args.warm)
